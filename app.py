@@ -1,0 +1,37 @@
+"""LatencyLab: the st.navigation router and the shared sidebar; nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from ui.common import sidebar
+
+ROOT = Path(__file__).resolve().parent
+
+# (file, title, icon, url path, section); pages whose file does not exist are left out.
+PAGES: list[tuple[str, str, str, str, str]] = [
+    ("pages/runs.py", "Runs", ":material/table_rows:", "runs", "Results"),
+    ("pages/run.py", "Run", ":material/insights:", "run", "Results"),
+    ("pages/explore.py", "Explore", ":material/scatter_plot:", "explore", "Results"),
+    ("pages/compare.py", "Compare", ":material/compare_arrows:", "compare", "Results"),
+    ("pages/launch.py", "Launch", ":material/rocket_launch:", "launch", "Benchmark"),
+    ("pages/jobs.py", "Jobs", ":material/pending_actions:", "jobs", "Benchmark"),
+    ("pages/whatif.py", "What-if", ":material/calculate:", "whatif", "Estimate"),
+]
+
+
+def main() -> None:
+    st.set_page_config(page_title="LatencyLab", page_icon=":material/speed:", layout="wide")
+    sections: dict[str, list] = {}
+    for i, (file, title, icon, url_path, section) in enumerate(PAGES):
+        if (ROOT / file).is_file():
+            page = st.Page(file, title=title, icon=icon, url_path=url_path, default=(i == 0))
+            sections.setdefault(section, []).append(page)
+    nav = st.navigation(sections)
+    sidebar()
+    nav.run()
+
+
+main()

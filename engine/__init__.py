@@ -1,0 +1,1 @@
+"""LatencyLab's engine: everything that is not UI."""

@@ -1,0 +1,50 @@
+"""Raw measurement records: what was sent when, and when each chunk came back.
+
+Everything is a ``time.perf_counter_ns()`` integer from one process, so differences
+are exact; milliseconds appear only in derived metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RequestRecord:
+    """One request's raw stamps.
+
+    ``arrival_ns`` is when the request became due (the run start for a closed loop,
+    the scheduled time for an arrival process); ``send_ns`` is when it was actually
+    handed to the engine. The gap is client-side queueing, kept apart from TTFT.
+    """
+
+    index: int
+    arrival_ns: int
+    send_ns: int
+    prompt_tokens: int
+    chunk_ns: list[int] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    error: str | None = None
+    warmup: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(self.chunk_tokens)
+
+    def add_chunk(self, t_ns: int, n_tokens: int) -> None:
+        self.chunk_ns.append(t_ns)
+        self.chunk_tokens.append(n_tokens)
+
+
+@dataclass
+class RunRecord:
+    """The raw result of one measured phase: requests plus the phase's bounds."""
+
+    start_ns: int
+    end_ns: int
+    requests: list[RequestRecord]
+    warmup_requests: int = 0

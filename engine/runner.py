@@ -1,0 +1,242 @@
+"""One benchmark from start to finish: pre-flight, load, warm up, measure, store.
+
+Bad input is refused by :func:`preflight` before anything is stored. A run that fails
+after that is stored as *failed* with its reason (never as a partial success); a run
+that succeeds is stored with every request's raw stamps in one transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine import models, provenance
+from engine.backends.base import REGISTRY, BackendError, GenerationParams, get_backend
+from engine.metrics import compute_metrics
+from engine.records import RequestRecord, RunRecord
+from engine.spec import JobSpec, SpecError
+from engine.workload import make_prompts
+
+PHASES: tuple[str, ...] = ("loading", "warm-up", "measuring", "evaluating", "saving")
+
+
+@dataclass
+class ProgressState:
+    """Live progress, cheap to update from the measuring loop and polled by others."""
+
+    phase: str = "starting"
+    tokens_done: int = 0
+    tokens_total: int = 0
+    requests_done: int = 0
+    requests_total: int = 0
+    note: str = ""
+    phase_started: float = field(default_factory=time.monotonic)
+
+    def enter(self, phase: str, note: str = "") -> None:
+        self.phase, self.note, self.phase_started = phase, note, time.monotonic()
+
+    @property
+    def fraction(self) -> float | None:
+        if self.tokens_total <= 0:
+            return None
+        return min(1.0, self.tokens_done / self.tokens_total)
+
+
+class BenchmarkFailed(RuntimeError):
+    """The run failed after pre-flight; it is stored as failed (``run_id``) when a db was given."""
+
+    def __init__(self, reason: str, run_id: int | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.run_id = run_id
+
+
+@dataclass
+class BenchmarkResult:
+    run_id: int | None
+    metrics: dict[str, Any]
+    provenance: dict[str, Any]
+    requests: list[RequestRecord]
+
+
+class _Sink:
+    """Appends each chunk to its request; the only code in the measuring hot path."""
+
+    __slots__ = ("chunk_ns", "chunk_tokens", "state")
+
+    def __init__(self, records: list[RequestRecord], state: ProgressState) -> None:
+        self.chunk_ns = [r.chunk_ns for r in records]
+        self.chunk_tokens = [r.chunk_tokens for r in records]
+        self.state = state
+
+    def chunk(self, row: int, t_ns: int, n_tokens: int) -> None:
+        self.chunk_ns[row].append(t_ns)
+        self.chunk_tokens[row].append(n_tokens)
+        self.state.tokens_done += n_tokens
+
+
+def preflight(spec: JobSpec) -> None:
+    """Everything that can be checked before loading weights; raises SpecError."""
+    if spec.recipe.engine not in REGISTRY:
+        raise SpecError(f"unknown engine {spec.recipe.engine!r}; available: {', '.join(sorted(REGISTRY))}")
+    models.check(spec.model)
+    wl = spec.workload
+    if wl.prompt_file is not None:
+        if spec.model.kind == "synthetic":
+            raise SpecError("a prompt file needs a model with a tokenizer; synthetic weights take --prompt-tokens")
+        if not Path(wl.prompt_file).expanduser().is_file():
+            raise SpecError(f"prompt file {wl.prompt_file} does not exist")
+    context = models.declared_context_length(spec.model)
+    if context is not None and wl.prompt_tokens is not None and wl.prompt_tokens + wl.output_tokens > context:
+        raise SpecError(
+            f"prompt ({wl.prompt_tokens}) + output ({wl.output_tokens}) tokens exceed the model's context of "
+            f"{context} tokens; shorten the prompt or the output"
+        )
+
+
+def _batches(n: int, size: int) -> list[range]:
+    return [range(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+def _run_requests(backend: Any, prompts: list[list[int]], spec: JobSpec, state: ProgressState,
+                  warmup: bool, first_index: int) -> tuple[list[RequestRecord], int, int]:
+    """Send ``prompts`` in static batches; returns records and the phase's bounds."""
+    wl = spec.workload
+    params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
+    start_ns = time.perf_counter_ns()
+    records: list[RequestRecord] = []
+    for batch in _batches(len(prompts), wl.batch_size):
+        batch_records = [
+            RequestRecord(index=first_index + i, arrival_ns=start_ns, send_ns=0,
+                          prompt_tokens=len(prompts[i]), warmup=warmup)
+            for i in batch
+        ]
+        sink = _Sink(batch_records, state)
+        send_ns = backend.generate([prompts[i] for i in batch], params, sink)
+        for r in batch_records:
+            r.send_ns = send_ns
+        records.extend(batch_records)
+        state.requests_done += len(batch)
+    end_ns = time.perf_counter_ns()
+    return records, start_ns, end_ns
+
+
+def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = print) -> BenchmarkResult:
+    """Load, warm up and measure; raises on failure (nothing stored here)."""
+    wl = spec.workload
+    prov = provenance.collect()
+    state.enter("loading", "resolving weights")
+    resolved = models.resolve(spec.model, progress=lambda msg, _f: (log(msg), setattr(state, "note", msg)))
+    backend = get_backend(spec.recipe.engine)
+    report = backend.load(resolved, spec.recipe, spec.device, lambda msg, _f: setattr(state, "note", msg))
+    log(f"loaded {resolved.label} in {report.load_s:.1f} s on {report.device_name}")
+    try:
+        context = report.context_length
+        if context is not None and wl.prompt_tokens is not None and wl.prompt_tokens + wl.output_tokens > context:
+            raise SpecError(f"prompt + output tokens exceed the model's context of {context}")
+        total = wl.warmup + wl.requests
+        prompts = make_prompts(wl, total, backend.tokenizer(), report.vocab_size or 32000)
+        if context is not None and any(len(p) + wl.output_tokens > context for p in prompts):
+            raise SpecError(f"a prompt from {wl.prompt_file} plus the output exceeds the model's context of {context}")
+        state.tokens_total = wl.warmup * wl.output_tokens
+        state.requests_total = wl.warmup
+        state.enter("warm-up", f"{wl.warmup} warm-up request(s)")
+        t0 = time.perf_counter()
+        warm, _, _ = _run_requests(backend, prompts[: wl.warmup], spec, state, True, 0)
+        warmup_s = time.perf_counter() - t0
+
+        state.tokens_done, state.requests_done = 0, 0
+        state.tokens_total = wl.requests * wl.output_tokens
+        state.requests_total = wl.requests
+        state.enter("measuring", f"{wl.requests} request(s) in batches of {wl.batch_size}")
+        backend.reset_peak_memory()
+        ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        measured, start_ns, end_ns = _run_requests(
+            backend, prompts[wl.warmup :], spec, state, False, wl.warmup
+        )
+        ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        failed = [r for r in measured if r.output_tokens == 0]
+        for r in failed:
+            r.error = r.error or "no tokens returned"
+        metrics = compute_metrics(RunRecord(start_ns=start_ns, end_ns=end_ns, requests=warm + measured))
+        metrics["peak_memory_bytes"] = backend.peak_memory_bytes()
+        metrics["load_s"] = report.load_s
+        metrics["warmup_s"] = warmup_s
+        cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+        prov.update(
+            backend.info(),
+            model_label=resolved.label,
+            parameters=report.parameters,
+            has_accuracy=resolved.has_accuracy,
+            gguf_source=resolved.gguf_source,
+            load_avg_after=list(os.getloadavg()),
+            cpu_wall_ratio=cpu_s / max(wall1 - wall0, 1e-9),
+        )
+        return BenchmarkResult(run_id=None, metrics=metrics, provenance=prov, requests=warm + measured)
+    finally:
+        backend.unload()
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line: the exception's last line, prefixed by its type where that helps."""
+    text = str(exc).strip().splitlines()
+    line = text[-1] if text else ""
+    if isinstance(exc, (BackendError, SpecError)):
+        return line or type(exc).__name__
+    if "out of memory" in line.lower():
+        return f"out of memory: {line}"
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def run_benchmark(spec: JobSpec, db: Any | None = None, state: ProgressState | None = None,
+                  log: Callable[[str], None] = print, job_id: int | None = None,
+                  sweep: str | None = None) -> BenchmarkResult:
+    """Pre-flight, execute and store. SpecError before anything is stored; BenchmarkFailed after."""
+    preflight(spec)
+    state = state or ProgressState()
+    try:
+        result = execute(spec, state, log)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a stored reason
+        reason = failure_reason(exc)
+        log(traceback.format_exc())
+        run_id = _store(db, spec, "failed", None, {"error_type": type(exc).__name__}, [], reason, job_id, sweep)
+        raise BenchmarkFailed(reason, run_id) from exc
+    state.enter("saving")
+    result.run_id = _store(db, spec, "done", result.metrics, result.provenance, result.requests, None, job_id, sweep)
+    state.enter("done")
+    return result
+
+
+def _store(db: Any | None, spec: JobSpec, status: str, metrics: dict[str, Any] | None, prov: dict[str, Any],
+           requests: list[RequestRecord], error: str | None, job_id: int | None, sweep: str | None) -> int | None:
+    if db is None:
+        return None
+    from storage.runs import NewRun, save_run
+
+    return save_run(
+        db,
+        NewRun(
+            status=status,
+            spec=spec.model_dump(mode="json"),
+            fingerprint=spec.fingerprint(),
+            model=spec.model.label,
+            engine=spec.recipe.engine,
+            device=spec.device,
+            device_name=prov.get("device_name"),
+            name=spec.name,
+            sweep=sweep,
+            provenance=prov,
+            metrics=metrics,
+            error=error,
+            job_id=job_id,
+            requests=requests,
+        ),
+    )

@@ -1,0 +1,45 @@
+"""Runs: every stored run; ``?run=ID`` opens one."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from storage.frames import runs_frame
+from storage.runs import get_run
+from ui.common import database, query_int
+from ui.run_view import render_run
+
+db = database()
+if db is not None:
+    run_id, problem = query_int("run")
+    if problem:
+        st.warning(f"{problem}; showing all runs instead.")
+    elif run_id is not None:
+        run = get_run(db, run_id)
+        if run is None:
+            st.warning(f"There is no run {run_id}. It may have been deleted, or the link is from another database.")
+        else:
+            render_run(run)
+            st.divider()
+
+    st.title("Runs")
+    frame = runs_frame(db, limit=500)
+    if frame.empty:
+        st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
+    else:
+        frame = frame.assign(link=[f"?run={i}" for i in frame["run_id"]])
+        cols = ["link", "created_at", "status", "name", "model", "engine", "device",
+                "ttft_ms_p50", "tpot_ms_p50", "itl_ms_p50", "e2el_ms_p50", "output_tokens_per_s", "error"]
+        st.dataframe(
+            frame[cols],
+            hide_index=True,
+            use_container_width=True,
+            column_config={
+                "link": st.column_config.LinkColumn("run", display_text=r"\?run=(\d+)"),
+                "ttft_ms_p50": st.column_config.NumberColumn("TTFT p50 [ms]", format="%.1f"),
+                "tpot_ms_p50": st.column_config.NumberColumn("TPOT p50 [ms]", format="%.1f"),
+                "itl_ms_p50": st.column_config.NumberColumn("ITL p50 [ms]", format="%.1f"),
+                "e2el_ms_p50": st.column_config.NumberColumn("E2EL p50 [ms]", format="%.1f"),
+                "output_tokens_per_s": st.column_config.NumberColumn("tokens/s", format="%.1f"),
+            },
+        )

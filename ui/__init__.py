@@ -1,0 +1,1 @@
+"""Small shared pieces of the Streamlit UI (no SQL, no torch: they call storage/engine)."""

@@ -1,0 +1,49 @@
+"""Rendering of one run: headline cards, the metric table, config, provenance, error."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from engine.metrics import LABELS, LATENCY_GROUPS
+from engine.results import human_bytes, result_object
+
+
+def metric_table(obj: dict[str, Any]) -> pd.DataFrame:
+    rows = []
+    for group in LATENCY_GROUPS:
+        stats = obj.get(group) or {}
+        rows.append({"metric": f"{LABELS[group]} [ms]", **{k: stats.get(k) for k in ("mean", "p50", "p90", "p95", "p99")}})
+    return pd.DataFrame(rows)
+
+
+def render_run(run: Any) -> None:
+    """Show one stored run (a RunDetail from storage)."""
+    obj = result_object(run)
+    title = run.name or f"Run {run.id}"
+    st.subheader(f"{title}: {run.model} on {run.device_name or run.device}")
+    st.caption(f"run {run.id} · {run.engine} · {run.created_at:%Y-%m-%d %H:%M UTC} · fingerprint {run.fingerprint}")
+    if run.status != "done":
+        st.error(f"This run {run.status}: {run.error or 'no reason recorded'}")
+    else:
+        ttft = (obj.get("ttft_ms") or {}).get("p50")
+        tpot = (obj.get("tpot_ms") or {}).get("p50")
+        cols = st.columns(5)
+        cols[0].metric("TTFT p50", "-" if ttft is None else f"{ttft:,.1f} ms")
+        cols[1].metric("TPOT p50", "-" if tpot is None else f"{tpot:,.1f} ms", help="GenAI-Perf/AIPerf call this ITL")
+        cols[2].metric("Output tokens/s", f"{obj.get('output_tokens_per_s') or 0:,.1f}")
+        cols[3].metric("Peak memory", human_bytes(obj.get("peak_memory_bytes")))
+        cols[4].metric("Load time", f"{obj.get('load_s') or 0:,.1f} s")
+        st.dataframe(metric_table(obj), hide_index=True, use_container_width=True)
+        st.caption(
+            f"{obj.get('completed')} requests measured, {obj.get('failed')} failed, "
+            f"{obj.get('warmup_excluded')} warm-up excluded; requests/s {obj.get('requests_per_s') or 0:.3f}; "
+            f"tokens/s per user {obj.get('tokens_per_s_per_user') or 0:.2f}"
+        )
+    with st.expander("Config", expanded=False):
+        st.code(json.dumps(run.spec, indent=2, sort_keys=True), language="json")
+    with st.expander("Provenance", expanded=False):
+        st.json(run.provenance)

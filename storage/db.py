@@ -56,7 +56,7 @@ class Database:
             session.close()
 
     def migrate(self) -> None:
-        """Bring the schema to the newest Alembic revision."""
+        """Bring the schema to the newest Alembic revisions (every branch head)."""
         from alembic import command
         from alembic.config import Config
 
@@ -66,7 +66,7 @@ class Database:
         try:
             with self.engine.begin() as conn:
                 cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
+                command.upgrade(cfg, "heads")
         except OperationalError as exc:
             # Another process created the schema at the same moment: check and go on.
             if "already exists" not in str(exc) or "runs" not in inspect(self.engine).get_table_names():

@@ -53,6 +53,26 @@ class LoadReport:
     context_length: int | None = None
 
 
+@dataclass
+class TokenScores:
+    """What a backend says about one scored sequence of ``n`` tokens, per position 1..n-1.
+
+    Row ``i`` describes the next-token distribution after ``tokens[: i + 1]``:
+    ``token_logprobs[i]`` = log p(tokens[i + 1] | tokens[: i + 1]) (all a perplexity needs);
+    ``top_ids`` / ``top_logprobs`` ([n-1, k], best first) the ``k`` most likely tokens
+    (top-1 agreement needs k >= 1; a vLLM backend gets them from ``prompt_logprobs``, an
+    OpenAI endpoint from ``echo`` + ``logprobs``, both usually capped at k <= 20);
+    ``full`` ([n-1, vocab] log-softmax) only when asked for and the engine can give it
+    (KL divergence against a baseline needs it; without it KL is reported unavailable).
+    Arrays are numpy float32 / int64 on the host.
+    """
+
+    token_logprobs: Any
+    top_ids: Any | None = None
+    top_logprobs: Any | None = None
+    full: Any | None = None
+
+
 @runtime_checkable
 class Backend(Protocol):
     """One inference engine. Instances are single-use: load, generate..., unload."""
@@ -71,6 +91,15 @@ class Backend(Protocol):
 
     def info(self) -> dict[str, Any]:
         """Versions and device facts for provenance."""
+        ...
+
+    def score(self, sequences: list[list[int]], top_k: int = 0, full: bool = False) -> list[TokenScores]:
+        """Log-likelihoods of given token sequences under the loaded recipe (teacher forcing).
+
+        One :class:`TokenScores` per sequence. ``top_k`` asks for the k best tokens per
+        position, ``full`` for the whole log-softmax; a backend that cannot give them
+        leaves those fields None and the accuracy figures that need them say so.
+        """
         ...
 
     def peak_memory_bytes(self) -> int | None: ...

@@ -218,6 +218,50 @@ class TransformersBackend:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
+    # -- scoring (accuracy phase) --------------------------------------------------
+    def score(self, sequences: list[list[int]], top_k: int = 0, full: bool = False) -> list[Any]:
+        """Teacher-forced log-softmax of every next token: one forward pass per batch.
+
+        Sequences are right-padded (causal attention never looks at the padding);
+        log-probabilities are taken in float32 whatever the recipe's dtype.
+        """
+        from engine.backends.base import TokenScores
+
+        if self._model is None:
+            raise BackendError("score() called before load()")
+        if not sequences or any(len(seq) < 2 for seq in sequences):
+            raise BackendError("score() needs sequences of at least two tokens")
+        width = max(len(seq) for seq in sequences)
+        pad = self._model.generation_config.pad_token_id or 0
+        ids = torch.full((len(sequences), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(sequences), width), dtype=torch.long)
+        for row, seq in enumerate(sequences):
+            ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+            mask[row, : len(seq)] = 1
+        out: list[TokenScores] = []
+        try:
+            with torch.inference_mode():
+                logits = self._model(input_ids=ids.to(self._device), attention_mask=mask.to(self._device)).logits
+                for row, seq in enumerate(sequences):
+                    n = len(seq) - 1
+                    logp = torch.log_softmax(logits[row, :n].float(), dim=-1)
+                    target = ids[row, 1 : n + 1].to(self._device)
+                    token_lp = logp.gather(1, target[:, None])[:, 0]
+                    top_ids = top_lp = None
+                    if top_k > 0:
+                        top = torch.topk(logp, min(top_k, logp.shape[-1]), dim=-1)
+                        top_ids, top_lp = top.indices.cpu().numpy(), top.values.cpu().numpy()
+                    out.append(TokenScores(
+                        token_logprobs=token_lp.cpu().numpy(),
+                        top_ids=top_ids,
+                        top_logprobs=top_lp,
+                        full=logp.cpu().numpy() if full else None,
+                    ))
+                del logits
+        except torch.OutOfMemoryError as exc:
+            raise BackendError(f"out of memory while scoring: {str(exc).splitlines()[0]}") from exc
+        return out
+
 
 def device_name(device: torch.device) -> str:
     """The device's real name: the GPU's marketing name or the CPU model."""

@@ -175,3 +175,10 @@ def delete_run(db: Database, run_id: int) -> bool:
         s.execute(delete(RequestRow).where(RequestRow.run_id == run_id))
         result = s.execute(delete(RunRow).where(RunRow.id == run_id))
         return bool(result.rowcount)
+
+
+def runs_token(db: Database) -> tuple[int, int]:
+    """A cheap "runs changed" token: (number of runs, highest id); caches key on it."""
+    with db.session() as s:
+        count, top = s.execute(select(func.count(RunRow.id), func.max(RunRow.id))).one()
+        return int(count or 0), int(top or 0)

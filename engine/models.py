@@ -73,7 +73,7 @@ def _check_gguf_file(path: Path) -> None:
             raise SpecError(f"{path} is a GGUF file but names no model architecture")
     except SpecError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any parse failure means "not a model"
+    except Exception as exc:  # any parse failure means "not a model"
         raise SpecError(f"{path} is not a readable GGUF model: {exc}") from exc
 
 

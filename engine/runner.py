@@ -204,7 +204,7 @@ def run_benchmark(spec: JobSpec, db: Any | None = None, state: ProgressState | N
         result = execute(spec, state, log)
     except KeyboardInterrupt:
         raise
-    except Exception as exc:  # noqa: BLE001 - every failure becomes a stored reason
+    except Exception as exc:  # every failure becomes a stored reason (re-raised below)
         reason = failure_reason(exc)
         log(traceback.format_exc())
         run_id = _store(db, spec, "failed", None, {"error_type": type(exc).__name__}, [], reason, job_id, sweep)

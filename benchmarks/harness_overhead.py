@@ -1,0 +1,88 @@
+"""The harness's own cost per chunk: the measuring loop against a stream that yields
+instantly (no model), so everything timed is LatencyLab's bookkeeping.
+
+    .venv/bin/python benchmarks/harness_overhead.py [--chunks 200000]
+Target: <= 20 us per chunk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine.backends.base import GenerationParams  # noqa: E402
+from engine.metrics import compute_metrics  # noqa: E402
+from engine.records import RunRecord  # noqa: E402
+from engine.runner import ProgressState, _run_requests  # noqa: E402
+from engine.spec import parse_job_spec  # noqa: E402
+
+
+class InstantBackend:
+    """Test double (never registered): every step's chunks arrive at once."""
+
+    name = "instant"
+
+    def generate(self, prompts: list[list[int]], params: GenerationParams, sink) -> int:
+        send = time.perf_counter_ns()
+        rows = range(len(prompts))
+        for _ in range(params.max_new_tokens):
+            t = time.perf_counter_ns()
+            for row in rows:
+                sink.chunk(row, t, 1)
+        return send
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--output-tokens", type=int, default=1000)
+    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args()
+    spec = parse_job_spec({"model": {"source": "demo"}, "workload": {
+        "prompt_tokens": 4, "output_tokens": a.output_tokens, "requests": a.requests, "batch_size": a.batch_size}})
+    prompts = [[1, 2, 3, 4]] * a.requests
+    chunks = a.requests * a.output_tokens
+    per_chunk, metric_s = [], []
+    for _ in range(a.repeats):
+        state = ProgressState()
+        t0 = time.perf_counter_ns()
+        records, start, end = _run_requests(InstantBackend(), prompts, spec, state, False, 0)
+        per_chunk.append((time.perf_counter_ns() - t0) / chunks / 1000)
+        t1 = time.perf_counter()
+        compute_metrics(RunRecord(start_ns=start, end_ns=end, requests=records))
+        metric_s.append(time.perf_counter() - t1)
+    print(f"chunks per repeat: {chunks:,} ({a.requests} requests x {a.output_tokens} tokens, batch {a.batch_size})")
+    print(f"measuring loop incl. the instant stream: median {statistics.median(per_chunk):.3f} us/chunk "
+          f"(min {min(per_chunk):.3f}, max {max(per_chunk):.3f}); target <= 20 us")
+    print(f"compute_metrics over the whole run (after measuring): median {statistics.median(metric_s) * 1000:.1f} ms")
+    streamer_cost(a.batch_size)
+
+
+def streamer_cost(batch: int, steps: int = 20000) -> None:
+    """The transformers backend's streamer: what each decoding step costs it on the host."""
+    import torch
+
+    from engine.backends.transformers_backend import _StampingStreamer
+
+    class Null:
+        def chunk(self, row, t_ns, n_tokens):
+            pass
+
+    tokens = torch.arange(batch)
+    streamer = _StampingStreamer(Null(), batch, None)
+    streamer.put(torch.zeros((batch, 4), dtype=torch.long))  # the prompt
+    t0 = time.perf_counter_ns()
+    for _ in range(steps):
+        streamer.put(tokens)
+    per_step = (time.perf_counter_ns() - t0) / steps / 1000
+    print(f"transformers streamer.put: {per_step:.2f} us per step = {per_step / batch:.3f} us/chunk at batch {batch}")
+
+
+if __name__ == "__main__":
+    main()

@@ -27,7 +27,7 @@ if db is not None:
     if frame.empty:
         st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
     else:
-        frame = frame.assign(link=[f"?run={i}" for i in frame["run_id"]])
+        frame = frame.assign(link=[f"run?run={i}" for i in frame["run_id"]])
         cols = ["link", "created_at", "status", "name", "model", "engine", "device",
                 "ttft_ms_p50", "tpot_ms_p50", "itl_ms_p50", "e2el_ms_p50", "output_tokens_per_s", "error"]
         st.dataframe(
@@ -35,7 +35,7 @@ if db is not None:
             hide_index=True,
             use_container_width=True,
             column_config={
-                "link": st.column_config.LinkColumn("run", display_text=r"\?run=(\d+)"),
+                "link": st.column_config.LinkColumn("run", display_text=r"run\?run=(\d+)"),
                 "ttft_ms_p50": st.column_config.NumberColumn("TTFT p50 [ms]", format="%.1f"),
                 "tpot_ms_p50": st.column_config.NumberColumn("TPOT p50 [ms]", format="%.1f"),
                 "itl_ms_p50": st.column_config.NumberColumn("ITL p50 [ms]", format="%.1f"),

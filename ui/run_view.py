@@ -47,3 +47,56 @@ def render_run(run: Any) -> None:
         st.code(json.dumps(run.spec, indent=2, sort_keys=True), language="json")
     with st.expander("Provenance", expanded=False):
         st.json(run.provenance)
+
+
+# -- cached queries (keyed by a cheap "runs changed" token) and permalinks ---------------
+def runs_changed_token(db: Any) -> tuple[int, int]:
+    """(number of runs, highest id): changes whenever a run is stored or deleted."""
+    from storage.runs import runs_token
+
+    return runs_token(db)
+
+
+@st.cache_data(show_spinner=False, max_entries=8, ttl=3600)
+def cached_runs_frame(_db: Any, db_url: str, token: tuple[int, int]) -> pd.DataFrame:
+    """storage.frames.runs_frame, cached per database and runs-changed token."""
+    from storage.frames import runs_frame
+
+    return runs_frame(_db)
+
+
+@st.cache_data(show_spinner=False, max_entries=64, ttl=3600)
+def cached_run(_db: Any, db_url: str, run_id: int, token: tuple[int, int]) -> Any:
+    """storage.runs.get_run, cached (None when there is no such run)."""
+    from storage.runs import get_run
+
+    return get_run(_db, run_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=64, ttl=3600)
+def cached_requests(_db: Any, db_url: str, run_id: int, token: tuple[int, int]) -> list[Any]:
+    """storage.runs.get_requests (raw stamps), cached."""
+    from storage.runs import get_requests
+
+    return get_requests(_db, run_id)
+
+
+def current_params() -> dict[str, Any]:
+    """The page's query parameters; repeated keys as lists."""
+    out: dict[str, Any] = {}
+    for key in st.query_params:
+        values = st.query_params.get_all(key)
+        out[key] = values if len(values) > 1 else (values[0] if values else "")
+    return out
+
+
+def share_link(url_path: str) -> str:
+    """Show a "Copy link" box with the full URL of this view (public base URL + path + query)."""
+    from engine.export import permalink
+    from engine.settings import get_settings
+
+    url = permalink(get_settings().public_base_url, url_path, current_params())
+    with st.container():
+        st.caption(":material/link: Copy link to this view (the copy icon copies it)")
+        st.code(url, language=None, wrap_lines=True)
+    return url

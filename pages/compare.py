@@ -1,0 +1,112 @@
+"""Compare: 2 to 8 runs side by side (``?runs=1,2,3&baseline=1``): ratios, PM summary, overlaid CDFs, exports."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import streamlit as st
+
+from engine.compare import compare_runs, comparison_frame, recipe_in_words
+from engine.export import comparison_csv, comparison_html, load_requests, permalink, runs_json
+from engine.figures import cdf_figure, latency_samples
+from engine.settings import get_settings
+from ui.common import database, query_int, query_int_list
+from ui.run_view import cached_requests, cached_run, cached_runs_frame, runs_changed_token, share_link
+
+MAX_RUNS = 8
+DISTRIBUTIONS = (("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("ttft_ms", "TTFT"), ("itl_ms", "ITL (AIPerf: ICL)"))
+
+
+def _choose_runs(frame, ids: list[int]) -> list[int]:
+    """A multiselect of runs that writes ``?runs=``; returns the chosen ids."""
+    labels = {int(r.run_id): f"{r.run_id} · {r.name or r.model} · {r.engine} · {r.status}"
+              for r in frame.head(1000).itertuples()}
+    options = list(dict.fromkeys([*ids, *labels]))
+    chosen = st.multiselect("Runs to compare (2 to 8)", options, default=ids, max_selections=MAX_RUNS,
+                            format_func=lambda i: labels.get(int(i), f"{i} · (not found)"), key="compare_runs")
+    if chosen:
+        st.query_params["runs"] = ",".join(map(str, chosen))
+    elif "runs" in st.query_params:
+        del st.query_params["runs"]
+    return [int(i) for i in chosen]
+
+
+def _downloads(db, runs, baseline_id: int) -> None:
+    ids = [r.id for r in runs]
+    params = {"runs": ",".join(map(str, ids)), "baseline": str(baseline_id)}
+    link = permalink(get_settings().public_base_url, "compare", params)
+    stem = "latencylab-compare-" + "-".join(map(str, ids))
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("HTML report", data=lambda: comparison_html(runs, load_requests(db, ids), baseline_id, link),
+                       file_name=f"{stem}.html", mime="text/html", icon=":material/download:")
+    c2.download_button("CSV table", data=partial(comparison_csv, runs, baseline_id), file_name=f"{stem}.csv",
+                       mime="text/csv", icon=":material/download:")
+    c3.download_button("JSON with raw stamps", data=lambda: runs_json(runs, load_requests(db, ids)),
+                       file_name=f"{stem}.json", mime="application/json", icon=":material/download:")
+
+
+def main() -> None:
+    st.title("Compare")
+    db = database()
+    if db is None:
+        return
+    token = runs_changed_token(db)
+    ids, bad = query_int_list("runs")
+    if bad:
+        st.warning(f"Ignoring {', '.join(repr(b) for b in bad)} in the link: run ids are whole numbers like 1,2,3.")
+    if len(ids) > MAX_RUNS:
+        st.warning(f"At most {MAX_RUNS} runs can be compared; showing the first {MAX_RUNS}.")
+        ids = ids[:MAX_RUNS]
+    missing = [i for i in ids if cached_run(db, db.url, i, token) is None]
+    if missing:
+        st.warning(f"There is no run {', '.join(map(str, missing))} (deleted, or the link is from another database).")
+        ids = [i for i in ids if i not in missing]
+    frame = cached_runs_frame(db, db.url, token)
+    if frame.empty:
+        st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
+        return
+    ids = _choose_runs(frame, ids)
+    runs = [r for r in (cached_run(db, db.url, i, token) for i in ids) if r is not None]
+    if len(runs) < 2:
+        st.info("Pick at least two runs to compare (or open a link like `compare?runs=1,2&baseline=1`).")
+        share_link("compare")
+        return
+
+    baseline_q, problem = query_int("baseline")
+    if problem or (baseline_q is not None and baseline_q not in ids):
+        st.warning(f"The baseline {st.query_params.get('baseline')!r} is not one of the compared runs; "
+                   f"using run {ids[0]}.")
+    default = baseline_q if baseline_q in ids else ids[0]
+    if st.session_state.get("compare_baseline") not in ids:
+        st.session_state.pop("compare_baseline", None)
+    baseline_id = st.selectbox("Baseline", ids, index=ids.index(default), key="compare_baseline",
+                               format_func=lambda i: next(f"{r.id} · {r.name or r.model}" for r in runs if r.id == i))
+    st.query_params["baseline"] = str(baseline_id)
+
+    comparison = compare_runs(runs, baseline_id)
+    st.subheader("Summary")
+    st.markdown(f"Against **run {baseline_id}** ({comparison.labels[baseline_id]}):")
+    st.markdown("\n".join(f"- {s}" for s in comparison.summaries.values()))
+    with st.expander("Recipes", expanded=False):
+        for r in runs:
+            st.markdown(f"- [run {r.id}](run?run={r.id}){' (baseline)' if r.id == baseline_id else ''}: "
+                        f"{r.model} · {recipe_in_words(r.spec, r.engine)}")
+
+    st.subheader("Side by side")
+    st.dataframe(comparison_frame(comparison, formatted=True), hide_index=True)
+    st.caption("÷ baseline: the run's value divided by the baseline's (for latency, below 1 is faster).")
+
+    st.subheader("Distributions")
+    samples = {r.id: latency_samples(cached_requests(db, db.url, r.id, token)) for r in runs}
+    tabs = st.tabs([label for _k, label in DISTRIBUTIONS])
+    for tab, (key, _label) in zip(tabs, DISTRIBUTIONS, strict=True):
+        with tab:
+            series = {f"#{r.id} {comparison.labels[r.id]}": samples[r.id][key] for r in runs}
+            st.plotly_chart(cdf_figure(series, key), key=f"cdf_{key}")
+
+    st.subheader("Export")
+    _downloads(db, runs, baseline_id)
+    share_link("compare")
+
+
+main()

@@ -1,0 +1,213 @@
+"""Explore: any latency/throughput metric against accuracy or another metric, with the Pareto front.
+
+Every choice (view, axes, colour, symbol, filters) lives in the URL query parameters, so a
+copied link reproduces the view. Clicking a point opens its run.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from functools import partial
+
+import pandas as pd
+import streamlit as st
+
+from engine.compare import metric_label
+from engine.export import explore_html, permalink, table_csv
+from engine.figures import (
+    LATENCY_METRICS,
+    OTHER_METRICS,
+    THROUGHPUT_METRICS,
+    axis_label,
+    explore_scatter,
+    front_run_ids,
+    sweep_curves,
+)
+from engine.settings import get_settings
+from ui.common import database
+from ui.run_view import cached_runs_frame, runs_changed_token, share_link
+
+FILTERS = (("model", "Model"), ("device", "Device"), ("engine", "Engine"), ("sweep", "Sweep"))
+GROUP_COLUMNS = ("engine", "model", "device", "device_name", "sweep")
+NONE = ""
+
+
+def _label(column: str) -> str:
+    if column == NONE:
+        return "(none)"
+    if column in GROUP_COLUMNS:
+        return column.replace("_", " ")
+    if column.startswith(("recipe.", "workload.")):
+        return column.replace("_", " ")
+    return metric_label(column)
+
+
+def _select(container, label: str, options: list[str], param: str, default: str) -> str:
+    """A selectbox whose value lives in ``st.query_params[param]``."""
+    raw = st.query_params.get(param)
+    value = raw if raw in options else (default if default in options else options[0])
+    key = f"explore_{param}"
+    if key in st.session_state and st.session_state[key] not in options:
+        del st.session_state[key]
+    chosen = container.selectbox(label, options, index=options.index(value), format_func=_label, key=key)
+    st.query_params[param] = chosen
+    return chosen
+
+
+def _multi(container, label: str, options: list[str], param: str) -> list[str]:
+    """A multiselect filter whose values live in repeated ``param`` query parameters."""
+    wanted = [v for v in st.query_params.get_all(param) if v in options]
+    key = f"explore_{param}"
+    if key in st.session_state and not set(st.session_state[key]) <= set(options):
+        del st.session_state[key]
+    chosen = container.multiselect(label, options, default=wanted, key=key, placeholder="all")
+    if chosen:
+        st.query_params[param] = chosen
+    elif param in st.query_params:
+        del st.query_params[param]
+    return chosen
+
+
+def _date(container, label: str, param: str) -> date | None:
+    raw = st.query_params.get(param)
+    try:
+        value = date.fromisoformat(raw) if raw else None
+    except ValueError:
+        st.warning(f"Ignoring the date filter {param}={raw!r}: dates look like 2026-11-30.")
+        value = None
+    chosen = container.date_input(label, value=value, key=f"explore_{param}", format="YYYY-MM-DD")
+    if chosen:
+        st.query_params[param] = chosen.isoformat()
+    elif param in st.query_params:
+        del st.query_params[param]
+    return chosen or None
+
+
+def filtered(frame: pd.DataFrame) -> pd.DataFrame:
+    """The sidebar filters applied to the finished runs."""
+    frame = frame[frame["status"] == "done"] if "status" in frame.columns else frame
+    with st.sidebar:
+        st.subheader("Filters")
+        for column, label in FILTERS:
+            options = sorted(str(v) for v in frame[column].dropna().unique()) if column in frame.columns else []
+            chosen = _multi(st, label, options, column)
+            if chosen:
+                frame = frame[frame[column].astype(str).isin(chosen)]
+        since = _date(st, "From (UTC)", "since")
+        until = _date(st, "Until (UTC)", "until")
+    if since or until:
+        day = pd.to_datetime(frame["created_at"], utc=True).dt.date
+        if since:
+            frame = frame[day >= since]
+        if until:
+            frame = frame[day <= until]
+    return frame
+
+
+def _open_clicked(event, fig) -> None:
+    points = (event or {}).get("selection", {}).get("points", []) if event else []
+    ids: list[int] = []
+    for p in points:
+        data = p.get("customdata")
+        if data is None:
+            try:
+                data = fig.data[p["curve_number"]].customdata[p["point_index"]]
+            except (KeyError, IndexError, TypeError):
+                continue
+        run_id = int(data[0] if isinstance(data, (list, tuple)) else data)
+        if run_id not in ids:
+            ids.append(run_id)
+    if len(ids) == 1:
+        st.switch_page("pages/run.py", query_params={"run": str(ids[0])})
+    elif ids:
+        st.page_link("pages/compare.py", label=f"Compare the {min(len(ids), 8)} selected runs",
+                     icon=":material/compare_arrows:", query_params={"runs": ",".join(map(str, ids[:8]))})
+
+
+def _front_table(frame: pd.DataFrame, front: list[int], x: str, y: str) -> None:
+    st.subheader(f"Pareto front: {len(front)} runs")
+    if not front:
+        st.caption("No run has both values.")
+        return
+    cols = [c for c in ("run_id", "name", "model", "engine", "device", x, y) if c in frame.columns]
+    table = frame[frame["run_id"].isin(front)][cols].sort_values(x)
+    table.insert(0, "open", [f"run?run={i}" for i in table["run_id"]])
+    st.dataframe(table, hide_index=True, column_config={
+        "open": st.column_config.LinkColumn("run", display_text=r"run\?run=(\d+)"),
+        x: st.column_config.NumberColumn(_label(x), format="%.4g"),
+        y: st.column_config.NumberColumn(_label(y), format="%.4g"),
+    })
+    st.page_link("pages/compare.py", label="Compare the front", icon=":material/compare_arrows:",
+                 query_params={"runs": ",".join(map(str, table["run_id"].head(8)))})
+
+
+def scatter_view(frame: pd.DataFrame) -> None:
+    present = set(frame.columns)
+    perf = [c for c in (*LATENCY_METRICS, *THROUGHPUT_METRICS, *OTHER_METRICS) if c in present]
+    quality = sorted(c for c in present if c.startswith("quality."))
+    groups = [NONE] + [c for c in GROUP_COLUMNS if c in present] + sorted(
+        c for c in present if c.startswith(("recipe.", "workload.")))
+    c1, c2, c3, c4 = st.columns(4)
+    x = _select(c1, "x axis (latency / throughput)", perf, "x", "tpot_ms_p50")
+    y_default = "quality.perplexity" if "quality.perplexity" in quality else (quality[0] if quality else
+                                                                               "output_tokens_per_s")
+    y = _select(c2, "y axis (accuracy or another metric)", quality + perf, "y", y_default)
+    color = _select(c3, "Colour by", groups, "color", "engine")
+    symbol = _select(c4, "Symbol by", groups, "symbol", NONE)
+    if frame.empty:
+        st.info("No finished runs match these filters.")
+        return
+    fig = explore_scatter(frame, x, y, color or None, symbol or None)
+    front = front_run_ids(frame, x, y)
+    shown = int((frame[x].notna() & frame[y].notna()).sum())
+    st.caption(f"{shown} of {len(frame)} runs have both values (the others are left out). "
+               "Click a point to open its run; box- or lasso-select several to compare them.")
+    event = st.plotly_chart(fig, on_select="rerun", selection_mode=("points", "box", "lasso"), key="explore_chart")
+    _open_clicked(event, fig)
+    _front_table(frame, front, x, y)
+    link = permalink(get_settings().public_base_url, "explore", dict(st.query_params.to_dict()))
+    e1, e2 = st.columns(2)
+    e1.download_button("Download HTML report", data=partial(explore_html, frame, x, y, color or None,
+                                                           symbol or None, link),
+                       file_name="latencylab-explore.html", mime="text/html", icon=":material/download:")
+    e2.download_button("Download CSV", data=partial(table_csv, frame), file_name="latencylab-runs.csv",
+                       mime="text/csv", icon=":material/download:")
+
+
+def sweeps_view(frame: pd.DataFrame) -> None:
+    swept = frame[frame["sweep"].notna()] if "sweep" in frame.columns else frame.iloc[0:0]
+    c1, c2 = st.columns(2)
+    x = _select(c1, "x axis (load)", ["requests_per_s", "output_tokens_per_s"], "sx", "requests_per_s")
+    y = _select(c2, "y axis (latency)", [c for c in LATENCY_METRICS if c in frame.columns] or ["ttft_ms_p99"],
+                "sy", "ttft_ms_p99")
+    if swept.empty:
+        st.info("No sweeps among these runs. A sweep is a set of runs stored with the same sweep name "
+                "(e.g. one per request rate or concurrency).")
+        return
+    st.plotly_chart(sweep_curves(swept, x, y), key="sweep_chart")
+    st.caption(f"{swept['sweep'].nunique()} sweeps, {len(swept)} runs; {axis_label(x)} against {axis_label(y)}.")
+
+
+def main() -> None:
+    st.title("Explore")
+    db = database()
+    if db is None:
+        return
+    frame = cached_runs_frame(db, db.url, runs_changed_token(db))
+    if frame.empty:
+        st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
+        return
+    views = {"scatter": "Trade-offs (Pareto)", "sweeps": "Latency vs throughput (sweeps)"}
+    raw = st.query_params.get("view")
+    view = st.segmented_control("View", list(views), format_func=views.get, key="explore_view",
+                                default=raw if raw in views else "scatter") or "scatter"
+    st.query_params["view"] = view
+    data = filtered(frame)
+    if view == "sweeps":
+        sweeps_view(data)
+    else:
+        scatter_view(data)
+    share_link("explore")
+
+
+main()

@@ -1,0 +1,123 @@
+"""Run: one stored run (``?run=ID``): cards, distributions, timeline, config, provenance, accuracy, log."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.compare import QUALITY_LABELS, recipe_in_words
+from engine.figures import cdf_figure, histogram_figure, latency_samples, timeline_figure
+from ui.common import database, query_int, viewer_mode
+from ui.run_view import cached_requests, cached_run, cached_runs_frame, render_run, runs_changed_token, share_link
+
+DISTRIBUTIONS = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("itl_ms", "ITL (AIPerf: ICL)"))
+
+
+def _pick_run(db, token) -> None:
+    frame = cached_runs_frame(db, db.url, token)
+    if frame.empty:
+        st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
+        return
+    options = frame["run_id"].head(500).tolist()
+    labels = {int(r.run_id): f"run {r.run_id} · {r.name or r.model} · {r.engine} · {r.status}"
+              for r in frame.head(500).itertuples()}
+    choice = st.selectbox("Open a run", options, index=None, format_func=lambda i: labels[int(i)],
+                          placeholder="choose a run")
+    if choice is not None:
+        st.query_params["run"] = str(choice)
+        st.rerun()
+
+
+def _accuracy(run) -> None:
+    st.subheader("Accuracy")
+    source = str(((run.spec or {}).get("model") or {}).get("source", ""))
+    if not run.quality:
+        if source.startswith("synthetic:"):
+            st.info("No accuracy: synthetic (random) weights measure latency only.")
+        else:
+            st.info("No accuracy was measured for this run.")
+        return
+    numbers = {k: v for k, v in run.quality.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    cols = st.columns(max(1, min(5, len(numbers))))
+    for i, (key, value) in enumerate(numbers.items()):
+        label = QUALITY_LABELS.get(key, key.replace("_", " "))
+        shown = f"{value * 100:.1f} %" if key in ("top1_agreement", "greedy_flip_rate") else f"{value:.4g}"
+        cols[i % len(cols)].metric(label, shown)
+    others = {k: v for k, v in run.quality.items() if k not in numbers}
+    if others:
+        st.json(others, expanded=False)
+
+
+def _log(db, run) -> None:
+    if not run.job_id:
+        return
+    try:
+        from storage.jobs import get_job
+    except ImportError:
+        return
+    job = get_job(db, run.job_id)
+    if job is not None and getattr(job, "log_tail", None):
+        with st.expander(f"Log (job {run.job_id})", expanded=run.status != "done"):
+            st.code(job.log_tail, language=None)
+
+
+def _delete(db, run) -> None:
+    if viewer_mode():
+        return
+    with st.expander("Delete run", icon=":material/delete:"):
+        sure = st.checkbox(f"Yes, delete run {run.id} and its raw stamps", key="confirm_delete")
+        if st.button("Delete run", type="primary", disabled=not sure):
+            from storage.runs import delete_run
+
+            delete_run(db, run.id)
+            st.query_params.clear()
+            st.switch_page("pages/runs.py")
+
+
+def main() -> None:
+    st.title("Run")
+    db = database()
+    if db is None:
+        return
+    token = runs_changed_token(db)
+    run_id, problem = query_int("run")
+    if problem:
+        st.warning(f"{problem}. Run links look like `run?run=12`.")
+        _pick_run(db, token)
+        return
+    if run_id is None:
+        _pick_run(db, token)
+        return
+    run = cached_run(db, db.url, run_id, token)
+    if run is None:
+        st.warning(f"There is no run {run_id}. It may have been deleted, or the link is from another database.")
+        _pick_run(db, token)
+        return
+
+    render_run(run)
+    st.markdown(f"**Recipe:** {run.model} · {recipe_in_words(run.spec, run.engine)}")
+    if run.sweep:
+        st.caption(f"part of sweep `{run.sweep}`")
+    if run.status == "done":
+        requests = cached_requests(db, db.url, run.id, token)
+        samples = latency_samples(requests)
+        tabs = st.tabs([label.split(" (")[0] for _k, label in DISTRIBUTIONS] + ["Timeline"])
+        for tab, (key, label) in zip(tabs, DISTRIBUTIONS, strict=False):
+            with tab:
+                if not samples[key]:
+                    st.info(f"No {label} samples (e.g. requests with a single output token have no TPOT).")
+                    continue
+                left, right = st.columns(2)
+                left.plotly_chart(cdf_figure({f"run {run.id}": samples[key]}, key), key=f"cdf_{key}")
+                right.plotly_chart(histogram_figure(samples[key], key), key=f"hist_{key}")
+        with tabs[-1]:
+            st.plotly_chart(timeline_figure(requests), key="timeline")
+            st.caption("Grey: queued (due → sent); orange: sent → first token; blue: first → last token.")
+    _accuracy(run)
+    _log(db, run)
+    st.page_link("pages/compare.py", label="Compare with other runs", icon=":material/compare_arrows:",
+                 query_params={"runs": str(run.id), "baseline": str(run.id)})
+    share_link("run")
+    _delete(db, run)
+
+
+main()

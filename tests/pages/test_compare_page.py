@@ -1,0 +1,95 @@
+"""Compare page (AppTest, seeded database): ratios, the PM summary, CDFs, exports, bad links."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from seed_runs import seed_basic
+from streamlit.testing.v1 import AppTest
+
+APP = Path(__file__).resolve().parents[2] / "app.py"
+
+
+@pytest.fixture
+def seeded(db, db_url, monkeypatch):
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    return seed_basic(db)
+
+
+def open_compare(**params: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=30)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page("pages/compare.py")
+    return at.run()
+
+
+def markdown(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_permalink_shows_summary_ratios_and_cdfs(seeded):
+    ids = seeded
+    at = open_compare(runs=f"{ids['base']},{ids['fast']},{ids['synth']}", baseline=str(ids["base"]))
+    assert not at.exception
+    text = markdown(at)
+    assert "INT4: " in text and "faster decode (TPOT p50)" in text and "perplexity +0.4 %" in text
+    assert "no accuracy (synthetic weights)" in text
+    charts = at.get("plotly_chart")
+    assert len(charts) == 3
+    fig = json.loads(charts[0].proto.spec)
+    assert len(fig["data"]) == 3 and "CDF" in fig["layout"]["title"]["text"]
+    table = at.dataframe[0].value
+    assert any(c.endswith("÷ baseline") for c in table.columns)
+    assert len(at.get("download_button")) == 3
+    link = at.code[-1].value
+    assert link.endswith(f"/compare?runs={ids['base']}%2C{ids['fast']}%2C{ids['synth']}&baseline={ids['base']}")
+
+
+def test_changing_baseline_updates_url_and_summary(seeded):
+    ids = seeded
+    at = open_compare(runs=f"{ids['base']},{ids['fast']}")
+    at.selectbox(key="compare_baseline").select(ids["fast"]).run()
+    assert not at.exception
+    assert at.query_params["baseline"] == str(ids["fast"])
+    assert "slower decode" in markdown(at)
+
+
+@pytest.mark.parametrize("runs", ["1,,x", "999999", "abc", "", "5"])
+def test_bad_links_are_friendly(seeded, runs):
+    at = open_compare(runs=runs, baseline="zzz")
+    assert not at.exception
+    assert at.info or at.warning
+
+
+def test_mixed_good_and_bad_ids(seeded):
+    ids = seeded
+    at = open_compare(runs=f"{ids['base']},,x,999999,{ids['failed']}", baseline="424242")
+    assert not at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    assert "'x'" in warnings and "999999" in warnings and "baseline" in warnings
+    assert "failed (out of memory while loading)" in markdown(at)
+
+
+def test_more_than_eight_runs(seeded, db):
+    from seed_runs import make_run
+
+    extra = [make_run(db, seed=i) for i in range(8)]
+    at = open_compare(runs=",".join(map(str, [seeded["base"], *extra])))
+    assert not at.exception
+    assert any("At most 8" in w.value for w in at.warning)
+    assert len(json.loads(at.get("plotly_chart")[0].proto.spec)["data"]) == 8
+
+
+@pytest.mark.slow
+def test_real_demo_run_against_seeded(demo_run, monkeypatch):
+    db, run_id = demo_run
+    from seed_runs import make_run
+
+    other = make_run(db, name="hand-made", tpot_ms=5)
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db.url)
+    at = open_compare(runs=f"{run_id},{other}", baseline=str(run_id))
+    assert not at.exception
+    assert "hand-made: " in markdown(at)

@@ -1,0 +1,98 @@
+"""Run page (AppTest, seeded database): cards, distributions, accuracy, failures, bad links."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from seed_runs import seed_basic
+from streamlit.testing.v1 import AppTest
+
+APP = Path(__file__).resolve().parents[2] / "app.py"
+
+
+@pytest.fixture
+def seeded(db, db_url, monkeypatch):
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    return seed_basic(db)
+
+
+def open_run(value: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=30)
+    at.query_params["run"] = value
+    at.switch_page("pages/run.py")
+    return at.run()
+
+
+def _text(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [w.value for w in at.warning] + [i.value for i in at.info]
+    parts += [e.value for e in at.error] + [c.value for c in at.caption] + [s.value for s in at.subheader]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_done_run(seeded):
+    at = open_run(str(seeded["fast"]))
+    assert not at.exception
+    assert [m.label for m in at.metric][:2] == ["TTFT p50", "TPOT p50"]
+    charts = at.get("plotly_chart")
+    assert len(charts) == 7  # CDF + histogram for TTFT/TPOT/ITL, and the timeline
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts]
+    assert any("CDF" in t for t in titles) and "Per-request timeline" in titles
+    text = _text(at)
+    assert "dtype bfloat16" in text
+    assert any(m.label == "perplexity" for m in at.metric)
+    assert f"/run?run={seeded['fast']}" in at.code[-1].value
+    assert any(b.label == "Delete run" for b in at.button)
+
+
+def test_synthetic_and_failed(seeded):
+    at = open_run(str(seeded["synth"]))
+    assert not at.exception and "synthetic" in _text(at)
+    at = open_run(str(seeded["failed"]))
+    assert not at.exception
+    assert "out of memory while loading" in _text(at)
+    assert not at.get("plotly_chart")
+
+
+@pytest.mark.parametrize("value", ["999999", "abc", "-3", ""])
+def test_bad_links_are_friendly(seeded, value):
+    at = open_run(value)
+    assert not at.exception
+    if value:
+        assert at.warning
+    assert at.selectbox  # a picker to choose a run instead
+
+
+def test_viewer_mode_hides_delete(seeded, monkeypatch):
+    from engine.settings import get_settings
+
+    monkeypatch.setenv("LATENCYLAB_VIEWER_MODE", "true")
+    get_settings.cache_clear()
+    try:
+        at = open_run(str(seeded["base"]))
+        assert not at.exception
+        assert not any(b.label == "Delete run" for b in at.button)
+    finally:
+        monkeypatch.delenv("LATENCYLAB_VIEWER_MODE")
+        get_settings.cache_clear()
+
+
+def test_delete_run(seeded, db):
+    from storage.runs import get_run
+
+    at = open_run(str(seeded["synth"]))
+    at.checkbox(key="confirm_delete").check().run()
+    next(b for b in at.button if b.label == "Delete run").click().run()
+    assert not at.exception
+    assert get_run(db, seeded["synth"]) is None
+
+
+@pytest.mark.slow
+def test_real_demo_run(demo_run, monkeypatch):
+    db, run_id = demo_run
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db.url)
+    at = open_run(str(run_id))
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 7
+    assert "demo fixture" in _text(at) or any("demo fixture" in s.value for s in at.subheader)

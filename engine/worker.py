@@ -90,7 +90,7 @@ def failure_outcome(returncode: int, stored_error: str | None, log_tail: str) ->
     else:
         lines = [ln.strip() for ln in log_tail.splitlines() if ln.strip()]
         reason = stored_error or (lines[-1] if lines else f"exited with code {returncode}")
-    if "CUDA out of memory" in log_tail and "CUDA out of memory" not in reason:
+    if "CUDA out of memory" in (log_tail + reason) and not reason.startswith("CUDA out of memory"):
         reason = f"CUDA out of memory ({reason})"
     return reason[:2000]
 

@@ -189,8 +189,9 @@ def claim(db: Database, worker_id: str, devices: list[str]) -> JobInfo | None:
     """Atomically take the oldest queued job for one of ``devices``; None when there is none.
 
     Exactly one worker wins a job: on PostgreSQL the candidate row is locked with
-    ``FOR UPDATE SKIP LOCKED``; on SQLite the UPDATE only succeeds while the row is
-    still queued, and a loser simply tries the next candidate.
+    ``FOR UPDATE SKIP LOCKED`` (other workers skip it); on SQLite a single conditional
+    ``UPDATE ... WHERE id = (oldest queued) AND status = 'queued' RETURNING id`` runs
+    under the database's write lock.
     """
     if not devices:
         return None
@@ -445,10 +446,12 @@ def recover_stale(db: Database, *, stale_after_s: float, dead_worker_ids: list[s
                 values = {"status": CANCELLED if row.cancel_requested else FAILED, "finished_at": now,
                           "updated_at": now, "eta_s": None, "error": WORKER_LOST}
                 action = "failed"
-            result = s.execute(update(JobRow).where(JobRow.id == row.id, JobRow.status == RUNNING,
-                                                    JobRow.worker_id == row.worker_id).values(**values))
+            job_id, owner = row.id, row.worker_id
+            result = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status == RUNNING,
+                                                    JobRow.worker_id == owner).values(**values)
+                               .execution_options(synchronize_session=False))
             if result.rowcount == 1:
-                out.append(Recovered(job_id=row.id, worker_id=row.worker_id, action=action))
+                out.append(Recovered(job_id=job_id, worker_id=owner, action=action))
         if dead:
             s.execute(update(WorkerRow).where(WorkerRow.id.in_(dead)).values(stopped=True))
     return out

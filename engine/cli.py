@@ -65,6 +65,12 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--warmup", dest="warmup_requests", type=int, help="warm-up requests, excluded (default 1)")
     w.add_argument("--seed", type=int, help="prompt seed (default 0)")
     w.add_argument("--stop-at-eos", action="store_true", help="let requests end at EOS (default: fixed length)")
+    q = p.add_argument_group("accuracy (an evaluating phase after the latency measurement)")
+    q.add_argument("--quality", metavar="LIST",
+                   help="comma-separated: ppl, fidelity, task:NAME (NAME: file.jsonl or an lm-eval task); none: off")
+    q.add_argument("--quality-tokens", type=int, metavar="N", help="corpus tokens scored (default 2048)")
+    q.add_argument("--quality-corpus", metavar="SRC",
+                   help="default | a text file | hf:<dataset>[:config[:split[:column]]]")
 
 
 def spec_from_args(args: argparse.Namespace) -> JobSpec:
@@ -106,6 +112,15 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
     if recipe["engine"] not in ENGINES:
         raise SpecError(f"unknown engine {recipe['engine']!r}; available: {', '.join(ENGINES)}")
     spec: dict[str, Any] = {"model": model, "recipe": recipe, "workload": workload}
+    quality = dict(data.get("quality") or {})
+    if getattr(args, "quality", None) is not None:
+        quality["metrics"] = args.quality
+    if getattr(args, "quality_tokens", None) is not None:
+        quality["budget_tokens"] = args.quality_tokens
+    if getattr(args, "quality_corpus", None) is not None:
+        quality["corpus"] = args.quality_corpus
+    if quality:
+        spec["quality"] = quality
     for key in ("device", "name"):
         value = getattr(args, key, None) if getattr(args, key, None) is not None else data.get(key)
         if value is not None:

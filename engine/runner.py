@@ -63,6 +63,7 @@ class BenchmarkResult:
     metrics: dict[str, Any]
     provenance: dict[str, Any]
     requests: list[RequestRecord]
+    quality: dict[str, Any] | None = None
 
 
 class _Sink:
@@ -86,6 +87,10 @@ def preflight(spec: JobSpec) -> None:
     if spec.recipe.engine not in REGISTRY:
         raise SpecError(f"unknown engine {spec.recipe.engine!r}; available: {', '.join(sorted(REGISTRY))}")
     models.check(spec.model)
+    if spec.quality.enabled:
+        from engine import quality
+
+        quality.check(spec)
     wl = spec.workload
     if wl.prompt_file is not None:
         if spec.model.kind == "synthetic":
@@ -178,9 +183,34 @@ def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = pr
             load_avg_after=list(os.getloadavg()),
             cpu_wall_ratio=cpu_s / max(wall1 - wall0, 1e-9),
         )
-        return BenchmarkResult(run_id=None, metrics=metrics, provenance=prov, requests=warm + measured)
+        quality_result = None
+        if spec.quality.enabled:  # after the latency numbers are taken; timed apart
+            quality_result = _evaluate(spec, backend, resolved, prompts[wl.warmup :], state, log, report)
+            metrics["quality_s"] = quality_result.get("timings_s", {}).get("total_s")
+        return BenchmarkResult(run_id=None, metrics=metrics, provenance=prov, requests=warm + measured,
+                               quality=quality_result)
     finally:
         backend.unload()
+
+
+def _evaluate(spec: JobSpec, backend: Any, resolved: Any, prompts: list[list[int]], state: ProgressState,
+              log: Callable[[str], None], report: Any) -> dict[str, Any]:
+    """The evaluating phase: accuracy of the same recipe through the same backend."""
+    from engine import quality
+
+    def load_reference() -> Any:
+        ref = get_backend(spec.recipe.engine)
+        ref.load(resolved, quality.reference_recipe(spec.recipe), spec.device,
+                 lambda msg, _f: setattr(state, "note", msg))
+        return ref
+
+    state.tokens_done, state.tokens_total, state.requests_done, state.requests_total = 0, 0, 0, 0
+    state.enter("evaluating", ", ".join(spec.quality.metrics))
+    t0 = time.perf_counter()
+    result = quality.evaluate(spec, backend, resolved, prompts, state, log, report.context_length, load_reference)
+    result.setdefault("timings_s", {})["total_s"] = time.perf_counter() - t0
+    log(f"accuracy: {quality.summary_line(result)} ({result['timings_s']['total_s']:.1f} s)")
+    return result
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -210,13 +240,15 @@ def run_benchmark(spec: JobSpec, db: Any | None = None, state: ProgressState | N
         run_id = _store(db, spec, "failed", None, {"error_type": type(exc).__name__}, [], reason, job_id, sweep)
         raise BenchmarkFailed(reason, run_id) from exc
     state.enter("saving")
-    result.run_id = _store(db, spec, "done", result.metrics, result.provenance, result.requests, None, job_id, sweep)
+    result.run_id = _store(db, spec, "done", result.metrics, result.provenance, result.requests, None, job_id, sweep,
+                           quality=result.quality)
     state.enter("done")
     return result
 
 
 def _store(db: Any | None, spec: JobSpec, status: str, metrics: dict[str, Any] | None, prov: dict[str, Any],
-           requests: list[RequestRecord], error: str | None, job_id: int | None, sweep: str | None) -> int | None:
+           requests: list[RequestRecord], error: str | None, job_id: int | None, sweep: str | None,
+           quality: dict[str, Any] | None = None) -> int | None:
     if db is None:
         return None
     from storage.runs import NewRun, save_run
@@ -238,5 +270,6 @@ def _store(db: Any | None, spec: JobSpec, status: str, metrics: dict[str, Any] |
             error=error,
             job_id=job_id,
             requests=requests,
+            quality=quality,
         ),
     )

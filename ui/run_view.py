@@ -43,6 +43,10 @@ def render_run(run: Any) -> None:
             f"{obj.get('warmup_excluded')} warm-up excluded; requests/s {obj.get('requests_per_s') or 0:.3f}; "
             f"tokens/s per user {obj.get('tokens_per_s_per_user') or 0:.2f}"
         )
+    if run.status == "done":
+        from ui.quality_view import render_quality
+
+        render_quality(run)
     with st.expander("Config", expanded=False):
         st.code(json.dumps(run.spec, indent=2, sort_keys=True), language="json")
     with st.expander("Provenance", expanded=False):

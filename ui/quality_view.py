@@ -1,0 +1,64 @@
+"""The accuracy section of a run's page: perplexity, fidelity to the reference recipe,
+task accuracy, and what could not be measured (and why)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if not isinstance(value, (int, float)) else format(value, spec)
+
+
+def task_table(quality: dict[str, Any]) -> pd.DataFrame:
+    """One row per task: accuracy, standard error, examples, kind."""
+    rows = []
+    for key, value in quality.items():
+        if key.startswith("task:") and key.count(":") == 1 and isinstance(value, (int, float)):
+            rows.append({
+                "task": key.removeprefix("task:"),
+                "accuracy": value,
+                "stderr": quality.get(f"{key}:stderr"),
+                "examples": quality.get(f"{key}:n"),
+                "kind": quality.get(f"{key}:kind"),
+            })
+    return pd.DataFrame(rows, columns=["task", "accuracy", "stderr", "examples", "kind"])
+
+
+def render_quality(run: Any) -> None:
+    """Show a stored run's accuracy (``run.quality``), or say why there is none."""
+    quality: dict[str, Any] | None = getattr(run, "quality", None)
+    st.markdown("#### Accuracy")
+    spec = getattr(run, "spec", None) or {}
+    if str((spec.get("model") or {}).get("source", "")).startswith("synthetic:"):
+        st.caption("No accuracy: synthetic (random) weights measure latency only.")
+        return
+    if not quality:
+        st.caption("No accuracy measured for this run (add `--quality ppl,fidelity` to the run).")
+        return
+    cols = st.columns(4)
+    ppl_help = f"on {quality.get('corpus', 'the corpus')}, {quality.get('perplexity_tokens', '?')} tokens"
+    if quality.get("perplexity_stderr") is not None:
+        ppl_help += f", ± {quality['perplexity_stderr']:.3f} (std. error)"
+    cols[0].metric("Perplexity", _fmt(quality.get("perplexity"), ",.3f"), help=ppl_help)
+    cols[1].metric("KL mean / p99", f"{_fmt(quality.get('kl_mean'), '.4f')} / {_fmt(quality.get('kl_p99'), '.3f')}",
+                   help="KL(reference || this recipe) of next-token distributions, nats per token")
+    top1 = quality.get("top1_agreement")
+    cols[2].metric("Top-1 agreement", "-" if top1 is None else f"{top1:.1%}",
+                   help="share of corpus positions where the most likely token matches the reference recipe's")
+    flips = quality.get("greedy_flip_rate")
+    cols[3].metric("Greedy flips", "-" if flips is None else f"{flips:.1%}",
+                   help=f"of {quality.get('greedy_flip_tokens', 0)} reference greedy tokens on the workload's prompts")
+    if quality.get("baseline_perplexity") is not None:
+        st.caption(
+            f"Reference recipe (same engine, default knobs, native precision, same device): perplexity "
+            f"{quality['baseline_perplexity']:.3f}; baseline {'reused from cache' if quality.get('baseline_cached') else 'computed in this run'}."
+        )
+    tasks = task_table(quality)
+    if not tasks.empty:
+        st.dataframe(tasks, hide_index=True, width="stretch")
+    for key, note in (quality.get("notes") or {}).items():
+        st.info(f"{key}: {note}")

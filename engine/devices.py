@@ -72,7 +72,7 @@ def cuda_devices(ignore_pids: set[int] | None = None) -> list[Device]:
         return []
     try:
         pynvml.nvmlInit()
-    except Exception:  # no driver, no GPUs (NVMLError subclasses vary)
+    except Exception:  # noqa: BLE001 - no driver, no GPUs (NVMLError subclasses vary)
         return []
     ignore = ignore_pids or set()
     out: list[Device] = []
@@ -83,7 +83,7 @@ def cuda_devices(ignore_pids: set[int] | None = None) -> list[Device]:
             mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
             try:
                 procs = [p for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid not in ignore]
-            except Exception:  # not supported on some drivers/MIG
+            except Exception:  # noqa: BLE001 - not supported on some drivers/MIG
                 procs = []
             reason = None
             if procs:
@@ -91,12 +91,12 @@ def cuda_devices(ignore_pids: set[int] | None = None) -> list[Device]:
                 reason = f"{len(procs)} process(es) running, {used:.1f} GiB in use"
             out.append(Device(id=f"cuda:{i}", kind="cuda", index=i, name=name, memory_total_bytes=int(mem.total),
                               memory_used_bytes=int(mem.used), busy=bool(procs), busy_reason=reason))
-    except Exception:  # a GPU that fails to answer is left out, not fatal
+    except Exception:  # noqa: BLE001 - a GPU that fails to answer is left out, not fatal
         pass
     finally:
         try:
             pynvml.nvmlShutdown()
-        except Exception:
+        except Exception:  # noqa: BLE001 - best effort
             pass
     return out
 

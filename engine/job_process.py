@@ -92,7 +92,7 @@ class Ticker(threading.Thread):
                 _die("the worker that started this job is gone; stopping")
             try:
                 self.write()
-            except Exception as exc:  # a missed tick is not fatal
+            except Exception as exc:  # noqa: BLE001 - a missed tick is not fatal
                 print(f"progress update failed: {exc}", file=sys.stderr, flush=True)
 
 
@@ -148,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ticker.stop.set()
     try:
         ticker.write()
-    except Exception:
+    except Exception:  # noqa: BLE001 - best effort
         pass
     jobs.set_result(db, job.id, run_id=result.run_id)
     m = result.metrics

@@ -37,7 +37,7 @@ def wait_for(predicate, timeout: float = 90.0, step: float = 0.1):
 
 def start_worker(db_url: str, tmp_path: Path, *extra: str) -> subprocess.Popen:
     env = dict(os.environ, LATENCYLAB_DATA_DIR=str(tmp_path), PYTHONPATH=str(REPO))
-    log = open(tmp_path / f"worker-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
+    log = open(tmp_path / f"worker-{time.monotonic_ns()}.log", "wb")
     return subprocess.Popen([sys.executable, "-m", "engine", "worker", "--db", db_url, "--devices", "cpu",
                              "--grace", "2", "--stale-after", "5", *extra], cwd=REPO, env=env,
                             stdout=log, stderr=subprocess.STDOUT)

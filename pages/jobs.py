@@ -1,0 +1,141 @@
+"""Jobs: every queued, running and finished job with live progress.
+
+The list refreshes itself every second (``st.fragment(run_every=...)``) without a
+page rerun. Cancel (queued, running) and Retry (failed, cancelled) are hidden in
+viewer mode. ``?sweep=NAME`` shows one sweep; ``?status=running`` one status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from storage import StorageError
+from ui.common import database, viewer_mode
+
+REFRESH_S = 1.0
+STATUS_ICONS = {"queued": ":material/schedule:", "running": ":material/progress_activity:",
+                "done": ":material/check_circle:", "failed": ":material/error:", "cancelled": ":material/cancel:"}
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def _describe(spec: dict[str, Any]) -> str:
+    model = (spec.get("model") or {}).get("source", "?")
+    recipe = spec.get("recipe") or {}
+    wl = spec.get("workload") or {}
+    knobs = ", ".join(f"{k}={v}" for k, v in recipe.items() if k != "engine" and v not in (None, "auto"))
+    prompt = wl.get("prompt_tokens") or "file"
+    return (f"{model} · {recipe.get('engine', '?')}{' (' + knobs + ')' if knobs else ''} · "
+            f"{prompt} in / {wl.get('output_tokens')} out × {wl.get('requests')} (batch {wl.get('batch_size')})")
+
+
+def _act(action: str, job_id: int) -> None:
+    from storage import jobs
+
+    db = database()
+    if db is None:
+        return
+    try:
+        if action == "cancel":
+            job = jobs.cancel(db, job_id)
+            st.toast(f"Job {job_id}: " + ("cancelled" if job and job.status == "cancelled" else "cancel requested"))
+        else:
+            new_id = jobs.retry(db, job_id)
+            st.toast(f"Job {job_id} queued again as job {new_id}" if new_id else f"Job {job_id} cannot be retried")
+    except StorageError as exc:
+        st.toast(f"Could not {action} job {job_id}: {exc}")
+
+
+def render_job(job: Any, read_only: bool) -> None:
+    """One job: status, phase, progress bar, elapsed/ETA, reason, run link, log tail, actions."""
+    with st.container(border=True):
+        head, actions = st.columns([5, 1])
+        with head:
+            title = f"**Job {job.id}**" + (f" · {job.name}" if job.name else "") + (
+                f" · sweep *{job.sweep}*" if job.sweep else "")
+            st.markdown(f"{STATUS_ICONS.get(job.status, '')} {title} · `{job.status}` on `{job.device}`")
+            st.caption(_describe(job.spec))
+        with actions:
+            if not read_only and job.status in ("queued", "running"):
+                st.button("Cancel", key=f"cancel_{job.id}", on_click=_act, args=("cancel", job.id),
+                          disabled=job.cancel_requested, help="SIGTERM, then SIGKILL after a grace period")
+            if not read_only and job.status in ("failed", "cancelled"):
+                st.button("Retry", key=f"retry_{job.id}", on_click=_act, args=("retry", job.id))
+        if job.status == "running":
+            phase = job.phase or "starting"
+            eta = f" · about {_duration(job.eta_s)} left" if job.eta_s is not None else ""
+            text = f"{phase} · {job.progress * 100:.0f}% · elapsed {_duration(job.elapsed_s)}{eta}"
+            if job.cancel_requested:
+                text += " · cancelling"
+            st.progress(min(1.0, max(0.0, job.progress)), text=text)
+            if job.progress_note:
+                st.caption(job.progress_note)
+        elif job.status == "queued":
+            note = " (re-queued after its worker was lost)" if job.progress_note else ""
+            st.caption(f"waiting for a worker that serves {job.device}{note}")
+        else:
+            st.caption(f"{job.status} after {_duration(job.elapsed_s)}"
+                       + (f" · attempt {job.attempts}" if job.attempts > 1 else ""))
+        if job.error and job.status != "done":
+            st.error(job.error, icon=":material/error:")
+        if job.run_id is not None:
+            st.markdown(f"[Open run {job.run_id}](/runs?run={job.run_id})")
+        if job.log_tail:
+            with st.expander("Log tail"):
+                st.code(job.log_tail[-4000:], language=None)
+
+
+@st.fragment(run_every=REFRESH_S)
+def live_jobs(statuses: list[str], sweep: str | None, read_only: bool) -> None:
+    """The job list; reruns on its own every REFRESH_S seconds."""
+    from storage import jobs
+
+    db = database()
+    if db is None:
+        return
+    try:
+        rows = jobs.list_jobs(db, limit=100, statuses=statuses or None, sweep=sweep)
+        workers = jobs.list_workers(db, alive_within_s=30)
+    except StorageError as exc:
+        st.error(f"The jobs cannot be read: {exc}")
+        return
+    counts = {s: sum(1 for j in rows if j.status == s) for s in STATUS_ICONS}
+    st.caption(" · ".join(f"{n} {s}" for s, n in counts.items() if n) or "no jobs")
+    if workers:
+        st.caption("Live workers: " + "; ".join(f"{w.id} ({', '.join(w.devices)})" for w in workers))
+    else:
+        st.warning("No live worker: queued jobs wait until one starts (`python -m engine worker`; make run starts one).")
+    if not rows:
+        st.info("No jobs yet. Launch one from the Launch page or with `python -m engine submit --model demo`.")
+        return
+    for job in rows:
+        render_job(job, read_only)
+
+
+def page() -> None:
+    st.title("Jobs")
+    read_only = viewer_mode()
+    if read_only:
+        st.info("Viewer mode: jobs are shown read-only.", icon=":material/visibility:")
+    if database() is None:
+        return
+    raw_status = st.query_params.get("status") or ""
+    statuses = [s for s in raw_status.split(",") if s in STATUS_ICONS]
+    sweep = st.query_params.get("sweep") or None
+    if sweep:
+        st.caption(f"Sweep: **{sweep}** ([all jobs](/jobs))")
+    live_jobs(statuses, sweep, read_only)
+
+
+page()

@@ -1,0 +1,96 @@
+"""Jobs page (AppTest): statuses, live progress, log tail, run link, cancel/retry, viewer mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.spec import parse_job_spec
+from storage import jobs
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+def _spec(seed: int):
+    return parse_job_spec({"model": {"source": "demo"},
+                           "workload": {"prompt_tokens": 16, "output_tokens": 4, "requests": 2, "seed": seed}})
+
+
+@pytest.fixture
+def queue(db):
+    """One job in each state: queued, running (measuring), done, failed."""
+    done, failed, running, queued = jobs.submit_many(db, [_spec(i) for i in range(4)], sweep="s")
+    for job_id in (done, failed, running):
+        jobs.claim(db, "w1", ["cpu"])
+        jobs.mark_started(db, job_id, "w1")
+    jobs.progress(db, running, phase="measuring", fraction=0.42, note="2 request(s)", eta_s=7.0,
+                  measuring_started=True)
+    jobs.set_log_tail(db, running, "loaded demo in 0.5 s\n")
+    jobs.set_result(db, done, run_id=17)
+    jobs.finish(db, done, "w1", "done", log_tail="done: run 17\n")
+    jobs.finish(db, failed, "w1", "failed", error="killed by signal 9 (SIGKILL)")
+    return {"done": done, "failed": failed, "running": running, "queued": queued}
+
+
+def _open(monkeypatch, db_url, viewer: bool = False):
+    from engine.settings import get_settings
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    if viewer:
+        monkeypatch.setenv("LATENCYLAB_VIEWER_MODE", "1")
+    get_settings.cache_clear()
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.run()
+    at.switch_page("pages/jobs.py")
+    at.run()
+    assert not at.exception
+    return at
+
+
+@pytest.fixture(autouse=True)
+def _reset_settings():
+    yield
+    from engine.settings import get_settings
+
+    get_settings.cache_clear()
+
+
+def test_every_job_with_status_progress_and_actions(queue, db_url, monkeypatch):
+    at = _open(monkeypatch, db_url)
+    text = " ".join(m.value for m in at.markdown)
+    for job_id in queue.values():
+        assert f"Job {job_id}" in text
+    [bar] = at.get("progress")
+    assert "measuring" in bar.proto.text and "42%" in bar.proto.text and "left" in bar.proto.text
+    assert "/runs?run=17" in text
+    assert any("killed by signal 9" in e.value for e in at.error)
+    keys = {b.key for b in at.button}
+    assert {f"cancel_{queue['queued']}", f"cancel_{queue['running']}", f"retry_{queue['failed']}"} <= keys
+    assert f"cancel_{queue['done']}" not in keys and f"retry_{queue['done']}" not in keys
+    assert any("loaded demo" in c.value for c in at.code)
+
+
+def test_cancel_and_retry_buttons(queue, db, db_url, monkeypatch):
+    at = _open(monkeypatch, db_url)
+    at.button(key=f"cancel_{queue['queued']}").click().run()
+    assert jobs.get_job(db, queue["queued"]).status == "cancelled"
+    at.button(key=f"cancel_{queue['running']}").click().run()
+    assert jobs.get_job(db, queue["running"]).cancel_requested
+    before = len(jobs.list_jobs(db))
+    at.button(key=f"retry_{queue['failed']}").click().run()
+    assert not at.exception
+    assert len(jobs.list_jobs(db)) == before + 1
+
+
+def test_viewer_mode_has_no_buttons(queue, db_url, monkeypatch):
+    at = _open(monkeypatch, db_url, viewer=True)
+    assert len(at.button) == 0
+    assert any("read-only" in i.value for i in at.info)
+
+
+def test_empty_and_filtered(db, db_url, monkeypatch):
+    at = _open(monkeypatch, db_url)
+    assert any("No jobs yet" in i.value for i in at.info)
+    assert any("No live worker" in w.value for w in at.warning)

@@ -1,0 +1,121 @@
+"""Launch page (AppTest): generic recipe fields, validation before submit, sweeps, viewer mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.spec import TransformersRecipe, Workload
+from storage import jobs
+
+QUICK = "quick check: 16 in / 4 out"
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+@pytest.fixture
+def app(db, db_url, monkeypatch):
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.run()
+    at.switch_page("pages/launch.py")
+    at.run()
+    assert not at.exception
+    return at
+
+
+def _submit(at):
+    return at.button(key="submit")
+
+
+def test_every_recipe_and_workload_field_has_a_widget(app):
+    labels = {w.label for kind in ("selectbox", "number_input", "checkbox", "text_input")
+              for w in app.get(kind)}
+    for name in [*TransformersRecipe.model_fields, *Workload.model_fields]:
+        if name == "engine":
+            continue
+        label = name.replace("_", " ")
+        assert label in labels or f"set {label}" in labels, name
+    assert "Hardware" in labels and "Preset" in labels
+
+
+def test_invalid_combination_is_explained_and_submit_disabled(app, db):
+    app.selectbox(key="preset").select(QUICK).run()
+    app.selectbox(key="recipe_transformers_dtype").select("float16").run()
+    assert not app.exception
+    assert any("float16" in e.value for e in app.error)
+    assert _submit(app).disabled
+    assert jobs.list_jobs(db) == []
+
+
+def test_submit_queues_one_job(app, db):
+    app.selectbox(key="preset").select(QUICK).run()
+    assert not app.error and not _submit(app).disabled
+    _submit(app).click().run()
+    assert not app.exception
+    [job] = jobs.list_jobs(db)
+    assert job.status == "queued" and job.device == "cpu"
+    assert job.spec["workload"]["prompt_tokens"] == 16 and job.spec["workload"]["output_tokens"] == 4
+    assert any("Queued job" in s.value for s in app.success)
+
+
+def test_sweep_queues_the_grid_as_one_named_sweep(app, db):
+    app.selectbox(key="preset").select(QUICK).run()
+    app.multiselect(key="sweep_fields").set_value([("recipe", "dtype"), ("workload", "batch_size")]).run()
+    app.multiselect(key="sweep_recipe_dtype").set_value(["float32", "bfloat16"]).run()
+    app.text_input(key="sweep_workload_batch_size").input("1, 2").run()
+    app.text_input(key="sweep_name").input("dtype x batch").run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    assert _submit(app).label == "Submit 4 jobs"
+    _submit(app).click().run()
+    queued = jobs.list_jobs(db)
+    assert len(queued) == 4 and {j.sweep for j in queued} == {"dtype x batch"}
+    combos = {(j.spec["recipe"]["dtype"], j.spec["workload"]["batch_size"]) for j in queued}
+    assert combos == {("float32", 1), ("float32", 2), ("bfloat16", 1), ("bfloat16", 2)}
+
+
+def test_bad_sweep_values_are_explained(app, db):
+    app.multiselect(key="sweep_fields").set_value([("workload", "batch_size")]).run()
+    app.text_input(key="sweep_workload_batch_size").input("1, two").run()
+    assert any("two" in e.value for e in app.error)
+    assert _submit(app).disabled
+
+
+def test_model_outside_allowed_roots_is_refused(app, db, tmp_path, monkeypatch):
+    from engine.settings import get_settings
+
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    monkeypatch.setenv("LATENCYLAB_ALLOWED_MODEL_ROOTS", str(allowed))
+    get_settings.cache_clear()
+    try:
+        app.radio(key="model_kind").set_value("local").run()
+        app.text_input(key="model_local").input(str(tmp_path / "elsewhere")).run()
+        assert not app.exception
+        assert any("outside" in e.value for e in app.error)
+        assert _submit(app).disabled
+    finally:
+        monkeypatch.delenv("LATENCYLAB_ALLOWED_MODEL_ROOTS")
+        get_settings.cache_clear()
+    assert jobs.list_jobs(db) == []
+
+
+def test_viewer_mode_is_read_only(db, db_url, monkeypatch):
+    from engine.settings import get_settings
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    monkeypatch.setenv("LATENCYLAB_VIEWER_MODE", "1")
+    get_settings.cache_clear()
+    try:
+        at = AppTest.from_file(APP, default_timeout=30)
+        at.run()
+        at.switch_page("pages/launch.py")
+        at.run()
+        assert not at.exception
+        assert any("Viewer mode" in i.value for i in at.info)
+        assert _submit(at).disabled
+        assert at.selectbox(key="preset").disabled
+    finally:
+        monkeypatch.delenv("LATENCYLAB_VIEWER_MODE")
+        get_settings.cache_clear()

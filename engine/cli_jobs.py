@@ -136,7 +136,8 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
     p.set_defaults(func=_guard(cmd_submit))
 
     p = sub.add_parser("worker", parents=[common], help="serve queued jobs on this machine's devices")
-    p.add_argument("--devices", default="cpu", help="slots, e.g. cpu,cuda:0,cuda:1+2 (default cpu; 'all')")
+    p.add_argument("--devices", default="all",
+                   help="slots, e.g. cpu,cuda:0,cuda:1+2 (+ joins GPUs into one slot); default all: the CPU and every GPU")
     p.add_argument("--once", action="store_true", help="exit when the queue is empty")
     p.add_argument("--stale-after", type=float, default=20.0, metavar="S",
                    help="a worker silent this long is lost; its jobs are recovered (default 20)")

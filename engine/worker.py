@@ -130,14 +130,15 @@ class Worker:
         self.stale_after_s, self.grace_s = stale_after_s, grace_s
         self.log_dir = log_dir or get_settings().data_dir / "logs"
         self.once = once
-        self._stop = threading.Event()
+        # A plain flag: a signal handler must not take locks (Event.set can deadlock there).
+        self._stopping = False
         self._last_beat = 0.0
         self._last_recover = 0.0
 
     # -- life cycle ---------------------------------------------------------------------
     def request_stop(self, *_args: Any) -> None:
         """Stop claiming; running jobs are stopped and re-queued (signal-handler safe)."""
-        self._stop.set()
+        self._stopping = True
 
     def run(self) -> int:
         """Serve until SIGTERM/SIGINT (or, with ``once``, until the queue is empty)."""
@@ -151,11 +152,11 @@ class Worker:
         _say(f"{self.id} serving {', '.join(s.device for s in self.slots)} from {self.db_url}")
         self.recover()
         try:
-            while not self._stop.is_set():
+            while not self._stopping:
                 idle = self.step()
                 if self.once and idle:
                     break
-                self._stop.wait(self.poll_s)
+                time.sleep(self.poll_s)
         finally:
             self.shutdown()
         return 0
@@ -180,7 +181,7 @@ class Worker:
             if slot.proc is not None:
                 self._supervise(slot)
         claimed_any = False
-        if not self._stop.is_set():
+        if not self._stopping:
             for slot in self.slots:
                 if slot.proc is None and not self._device_busy(slot):
                     job = jobs.claim(self.db, self.id, [slot.device])

@@ -21,7 +21,7 @@ from engine.spec import ENGINES, JobSpec, SpecError, parse_job_spec
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 # Modules that add verbs: each has ``register(subparsers, common)``.
-VERB_MODULES: list[str] = ["engine.cli_export", "engine.cli_jobs"]
+VERB_MODULES: list[str] = ["engine.cli_export", "engine.cli_jobs", "engine.cli_estimate"]
 
 
 class UsageError(Exception):

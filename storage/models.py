@@ -103,3 +103,21 @@ class WorkerRow(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
     stopped: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class HardwareMeasurementRow(Base):
+    """One calibration micro-benchmark of a local device (copy bandwidth, matmul throughput)."""
+
+    __tablename__ = "hardware_measurements"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    host: Mapped[str] = mapped_column(String(200), index=True)
+    device: Mapped[str] = mapped_column(String(50), index=True)
+    device_name: Mapped[str] = mapped_column(String(200))
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    copy_gbs: Mapped[float] = mapped_column(Float)
+    matmul_json: Mapped[str] = mapped_column(Text)
+    threads: Mapped[int | None] = mapped_column(Integer)
+    duration_s: Mapped[float] = mapped_column(Float)
+    details_json: Mapped[str] = mapped_column(Text, default="{}")

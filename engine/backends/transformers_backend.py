@@ -69,18 +69,40 @@ class TransformersBackend:
         self._device = torch.device("cpu")
         self._applied: dict[str, Any] = {}
         self._device_name = ""
+        self._recipe: TransformersRecipe | None = None
+        self._gen_kwargs: dict[str, Any] = {}
+        self._assistant: Any = None
+        self._cb_manager: Any = None
+        self._cb_calls = 0
+        from engine.knobs import SpeculationStats
+
+        self._spec_stats = SpeculationStats()
 
     # -- loading -----------------------------------------------------------------
     def load(self, model: ResolvedModel, recipe: TransformersRecipe, device: str, progress: Progress) -> LoadReport:
+        """Load the weights and apply the recipe's knobs, each by one function of :mod:`engine.knobs`.
+
+        Order: weights (GPTQ build or tensor-parallel shards at load time), pruning, sliding
+        window, post-load quantization, then the generation knobs (cache, compile,
+        speculation, batching). ``LoadReport.applied`` lists what each knob really did.
+        """
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+        from engine import knobs
+        from engine.settings import get_settings
+
+        self._recipe = recipe
         self._device = self._torch_device(device)
         dtype = self._resolve_dtype(recipe.dtype)
         attn = "sdpa" if recipe.attn_implementation == "auto" else recipe.attn_implementation
         self._device_name = device_name(self._device)
+        applied: dict[str, Any] = {}
         start = time.perf_counter()
         try:
             if model.synthetic_config is not None:
+                if recipe.tensor_parallel:
+                    raise BackendError("tensor parallelism shards weights at load time; synthetic weights are built "
+                                       "in place on one device (use a real model)")
                 progress("building random weights", None)
                 cfg_kwargs = dict(model.synthetic_config)
                 config = AutoConfig.for_model(cfg_kwargs.pop("model_type"), **cfg_kwargs)
@@ -90,15 +112,32 @@ class TransformersBackend:
                 self._tokenizer = None
             else:
                 progress("loading weights", None)
-                self._tokenizer = AutoTokenizer.from_pretrained(model.path, revision=model.spec.revision)
-                self._model = AutoModelForCausalLM.from_pretrained(
-                    model.path, revision=model.spec.revision, dtype=dtype, attn_implementation=attn
-                )
-                self._model.to(self._device)
+                path = model.path
+                assert path is not None
+                self._tokenizer = AutoTokenizer.from_pretrained(path, revision=model.spec.revision)
+                load_kwargs: dict[str, Any] = {"revision": model.spec.revision, "dtype": dtype,
+                                               "attn_implementation": attn}
+                if recipe.quantization == "gptq":
+                    folder, gptq_applied = knobs.gptq_folder(path, recipe, get_settings().cache_dir, self._device, progress)
+                    applied.update(gptq_applied)
+                    path, load_kwargs = str(folder), {"dtype": dtype, "attn_implementation": attn,
+                                                      "device_map": str(self._device)}
+                if recipe.tensor_parallel:
+                    load_kwargs["tp_plan"] = "auto"
+                    applied["tensor_parallel"] = "tp_plan=auto"
+                self._model = AutoModelForCausalLM.from_pretrained(path, **load_kwargs)
+                if not recipe.tensor_parallel and recipe.quantization != "gptq":
+                    self._model.to(self._device)
+            applied.update(knobs.apply_drop_layers(self._model, recipe.drop_layers, recipe.drop_layers_from))
+            applied.update(knobs.apply_sliding_window(self._model, recipe.sliding_window))
+            applied.update(self._quantize(recipe, dtype, progress))
+            self._assistant = self._load_assistant(recipe, dtype, attn, progress)
         except torch.OutOfMemoryError as exc:
             raise BackendError(f"out of memory while loading the model on {device}: {exc}") from exc
-        except (OSError, ValueError, ImportError) as exc:
-            raise BackendError(f"could not load {model.label}: {str(exc).splitlines()[0]}") from exc
+        except (OSError, ValueError, ImportError, NotImplementedError, RuntimeError) as exc:
+            if isinstance(exc, BackendError):
+                raise
+            raise BackendError(f"could not load {model.label} with {recipe.describe()}: {str(exc).splitlines()[0]}") from exc
         self._model.eval()
         self._sync()
         load_s = time.perf_counter() - start
@@ -110,10 +149,21 @@ class TransformersBackend:
         if gen.pad_token_id is None:
             eos = gen.eos_token_id
             gen.pad_token_id = (eos[0] if isinstance(eos, list) else eos) if eos is not None else 0
+        cache_kwargs, cache_applied = knobs.cache_kwargs(recipe, self._device, get_settings().cache_dir)
+        spec_kwargs, spec_applied = knobs.speculative_kwargs(recipe, self._assistant)
+        self._gen_kwargs = {**cache_kwargs, **spec_kwargs}
+        if recipe.speculative != "none":
+            knobs.instrument_speculation(self._model, self._spec_stats)
         self._applied = {
             "dtype": str(self._model.dtype).removeprefix("torch."),
             "attn_implementation": self._model.config._attn_implementation,
             "device": str(self._device),
+            "quantization": "none",
+            **applied,
+            **cache_applied,
+            **spec_applied,
+            "batching": recipe.batching,
+            "recipe": recipe.describe(),
         }
         cfg = self._model.config
         return LoadReport(
@@ -124,6 +174,48 @@ class TransformersBackend:
             vocab_size=getattr(cfg, "vocab_size", None),
             context_length=getattr(cfg, "max_position_embeddings", None),
         )
+
+    def _quantize(self, recipe: TransformersRecipe, dtype: torch.dtype, progress: Progress) -> dict[str, Any]:
+        """Apply a post-load weight quantization knob (torchao, torch dynamic int8, bitsandbytes)."""
+        from engine import knobs
+
+        kind = recipe.quantization
+        if kind in ("none", "gptq"):
+            return {}
+        progress(f"quantizing weights ({kind})", None)
+        if kind.startswith("torchao_"):
+            return knobs.apply_torchao(self._model, kind)
+        if kind == "torch_dynamic_int8":
+            self._model, applied = knobs.apply_torch_dynamic_int8(self._model)
+            return applied
+        if kind.startswith("bnb_"):
+            return knobs.apply_bnb(self._model, kind, dtype, self._device)
+        raise BackendError(f"unknown quantization {kind!r}")
+
+    def _load_assistant(self, recipe: TransformersRecipe, dtype: torch.dtype, attn: str, progress: Progress) -> Any:
+        """The draft model for speculative=assistant (same tokenizer), on the same device."""
+        if recipe.speculative != "assistant" or not recipe.assistant_model:
+            return None
+        from transformers import AutoModelForCausalLM
+
+        from engine import models
+        from engine.spec import ModelSpec, SpecError
+
+        progress(f"loading the assistant model {recipe.assistant_model}", None)
+        try:
+            spec = ModelSpec(source=recipe.assistant_model)
+            models.check(spec)
+            resolved = models.resolve(spec)
+        except (SpecError, ValueError) as exc:
+            raise BackendError(f"assistant model: {exc}") from exc
+        if resolved.path is None:
+            raise BackendError("the assistant model must be a real model with the main model's tokenizer")
+        assistant = AutoModelForCausalLM.from_pretrained(resolved.path, dtype=dtype, attn_implementation=attn)
+        main_vocab = self._model.config.vocab_size
+        if assistant.config.vocab_size != main_vocab:
+            raise BackendError(f"the assistant's vocabulary ({assistant.config.vocab_size}) differs from the main "
+                               f"model's ({main_vocab}); it must share the tokenizer")
+        return assistant.to(self._device).eval()
 
     def _torch_device(self, device: str) -> torch.device:
         if device == "cpu":
@@ -154,14 +246,18 @@ class TransformersBackend:
         return self._tokenizer
 
     def generate(self, prompts: list[list[int]], params: GenerationParams, sink: ChunkSink) -> int:
+        """Generate for one batch with the recipe's generation knobs; returns the send stamp."""
         if self._model is None:
             raise BackendError("generate() called before load()")
+        if self._recipe is not None and self._recipe.batching == "continuous":
+            return self._generate_continuous(prompts, params, sink)
         input_ids, attention_mask = self._batch_tensors(prompts)
         gen = self._model.generation_config
         eos = gen.eos_token_id
         eos_ids = None if params.ignore_eos or eos is None else set(eos if isinstance(eos, list) else [eos])
         streamer = _StampingStreamer(sink, len(prompts), eos_ids)
         kwargs: dict[str, Any] = {
+            **self._gen_kwargs,
             "max_new_tokens": params.max_new_tokens,
             "streamer": streamer,
             "do_sample": False,
@@ -175,6 +271,42 @@ class TransformersBackend:
                 self._model.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         except torch.OutOfMemoryError as exc:
             raise BackendError(f"CUDA out of memory during generation: {str(exc).splitlines()[0]}") from exc
+        return send_ns
+
+    def _generate_continuous(self, prompts: list[list[int]], params: GenerationParams, sink: ChunkSink) -> int:
+        """Submit the batch to transformers' continuous-batching manager and stamp streamed tokens."""
+        if self._cb_manager is None:
+            self._cb_manager = self._model.init_continuous_batching(generation_config=self._model.generation_config)
+            self._cb_manager.start()
+        manager = self._cb_manager
+        self._cb_calls += 1
+        rows = {f"c{self._cb_calls}_{i}": i for i in range(len(prompts))}
+        seen = [0] * len(prompts)
+        eos = -1 if params.ignore_eos else None
+        send_ns = time.perf_counter_ns()
+        for rid, row in rows.items():
+            manager.add_request(prompts[row], request_id=rid, max_new_tokens=params.max_new_tokens,
+                                streaming=True, eos_token_id=eos)
+        pending = set(rows)
+        deadline = time.monotonic() + 600.0
+        while pending:
+            out = manager.get_result(timeout=0.5)
+            t_ns = time.perf_counter_ns()
+            if out is None:
+                if not manager.is_running() or time.monotonic() > deadline:
+                    raise BackendError("continuous batching stopped before every request finished")
+                continue
+            row = rows.get(out.request_id)
+            if row is None:
+                continue
+            if out.error:
+                raise BackendError(f"continuous batching: {out.error}")
+            n = len(out.generated_tokens)
+            if n > seen[row]:
+                sink.chunk(row, t_ns, n - seen[row])
+                seen[row] = n
+            if out.is_finished():
+                pending.discard(out.request_id)
         return send_ns
 
     def _batch_tensors(self, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -200,9 +332,12 @@ class TransformersBackend:
             "torch_threads": torch.get_num_threads(),
             "cuda": torch.version.cuda,
             "applied": dict(self._applied),
+            **({"speculation": self._spec_stats.as_dict()} if self._applied.get("speculative") else {}),
         }
 
     def reset_peak_memory(self) -> None:
+        """Called as the measured phase starts: also restarts the speculation counters (warm-up excluded)."""
+        self._spec_stats.reset()
         if self._device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self._device)
 
@@ -213,6 +348,12 @@ class TransformersBackend:
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
     def unload(self) -> None:
+        if self._cb_manager is not None:
+            try:
+                self._cb_manager.stop(block=True, timeout=10)
+            finally:
+                self._cb_manager = None
+        self._assistant = None
         self._model = None
         self._tokenizer = None
         if torch.cuda.is_available():

@@ -1,0 +1,132 @@
+"""Which knobs each device can run, and the reasons given for the others (pure, fast)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.capabilities import (
+    DeviceFacts,
+    job_problems,
+    notes,
+    option_reason,
+    options,
+    recipe_problems,
+    runtime_problems,
+)
+from engine.spec import SpecError, TransformersRecipe, Workload, parse_job_spec
+
+ALL = frozenset({"torchao", "bitsandbytes", "gptq", "quanto", "hqq", "flash_attn"})
+H200 = DeviceFacts(cuda_available=True, gpu_count=1, compute_capability=(9, 0), installed=ALL)
+A100 = DeviceFacts(cuda_available=True, gpu_count=1, compute_capability=(8, 0), installed=ALL)
+
+
+def _spec(recipe: dict, device: str = "cpu", workload: dict | None = None, model: str = "demo"):
+    return parse_job_spec({"model": {"source": model}, "recipe": {"engine": "transformers", **recipe},
+                           "device": device, "workload": workload or {}})
+
+
+def test_defaults_keep_todays_recipe():
+    r = TransformersRecipe()
+    assert r.quantization == "none" and r.cache_implementation == "dynamic" and not r.compile
+    assert r.speculative == "none" and r.batching == "static" and r.drop_layers == 0
+    assert r.describe() == "transformers, dtype=auto"
+    assert recipe_problems(r) == [] and job_problems(r, "cpu") == []
+
+
+def test_every_field_is_a_simple_typed_knob_with_a_description():
+    for name, info in TransformersRecipe.model_fields.items():
+        if name == "engine":
+            continue
+        assert info.description, name
+
+
+def test_unknown_knob_is_refused():
+    with pytest.raises(SpecError, match="unknown field"):
+        _spec({"turbo": True})
+
+
+@pytest.mark.parametrize("recipe, match", [
+    ({"compile": True}, "compile needs cache_implementation=static"),
+    ({"cache_implementation": "static", "kv_cache_quantization": "quanto_int4"}, "quantized KV cache is a dynamic"),
+    ({"speculative": "assistant"}, "needs assistant_model"),
+    ({"speculative": "early_exit"}, "needs early_exit_layer"),
+    ({"early_exit_layer": 3}, "only used with speculative=early_exit"),
+    ({"speculative": "prompt_lookup", "cache_implementation": "static"}, "dynamic cache"),
+    ({"batching": "continuous", "speculative": "prompt_lookup"}, "continuous batching does not"),
+    ({"quantization": "torch_dynamic_int8", "dtype": "bfloat16"}, "float32"),
+])
+def test_contradicting_knobs_say_why(recipe, match):
+    with pytest.raises(SpecError, match=match):
+        _spec(recipe)
+
+
+@pytest.mark.parametrize("recipe, match", [
+    ({"quantization": "bnb_nf4"}, "needs a CUDA device"),
+    ({"quantization": "bnb_int8"}, "needs a CUDA device"),
+    ({"quantization": "torchao_float8"}, "compute capability >= 8.9"),
+    ({"quantization": "torchao_int4_weight_only", "dtype": "bfloat16"}, "no CPU kernel"),
+    ({"dtype": "float16"}, "float16 is not supported on the CPU"),
+    ({"attn_implementation": "flash_attention_2"}, "needs a CUDA device"),
+    ({"tensor_parallel": True}, "two or more CUDA GPUs"),
+])
+def test_cuda_only_knobs_are_refused_on_the_cpu(recipe, match):
+    with pytest.raises(SpecError, match=match):
+        _spec(recipe, "cpu")
+
+
+def test_cuda_knobs_validate_on_a_gpu_spec():
+    for recipe in ({"quantization": "bnb_nf4"}, {"quantization": "torchao_float8"},
+                   {"quantization": "torchao_int4_weight_only"}, {"cache_implementation": "static", "compile": True,
+                                                                  "compile_mode": "reduce-overhead"}):
+        assert _spec(recipe, "cuda:0").recipe.quantization == recipe.get("quantization", "none")
+    assert _spec({"tensor_parallel": True}, "cuda:0,1").recipe.tensor_parallel
+    with pytest.raises(SpecError, match="two or more GPUs"):
+        _spec({"tensor_parallel": True}, "cuda:0")
+    with pytest.raises(SpecError, match="CPU only"):
+        _spec({"quantization": "torch_dynamic_int8"}, "cuda:0")
+
+
+def test_workload_and_model_rules():
+    with pytest.raises(SpecError, match="batch_size=1"):
+        _spec({"speculative": "prompt_lookup"}, workload={"batch_size": 4})
+    with pytest.raises(SpecError, match="no tokenizer"):
+        _spec({"quantization": "gptq"}, "cuda:0", model="synthetic:llama-3.2-1b")
+    r = TransformersRecipe(cache_implementation="static", compile=True)
+    assert job_problems(r, "cpu", Workload(prompt_tokens=None, prompt_file="x.txt"))
+
+
+def test_runtime_facts():
+    f8 = TransformersRecipe(quantization="torchao_float8")
+    assert runtime_problems(f8, "cuda:0", H200) == []
+    assert "this GPU has 8.0" in runtime_problems(f8, "cuda:0", A100)[0]
+    bare = DeviceFacts(cuda_available=True, gpu_count=1, compute_capability=(9, 0))
+    assert "pip install bitsandbytes" in runtime_problems(TransformersRecipe(quantization="bnb_nf4"), "cuda:0", bare)[0]
+    gptq = runtime_problems(TransformersRecipe(quantization="gptq"), "cpu", DeviceFacts())
+    assert gptq == ["gptq needs the gptqmodel package (and optimum): pip install gptqmodel optimum"]
+    assert "torchrun" in runtime_problems(TransformersRecipe(tensor_parallel=True), "cuda:0,1", H200)[0]
+    assert "CUDA is not available" in runtime_problems(TransformersRecipe(), "cuda:0", DeviceFacts())[0]
+    assert runtime_problems(TransformersRecipe(kv_cache_quantization="quanto_int4"), "cpu",
+                            DeviceFacts(installed=frozenset({"quanto"}))) == []
+
+
+def test_options_for_forms():
+    cpu = options("cpu")
+    assert cpu["quantization"]["torchao_int8_weight_only"] is None
+    assert "CUDA" in cpu["quantization"]["bnb_nf4"]
+    assert cpu["compile"][True] is None  # offered with the static cache it needs
+    assert "CPU only" in options("cuda:0")["quantization"]["torch_dynamic_int8"]
+    assert option_reason("quantization", "torchao_float8", "cuda:0") is None
+
+
+def test_notes_warn_about_slow_paths():
+    assert any("45 s" in n for n in notes(TransformersRecipe(cache_implementation="static", compile=True), "cpu"))
+    assert any("slower" in n for n in notes(TransformersRecipe(quantization="torchao_int8_weight_only"), "cpu"))
+
+
+def test_describe_names_each_knob():
+    r = TransformersRecipe(dtype="bfloat16", quantization="gptq", gptq_bits=8, cache_implementation="static",
+                           compile=True, compile_mode="max-autotune", drop_layers=2, drop_layers_from="end",
+                           sliding_window=512)
+    text = r.describe()
+    for part in ("gptq int8 g128", "static cache", "compile(max-autotune)", "drop 2 layers (end)", "sliding window 512"):
+        assert part in text

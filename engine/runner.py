@@ -87,6 +87,9 @@ def preflight(spec: JobSpec) -> None:
     if spec.recipe.engine not in REGISTRY:
         raise SpecError(f"unknown engine {spec.recipe.engine!r}; available: {', '.join(sorted(REGISTRY))}")
     models.check(spec.model)
+    from engine.capabilities import check_runtime
+
+    check_runtime(spec.recipe, spec.device)  # compute capability, packages, GPU count
     if spec.quality.enabled:
         from engine import quality
 

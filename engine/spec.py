@@ -91,20 +91,116 @@ def _classify(source: str) -> ModelKind:
 
 DType = Literal["auto", "float32", "bfloat16", "float16"]
 Attention = Literal["auto", "eager", "sdpa", "flash_attention_2"]
+Quantization = Literal[
+    "none",
+    "torchao_int8_weight_only",
+    "torchao_int8_dynamic",
+    "torchao_int4_weight_only",
+    "torchao_float8",
+    "torch_dynamic_int8",
+    "gptq",
+    "bnb_nf4",
+    "bnb_int8",
+]
+KVCacheQuantization = Literal["none", "quanto_int4", "quanto_int2", "hqq_int4", "hqq_int8"]
+Speculative = Literal["none", "prompt_lookup", "assistant", "early_exit"]
+CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 
 class TransformersRecipe(_Strict):
-    """Knobs of the Hugging Face transformers engine."""
+    """Knobs of the Hugging Face transformers engine.
+
+    Every field is a flat, typed knob (Literal, bool, int, float or ``str | None``) with a
+    description, so forms can be built from the class generically. The defaults keep the
+    plain engine: nothing quantized, dynamic cache, no compile, no speculation. Which
+    combinations a device can run is said by :mod:`engine.capabilities`.
+    """
 
     engine: Literal["transformers"] = "transformers"
-    dtype: DType = "auto"
-    attn_implementation: Attention = "auto"
+    dtype: DType = Field(default="auto", description="Weight/activation precision (auto: float32 on CPU, bfloat16 on GPU)")
+    attn_implementation: Attention = Field(default="auto", description="Attention kernel (auto: sdpa)")
+    quantization: Quantization = Field(default="none", description="Weight quantization method")
+    gptq_bits: Literal[2, 3, 4, 8] = Field(default=4, description="GPTQ: bits per weight")
+    gptq_group_size: int = Field(default=128, ge=-1, le=4096, description="GPTQ: weights per scale group (-1: per column)")
+    gptq_desc_act: bool = Field(default=False, description="GPTQ: quantize columns in order of decreasing activation")
+    gptq_calibration_file: str | None = Field(
+        default=None, description="GPTQ: calibration text file (empty: the bundled default corpus)"
+    )
+    cache_implementation: Literal["dynamic", "static"] = Field(
+        default="dynamic", description="KV cache: dynamic (grows) or static (preallocated, compilable)"
+    )
+    compile: bool = Field(default=False, description="torch.compile the forward pass (needs the static cache)")
+    compile_mode: CompileMode = Field(default="default", description="torch.compile mode")
+    kv_cache_quantization: KVCacheQuantization = Field(
+        default="none", description="Quantized KV cache (backend and bits)"
+    )
+    speculative: Speculative = Field(default="none", description="Speculative decoding method")
+    prompt_lookup_ngram: int = Field(default=3, ge=1, le=16, description="Prompt lookup: n-gram size matched in the prompt")
+    num_speculative_tokens: int = Field(default=10, ge=1, le=64, description="Draft tokens proposed per step")
+    assistant_model: str | None = Field(
+        default=None, description="Assistant (draft) model source with the same tokenizer, e.g. 'demo' or a folder"
+    )
+    early_exit_layer: int | None = Field(
+        default=None, ge=1, le=1024, description="Self-speculative: draft with the first N layers"
+    )
+    drop_layers: int = Field(default=0, ge=0, le=1024, description="Pruning: decoder layers removed")
+    drop_layers_from: Literal["end", "middle", "start"] = Field(
+        default="middle", description="Pruning: which layers are removed (the first and last layer are kept for 'middle')"
+    )
+    batching: Literal["static", "continuous"] = Field(
+        default="static", description="Static batches, or transformers' continuous batching (paged cache)"
+    )
+    tensor_parallel: bool = Field(default=False, description="Tensor parallelism (tp_plan='auto') across the GPUs picked")
+    sliding_window: int | None = Field(
+        default=None, ge=1, le=1_048_576, description="Sliding-window attention span, for models that support it"
+    )
+
+    @model_validator(mode="after")
+    def _check_knobs(self) -> TransformersRecipe:
+        from engine.capabilities import recipe_problems
+
+        problems = recipe_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     def describe(self) -> str:
+        """The recipe in words, naming only the knobs that differ from the defaults."""
         parts = [self.engine, f"dtype={self.dtype}"]
         if self.attn_implementation != "auto":
             parts.append(f"attn={self.attn_implementation}")
+        if self.quantization == "gptq":
+            parts.append(f"gptq int{self.gptq_bits} g{self.gptq_group_size}" + (" desc_act" if self.gptq_desc_act else ""))
+        elif self.quantization != "none":
+            parts.append(self.quantization)
+        if self.cache_implementation != "dynamic":
+            parts.append(f"{self.cache_implementation} cache")
+        if self.compile:
+            parts.append(f"compile({self.compile_mode})")
+        if self.kv_cache_quantization != "none":
+            parts.append(f"kv {self.kv_cache_quantization}")
+        if self.speculative == "prompt_lookup":
+            parts.append(f"prompt lookup n={self.prompt_lookup_ngram} k={self.num_speculative_tokens}")
+        elif self.speculative == "assistant":
+            parts.append(f"assistant {self.assistant_model} k={self.num_speculative_tokens}")
+        elif self.speculative == "early_exit":
+            parts.append(f"early exit @{self.early_exit_layer}")
+        if self.drop_layers:
+            parts.append(f"drop {self.drop_layers} layers ({self.drop_layers_from})")
+        if self.batching != "static":
+            parts.append(f"{self.batching} batching")
+        if self.tensor_parallel:
+            parts.append("tensor parallel")
+        if self.sliding_window is not None:
+            parts.append(f"sliding window {self.sliding_window}")
         return ", ".join(parts)
+
+
+# Knobs added after the first runs were stored: at their defaults they stay out of fingerprints.
+TRANSFORMERS_KNOB_DEFAULTS: dict[str, Any] = {
+    name: info.default for name, info in TransformersRecipe.model_fields.items()
+    if name not in ("engine", "dtype", "attn_implementation")
+}
 
 
 Recipe = Annotated[TransformersRecipe, Field(discriminator="engine")]
@@ -232,12 +328,11 @@ class JobSpec(_Strict):
 
     @model_validator(mode="after")
     def _check_combination(self) -> JobSpec:
-        recipe = self.recipe
-        on_cpu = self.device == "cpu"
-        if on_cpu and recipe.dtype == "float16":
-            raise ValueError("float16 is not supported on the CPU; use float32 or bfloat16")
-        if on_cpu and recipe.attn_implementation == "flash_attention_2":
-            raise ValueError("flash_attention_2 needs a CUDA device; use sdpa or eager on the CPU")
+        from engine.capabilities import job_problems
+
+        problems = job_problems(self.recipe, self.device, self.workload, self.model.kind)
+        if problems:
+            raise ValueError("; ".join(problems))
         if self.quality.enabled and not self.model.has_accuracy:
             raise ValueError(
                 "synthetic weights have no accuracy: random weights make perplexity, fidelity and task scores "
@@ -254,6 +349,10 @@ class JobSpec(_Strict):
         # A job without an accuracy phase keeps the fingerprint it had before quality existed.
         exclude = {"name"} if self.quality.enabled else {"name", "quality"}
         data = self.model_dump(mode="json", exclude=exclude)
+        if data["recipe"].get("engine") == "transformers":  # recipe knobs at their defaults keep old fingerprints
+            for key, default in TRANSFORMERS_KNOB_DEFAULTS.items():
+                if data["recipe"].get(key) == default:
+                    data["recipe"].pop(key, None)
         return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:16]
 
 

@@ -8,7 +8,9 @@ Missing metrics or accuracy never raise: they are left out of ratios and said in
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import pandas as pd
@@ -88,17 +90,43 @@ def metric_label(key: str) -> str:
     return key.replace("_", " ")
 
 
+@lru_cache(maxsize=16)
+def _recipe_defaults(engine: str) -> tuple[tuple[str, Any], ...]:
+    from engine.spec import Recipe
+
+    union = typing.get_args(Recipe)[0]
+    for cls in typing.get_args(union) or (union,):
+        fields = getattr(cls, "model_fields", {})
+        if "engine" in fields and fields["engine"].default == engine:
+            return tuple((name, f.get_default(call_default_factory=True)) for name, f in fields.items()
+                         if not f.is_required())
+    return ()
+
+
+def changed_knobs(recipe: dict[str, Any] | None) -> dict[str, Any]:
+    """The recipe's knobs that differ from the engine's defaults (``engine`` itself left out)."""
+    recipe = dict(recipe or {})
+    engine = str(recipe.pop("engine", ""))
+    defaults = dict(_recipe_defaults(engine))
+    return {k: v for k, v in recipe.items() if k not in defaults or defaults[k] != v}
+
+
 def recipe_in_words(spec: dict[str, Any] | None, engine: str | None = None) -> str:
-    """``transformers · dtype float32 · attn sdpa · batch 8 · 128→32 tokens × 8 requests · cpu``."""
+    """``transformers · dtype bfloat16 · attn sdpa · batch 8 · 128→32 tokens × 8 requests · cpu``.
+
+    Only knobs that differ from the engine's defaults are named.
+    """
     spec = spec or {}
     recipe = dict(spec.get("recipe") or {})
     workload = spec.get("workload") or {}
-    parts = [str(recipe.pop("engine", None) or engine or "?")]
-    for key, value in sorted(recipe.items()):
-        if value is None or value is False:
+    parts = [str(recipe.get("engine") or engine or "?")]
+    for key, value in sorted(changed_knobs(recipe).items()):
+        if value is None:
             continue
         short = {"attn_implementation": "attn"}.get(key, key.replace("_", " "))
         parts.append(short if value is True else f"{short} {value}")
+    if len(parts) == 1:
+        parts.append("defaults")
     if workload:
         prompt = workload.get("prompt_tokens") or ("file" if workload.get("prompt_file") else "?")
         parts.append(f"batch {workload.get('batch_size', 1)}")

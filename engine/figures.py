@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from engine.compare import metric_label
+from engine.compare import changed_knobs, metric_label
 from engine.metrics import NS_PER_MS, itl_gaps_ns, tpot_ns, ttft_ns
 from engine.pareto import minimise_by_default, pareto_front
 from engine.records import RequestRecord
@@ -46,25 +46,35 @@ def axis_label(column: str) -> str:
 
 
 def _recipe_words_rows(frame: pd.DataFrame) -> list[str]:
-    """The recipe in words for each row of a runs frame (hover text)."""
+    """The recipe in words for each row of a runs frame (hover text), built column-wise."""
+    n = len(frame)
+
+    def col(name: str) -> pd.Series:
+        return frame[name] if name in frame.columns else pd.Series([None] * n, index=frame.index, dtype=object)
+
+    def words(series: pd.Series, prefix: str = "") -> pd.Series:
+        return series.map(lambda v: "" if not _present(v) else f"{prefix}{v}")
+
+    text = "<b>run " + col("run_id").astype(str) + words(col("name"), " · ") + "</b><br>"
+    text = text + col("model").astype(str) + " on " + col("device").astype(str) + "<br>" + col("engine").astype(str)
     knob_cols = sorted(c for c in frame.columns if c.startswith("recipe."))
-    out = []
-    cols = ["run_id", "name", "model", "engine", "device", *knob_cols,
-            "workload.batch_size", "workload.prompt_tokens", "workload.output_tokens"]
-    present = [c for c in cols if c in frame.columns]
-    for rec in frame[present].itertuples(index=False, name=None):
-        row = dict(zip(present, rec, strict=True))
-        knobs = [f"{c.removeprefix('recipe.').replace('_implementation', '')} {row[c]}" for c in knob_cols
-                 if _present(row.get(c))]
-        title = f"run {row['run_id']}" + (f" · {row['name']}" if _present(row.get("name")) else "")
-        work = ""
-        if _present(row.get("workload.batch_size")):
-            work = (f"batch {int(row['workload.batch_size'])} · "
-                    f"{_int(row.get('workload.prompt_tokens'))}→{_int(row.get('workload.output_tokens'))} tokens")
-        out.append("<br>".join(p for p in (
-            f"<b>{title}</b>", f"{row.get('model')} on {row.get('device')}",
-            " · ".join([str(row.get("engine")), *knobs]), work) if p))
-    return out
+    memo: dict[tuple[Any, ...], str] = {}
+    knob_text = []
+    for key in zip(col("engine"), *(frame[c] for c in knob_cols), strict=True):
+        words_for = memo.get(key)
+        if words_for is None:
+            recipe = {c.removeprefix("recipe."): v for c, v in zip(knob_cols, key[1:], strict=True) if _present(v)}
+            changed = changed_knobs({"engine": key[0], **recipe})
+            words_for = memo[key] = "".join(
+                f" · {k.replace('_implementation', '').replace('_', ' ')}" + ("" if v is True else f" {v}")
+                for k, v in sorted(changed.items()))
+        knob_text.append(words_for)
+    text = text + pd.Series(knob_text, index=frame.index, dtype=object)
+    if "workload.batch_size" in frame.columns:
+        work = ("<br>batch " + col("workload.batch_size").map(_int) + " · " + col("workload.prompt_tokens").map(_int)
+                + "→" + col("workload.output_tokens").map(_int) + " tokens")
+        text = text + work.where(col("workload.batch_size").map(_present), "")
+    return text.tolist()
 
 
 def _present(value: Any) -> bool:
@@ -75,6 +85,11 @@ def _present(value: Any) -> bool:
 
 def _int(value: Any) -> str:
     return str(int(value)) if _present(value) and isinstance(value, (int, float)) else "?"
+
+
+def _ids(run_ids: pd.Series) -> Any:
+    """customdata: one row per point holding its run id."""
+    return run_ids.astype("int32").to_numpy().reshape(-1, 1)
 
 
 def front_run_ids(frame: pd.DataFrame, x: str, y: str,
@@ -137,8 +152,8 @@ def explore_scatter(
                 continue
             name = " / ".join(n for n, col in ((cname, color), (sname, symbol)) if col) or "runs"
             fig.add_trace(scatter(
-                x=part[x].astype(float).tolist(), y=part[y].astype(float).tolist(), mode="markers", name=name,
-                customdata=[[int(r)] for r in part["run_id"]], text=hover.loc[part.index].tolist(),
+                x=part[x].to_numpy(dtype=float), y=part[y].to_numpy(dtype=float), mode="markers", name=name,
+                customdata=_ids(part["run_id"]), text=hover.loc[part.index].to_numpy(dtype=object),
                 hovertemplate="%{text}<br>" + f"{metric_label(x)}: %{{x:.4g}}<br>{metric_label(y)}: %{{y:.4g}}"
                               "<extra></extra>",
                 marker={"color": PALETTE[ci % len(PALETTE)], "symbol": SYMBOLS[si % len(SYMBOLS)], "size": 9,

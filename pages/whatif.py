@@ -82,15 +82,15 @@ def read_params(hardware_keys: list[str]) -> tuple[dict[str, Any], list[str]]:
 
 
 def init_state(values: dict[str, Any]) -> None:
-    """Seed widget state from the URL once per session (widgets own it afterwards)."""
-    if st.session_state.get("_whatif_seeded"):
+    """Seed widget state from the URL when it is not the state this page last wrote there
+    (first visit, or a permalink opened in the same session); widgets own it afterwards."""
+    if st.session_state.get("_whatif_written") == st.query_params.to_dict():
         return
     model = values["model"]
     st.session_state["wi_model"] = model if model in MODELS else LOCAL_FOLDER
     st.session_state["wi_folder"] = "" if model in MODELS else model
     for key in ("engine", "dtype", "kv", "bs", "tp", "prompt", "output", "conc", "hw"):
         st.session_state[f"wi_{key}"] = values[key]
-    st.session_state["_whatif_seeded"] = True
 
 
 @st.cache_data(show_spinner=False, max_entries=8, ttl=3600)
@@ -159,6 +159,7 @@ def page() -> None:
     st.query_params.from_dict({"model": model, "engine": engine, "dtype": dtype, "kv": kv, "bs": str(bs),
                                "tp": str(tp), "prompt": str(prompt), "output": str(output),
                                "conc": str(conc), "hw": ",".join(hw_keys)})
+    st.session_state["_whatif_written"] = st.query_params.to_dict()
     if not model:
         st.info("Give a local folder that holds a config.json, or pick a catalog model.")
         return

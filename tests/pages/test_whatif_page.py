@@ -1,0 +1,102 @@
+"""What-if page (AppTest): renders from the URL, writes its state back, overlays measured
+runs, and turns bad parameters into friendly messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = Path(__file__).resolve().parents[2] / "app.py"
+
+
+@pytest.fixture
+def app_db(db, db_url, monkeypatch):
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    return db
+
+
+def open_whatif(**params: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=30)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page("pages/whatif.py")
+    return at.run()
+
+
+def test_renders_table_and_chart_from_the_url(app_db):
+    at = open_whatif(model="synthetic:llama-3-8b", dtype="bf16", bs="2", prompt="256", output="64",
+                     hw="a100-80gb,rtx-4090,l4")
+    assert not at.exception and not at.warning
+    frame = at.dataframe[0].value
+    assert list(frame["hardware"]) == ["a100-80gb", "rtx-4090", "l4"]
+    assert frame["weights_gb"].round(2).tolist() == [16.06, 16.06, 16.06]
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    names = {t.get("name") for t in fig["data"]}
+    assert {"predicted", "weights", "kv", "usable capacity"} <= names
+    assert any("uncalibrated" in i.value for i in at.info)
+    link = "\n".join(m.value for m in at.markdown)
+    assert "launch?model=synthetic%3Allama-3-8b" in link and "batch_size=2" in link and "dtype=bfloat16" in link
+
+
+def test_query_params_round_trip(app_db):
+    params = {"model": "synthetic:qwen2.5-7b", "engine": "vllm", "dtype": "fp8", "kv": "fp8", "bs": "8", "tp": "2",
+              "prompt": "1024", "output": "128", "conc": "16", "hw": "h100-sxm,mi300x"}
+    at = open_whatif(**params)
+    assert not at.exception and not at.warning
+    assert {k: at.query_params[k] for k in params} == params
+    at.number_input(key="wi_bs").set_value(4).run()
+    assert at.query_params["bs"] == "4" and at.query_params["hw"] == "h100-sxm,mi300x"
+
+
+@pytest.mark.parametrize("params, needle", [
+    ({"bs": "abc"}, "'abc' is not a valid bs"),
+    ({"hw": "b200,l4"}, "unknown hardware b200"),
+    ({"dtype": "int3"}, "unknown precision 'int3'"),
+    ({"engine": "tensorrt"}, "unknown engine 'tensorrt'"),
+])
+def test_bad_params_give_a_friendly_message(app_db, params, needle):
+    at = open_whatif(**params)
+    assert not at.exception
+    assert any(needle in w.value for w in at.warning)
+    assert at.dataframe  # still renders with the defaults
+
+
+def test_unknown_model_folder_is_a_warning(app_db):
+    at = open_whatif(model="/no/such/folder")
+    assert not at.exception
+    assert any("Cannot estimate this" in w.value for w in at.warning)
+
+
+def test_measured_runs_overlay_on_the_local_device(app_db):
+    from storage.hardware import NewMeasurement, save_measurement
+    from storage.runs import NewRun, save_run
+
+    save_measurement(app_db, NewMeasurement(host="h", device="cpu", device_name="Test CPU", copy_gbs=20.0,
+                                            matmul_tflops={"fp32": 0.2}, duration_s=1.0, memory_bytes=16_000_000_000))
+    for i, (ttft, tpot) in enumerate([(100.0, 40.0), (300.0, 45.0)]):
+        prompt = 64 * (i + 1)
+        save_run(app_db, NewRun(
+            status="done", fingerprint=f"f{i}", model="demo", engine="transformers", device="cpu",
+            spec={"model": {"source": "demo"}, "recipe": {"engine": "transformers", "dtype": "auto"},
+                  "workload": {"prompt_tokens": prompt, "output_tokens": 16, "batch_size": 1}},
+            provenance={"host": "h", "applied": {"dtype": "float32"}},
+            metrics={"ttft_ms": {"p50": ttft}, "tpot_ms": {"p50": tpot}}))
+    at = open_whatif(model="demo", prompt="64", output="16", hw="local:cpu,l4")
+    assert not at.exception and not at.warning
+    frame = at.dataframe[0].value.set_index("hardware")
+    assert frame.loc["local:cpu", "measured_tpot_ms"] == 40.0
+    assert frame.loc["local:cpu", "band_tpot_pct"] >= 0
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert any(t.get("name") == "measured" for t in fig["data"])
+
+
+@pytest.mark.slow
+def test_calibration_button_measures_the_cpu(app_db):
+    at = open_whatif(model="demo", hw="l4")
+    at.button[0].click().run(timeout=120)
+    assert not at.exception and any("stored as measurement" in s.value for s in at.success)
+    at = open_whatif(model="demo", hw="local:cpu")
+    assert not at.warning and at.dataframe[0].value["hardware"].tolist() == ["local:cpu"]

@@ -121,6 +121,8 @@ class Calibration:
 
     def for_target(self, engine: str, kind: str, dtype: str) -> tuple[Factors, Band | None, str]:
         """Factors, band and a label for an estimate of ``engine`` on hardware of ``kind``."""
+        if engine == "ideal":
+            return prior(engine, kind), None, "bare roofline: data-sheet peaks, no overhead (a floor, not a forecast)"
         mine = [g for g in self.groups if g.engine == engine]
         for pick, how in (
             ([g for g in mine if g.device_kind == kind and g.dtype == dtype], ""),

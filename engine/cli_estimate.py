@@ -15,7 +15,7 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
     """Add the ``estimate`` and ``calibrate`` verbs to ``python -m engine``."""
     p = sub.add_parser("estimate", parents=[common, as_json],
                        help="predict TTFT/TPOT/throughput and memory fit on hardware you may not own")
-    p.add_argument("--model", required=True, help="demo | synthetic:<arch> | a local folder with config.json")
+    p.add_argument("--model", help="demo | synthetic:<arch> | a local folder with config.json (required)")
     p.add_argument("--hardware", default=None,
                    help=f"comma-separated keys (default {','.join(DEFAULT_COMPARISON)} + measured local devices)")
     p.add_argument("--engine", default="transformers", help="transformers | vllm | ideal (bare roofline)")
@@ -87,7 +87,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     """Print calibrated estimates for one model/recipe/workload on several hardware entries."""
     from engine.calibrate import table_rows, what_if
     from engine.cli import UsageError, _emit_json, open_db
-    from engine.estimate import EstimateError, EstimateRecipe, EstimateWorkload, model_shape
+    from engine.estimate import ENGINES, EstimateError, EstimateRecipe, EstimateWorkload, model_shape
 
     db = open_db(args)
     entries = catalog(db)
@@ -100,6 +100,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                 print(f"{h.key:<14}{h.name:<40}{h.memory_gb:>7.0f} GB {h.bandwidth_gbs:>7.0f} GB/s  "
                       f"bf16 {_fmt(h.tflops.get('bf16'))} TFLOP/s  source: {h.source}")
         return 0
+    if not args.model:
+        raise UsageError("--model is required (demo, synthetic:<arch> or a local folder with config.json)")
+    if args.engine not in ENGINES:
+        raise UsageError(f"unknown engine {args.engine!r}; choose one of: {', '.join(ENGINES)}")
     try:
         shape = model_shape(args.model)
         recipe = EstimateRecipe(engine=args.engine, dtype=args.dtype, kv_dtype=args.kv_dtype,

@@ -34,7 +34,7 @@ def test_estimate_table_and_catalog_listing(capsys, db_url):
     code, out, _ = run(capsys, "estimate", "--db", db_url, "--model", "demo", "--hardware", "l4")
     assert code == 0
     assert "TTFT ms" in out and out.count("\nl4 ") == 1 and "uncalibrated" in out
-    code, out, _ = run(capsys, "estimate", "--db", db_url, "--model", "demo", "--list-hardware")
+    code, out, _ = run(capsys, "estimate", "--db", db_url, "--list-hardware")
     assert code == 0 and "mi300x" in out and "source:" in out
 
 
@@ -45,6 +45,8 @@ def test_estimate_table_and_catalog_listing(capsys, db_url):
     (["--model", "demo", "--tp", "3"], "tensor parallelism"),
     (["--model", "demo", "--batch-size", "x"], "invalid int value"),
     (["--model", "demo", "--hardware", ","], "--hardware is empty"),
+    (["--model", "demo", "--engine", "tensorrt"], "unknown engine 'tensorrt'"),
+    (["--hardware", "l4"], "--model is required"),
     (["--model", "./no/such/folder"], "local folder with config.json"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, db_url, argv, needle):

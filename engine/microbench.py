@@ -139,9 +139,11 @@ def measure_in_subprocess(db_url: str, device: str = "cpu", timeout_s: float = 1
 
     Returns (ok, the last line of its output or the reason it failed).
     """
+    from engine.settings import REPO_ROOT
+
     cmd = [sys.executable, "-m", "engine", "calibrate", "--db", db_url, "--device", device]
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False,
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False, cwd=REPO_ROOT,
                              env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
     except subprocess.TimeoutExpired:
         return False, f"the micro-benchmark did not finish within {timeout_s:.0f} s"

@@ -29,8 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from engine.devices import detect_devices, gpu_indices
 from engine.settings import REPO_ROOT, get_settings
+from storage import StorageError
 
 LOG_TAIL_BYTES = 6000
 LIVE_WORKER_S = 30.0
@@ -153,7 +156,12 @@ class Worker:
         self.recover()
         try:
             while not self._stopping:
-                idle = self.step()
+                try:
+                    idle = self.step()
+                except (StorageError, SQLAlchemyError) as exc:  # the database is away for a moment
+                    _say(f"database error, retrying: {str(exc).splitlines()[0]}")
+                    idle = False
+                    time.sleep(2.0)
                 if self.once and idle:
                     break
                 time.sleep(self.poll_s)

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.base import BackendError
 from engine.corpus import default_corpus
 from engine.spec import JobSpec, QualitySpec, SpecError, canonical_json
 
@@ -286,12 +287,14 @@ def evaluate(spec: JobSpec, backend: Any, resolved: Any, prompts: list[list[int]
     progress = _Progress(state)
     if not spec.model.has_accuracy or backend.tokenizer() is None:
         return {"notes": {"accuracy": "no accuracy: synthetic (random) weights"}}
+    if not callable(getattr(backend, "score", None)):
+        return {"notes": {"accuracy": f"the {getattr(backend, 'name', '?')} engine cannot score text yet"}}
     if "ppl" in q.metrics or "fidelity" in q.metrics:
         t0 = time.perf_counter()
         try:
             result.update(_corpus_figures(spec, backend, resolved, prompts, progress, log, context_length,
                                           load_reference, notes))
-        except QualityError as exc:
+        except (QualityError, BackendError) as exc:  # the latency numbers are kept either way
             notes["corpus"] = str(exc)
         timings["corpus_s"] = time.perf_counter() - t0
     if getattr(spec.recipe, "kv_cache_quantization", "none") != "none":
@@ -305,7 +308,7 @@ def evaluate(spec: JobSpec, backend: Any, resolved: Any, prompts: list[list[int]
             progress.set(0, 0, f"task {name}")
             try:
                 result.update(tasks.run_task(backend, name, q.task_limit, progress.set))
-            except QualityError as exc:
+            except (QualityError, BackendError) as exc:
                 notes[f"task:{tasks.task_key(name)}"] = str(exc)
             timings[f"task:{tasks.task_key(name)}_s"] = time.perf_counter() - t0
     result["timings_s"] = timings

@@ -153,8 +153,15 @@ def device_picker(db: Any, disabled: bool) -> str:
     for d in devices:
         extra = f" (running job {running[d.id]})" if d.id in running else ""
         labels[d.id] = d.label + extra
-    return st.selectbox("Hardware", list(labels), format_func=labels.get, key="device", disabled=disabled,
-                        help="The CPU and every CUDA GPU NVML sees; a busy GPU runs another program.")
+    device = st.selectbox("Hardware", list(labels), format_func=labels.get, key="device", disabled=disabled,
+                          help="The CPU and every CUDA GPU NVML sees; a busy GPU runs another program.")
+    gpus = [d.id for d in devices if d.kind == "cuda"]
+    if len(gpus) > 1:
+        group = st.multiselect("or a GPU group (tensor parallelism)", gpus, key="device_group", disabled=disabled,
+                               help="Two or more GPUs run the job together as one worker slot (cuda:0+1).")
+        if len(group) > 1:
+            return "cuda:" + ",".join(g.split(":", 1)[1] for g in sorted(group, key=lambda g: int(g.split(":")[1])))
+    return device
 
 
 def build_specs(base: dict[str, Any], sweep: dict[tuple[str, str], list[Any]]) -> list[tuple[dict[str, Any], str]]:

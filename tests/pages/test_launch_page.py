@@ -119,3 +119,33 @@ def test_viewer_mode_is_read_only(db, db_url, monkeypatch):
     finally:
         monkeypatch.delenv("LATENCYLAB_VIEWER_MODE")
         get_settings.cache_clear()
+
+
+def test_busy_gpu_is_explained_and_groups_offered(db, db_url, monkeypatch):
+    from engine import devices
+
+    def fake(ignore_pids=None):
+        gpu = lambda i, busy: devices.Device(  # noqa: E731
+            id=f"cuda:{i}", kind="cuda", index=i, name="NVIDIA H200", memory_total_bytes=141 * 2**30,
+            memory_used_bytes=0, busy=busy, busy_reason="1 process(es) running, 3.0 GiB in use" if busy else None)
+        return [devices.cpu_device(), gpu(0, False), gpu(1, True)]
+
+    monkeypatch.setattr(devices, "detect_devices", fake)
+    # this machine has no CUDA: skip the runtime pre-flight so that the device check is what speaks
+    from engine import runner
+
+    monkeypatch.setattr(runner, "preflight", lambda spec: None)
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.run()
+    at.switch_page("pages/launch.py")
+    at.run()
+    at.selectbox(key="preset").select(QUICK).run()
+    assert "cuda:1" in at.selectbox(key="device").options[2]
+    at.selectbox(key="device").set_value("cuda:1").run()
+    assert any("cuda:1 is busy" in e.value for e in at.error)
+    assert _submit(at).disabled
+    at.selectbox(key="device").set_value("cuda:0").run()
+    at.multiselect(key="device_group").set_value(["cuda:0", "cuda:1"]).run()
+    assert any("cuda:1 is busy" in e.value for e in at.error)
+    assert jobs.list_jobs(db) == []

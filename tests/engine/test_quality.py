@@ -188,3 +188,28 @@ def test_a_damaging_recipe_scores_visibly_worse(reference, resolved, cache):
     assert worse["kl_mean"] > 0.5
     assert worse["top1_agreement"] < 0.8
     assert worse["greedy_flip_rate"] > 0.1
+
+
+def test_run_page_accuracy_section_renders():
+    from streamlit.testing.v1 import AppTest
+
+    def page() -> None:
+        from types import SimpleNamespace
+
+        from ui.quality_view import render_quality
+
+        render_quality(SimpleNamespace(spec={"model": {"source": "demo"}}, quality={
+            "perplexity": 20.35, "perplexity_tokens": 2044, "perplexity_stderr": 1.3, "corpus": "default",
+            "kl_mean": 0.0123, "kl_p99": 0.2, "top1_agreement": 0.97, "greedy_flip_rate": 0.02,
+            "greedy_flip_tokens": 64, "baseline_perplexity": 20.1, "baseline_cached": True,
+            "task:counting": 0.75, "task:counting:stderr": 0.1, "task:counting:n": 12,
+            "task:counting:kind": "multiple choice", "notes": {"task:hellaswag": "unavailable here"}}))
+        render_quality(SimpleNamespace(spec={"model": {"source": "synthetic:smollm2-135m"}}, quality=None))
+
+    at = AppTest.from_function(page, default_timeout=30).run()
+    assert not at.exception
+    values = [m.value for m in at.metric]
+    assert "20.350" in values and "97.0%" in values and "2.0%" in values
+    assert at.dataframe[0].value["task"].tolist() == ["counting"]
+    assert "unavailable here" in at.info[0].value
+    assert any("synthetic" in c.value for c in at.caption)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
+import pandas as pd
 import streamlit as st
 
 from engine.compare import compare_runs, comparison_frame, recipe_in_words
@@ -19,7 +20,7 @@ DISTRIBUTIONS = (("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("ttft_ms", "TTFT
 
 def _choose_runs(frame, ids: list[int]) -> list[int]:
     """A multiselect of runs that writes ``?runs=``; returns the chosen ids."""
-    labels = {int(r.run_id): f"{r.run_id} · {r.name or r.model} · {r.engine} · {r.status}"
+    labels = {int(r.run_id): f"{r.run_id} · {r.name if pd.notna(r.name) and r.name else r.model} · {r.engine} · {r.status}"
               for r in frame.head(1000).itertuples()}
     options = list(dict.fromkeys([*ids, *labels]))
     chosen = st.multiselect("Runs to compare (2 to 8)", options, default=ids, max_selections=MAX_RUNS,

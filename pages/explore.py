@@ -104,18 +104,29 @@ def filtered(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def _point_run_id(point: dict, fig) -> int | None:
+    """The run id behind a selected point: looked up in the figure, else read from the point's customdata."""
+    try:
+        return int(fig.data[int(point["curve_number"])].customdata[int(point["point_index"])][0])
+    except (KeyError, IndexError, TypeError, ValueError):
+        pass
+    data = point.get("customdata")
+    if isinstance(data, dict):  # a typed array serialised as {"0": id}
+        data = list(data.values())
+    if isinstance(data, (list, tuple)) and data:
+        data = data[0]
+    try:
+        return int(data)
+    except (TypeError, ValueError):
+        return None
+
+
 def _open_clicked(event, fig) -> None:
     points = (event or {}).get("selection", {}).get("points", []) if event else []
     ids: list[int] = []
     for p in points:
-        data = p.get("customdata")
-        if data is None:
-            try:
-                data = fig.data[p["curve_number"]].customdata[p["point_index"]]
-            except (KeyError, IndexError, TypeError):
-                continue
-        run_id = int(data[0] if isinstance(data, (list, tuple)) else data)
-        if run_id not in ids:
+        run_id = _point_run_id(p, fig)
+        if run_id is not None and run_id not in ids:
             ids.append(run_id)
     if len(ids) == 1:
         st.switch_page("pages/run.py", query_params={"run": str(ids[0])})

@@ -1,10 +1,12 @@
-"""Run: one stored run (``?run=ID``): cards, distributions, timeline, config, provenance, accuracy, log."""
+"""Run: one stored run (``?run=ID``): cards, accuracy (ui.quality_view via render_run), distributions,
+timeline, config, provenance, log; failed runs show their reason."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
-from engine.compare import QUALITY_LABELS, recipe_in_words
+from engine.compare import recipe_in_words
 from engine.figures import cdf_figure, histogram_figure, latency_samples, timeline_figure
 from ui.common import database, query_int, viewer_mode
 from ui.run_view import cached_requests, cached_run, cached_runs_frame, render_run, runs_changed_token, share_link
@@ -18,33 +20,13 @@ def _pick_run(db, token) -> None:
         st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
         return
     options = frame["run_id"].head(500).tolist()
-    labels = {int(r.run_id): f"run {r.run_id} · {r.name or r.model} · {r.engine} · {r.status}"
+    labels = {int(r.run_id): f"run {r.run_id} · {r.name if pd.notna(r.name) and r.name else r.model} · {r.engine} · {r.status}"
               for r in frame.head(500).itertuples()}
     choice = st.selectbox("Open a run", options, index=None, format_func=lambda i: labels[int(i)],
                           placeholder="choose a run")
     if choice is not None:
         st.query_params["run"] = str(choice)
         st.rerun()
-
-
-def _accuracy(run) -> None:
-    st.subheader("Accuracy")
-    source = str(((run.spec or {}).get("model") or {}).get("source", ""))
-    if not run.quality:
-        if source.startswith("synthetic:"):
-            st.info("No accuracy: synthetic (random) weights measure latency only.")
-        else:
-            st.info("No accuracy was measured for this run.")
-        return
-    numbers = {k: v for k, v in run.quality.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    cols = st.columns(max(1, min(5, len(numbers))))
-    for i, (key, value) in enumerate(numbers.items()):
-        label = QUALITY_LABELS.get(key, key.replace("_", " "))
-        shown = f"{value * 100:.1f} %" if key in ("top1_agreement", "greedy_flip_rate") else f"{value:.4g}"
-        cols[i % len(cols)].metric(label, shown)
-    others = {k: v for k, v in run.quality.items() if k not in numbers}
-    if others:
-        st.json(others, expanded=False)
 
 
 def _log(db, run) -> None:
@@ -112,7 +94,6 @@ def main() -> None:
         with tabs[-1]:
             st.plotly_chart(timeline_figure(requests), key="timeline")
             st.caption("Grey: queued (due → sent); orange: sent → first token; blue: first → last token.")
-    _accuracy(run)
     _log(db, run)
     st.page_link("pages/compare.py", label="Compare with other runs", icon=":material/compare_arrows:",
                  query_params={"runs": str(run.id), "baseline": str(run.id)})

@@ -109,3 +109,28 @@ def test_compare_permalink_in_a_fresh_context(permalink_app: tuple[str, dict[str
             assert page.url.startswith(f"{base}/compare?") and f"baseline={ids['base']}" in page.url
         finally:
             browser.close()
+
+
+def test_clicking_an_explore_point_opens_its_run(permalink_app: tuple[str, dict[str, int]]) -> None:
+    _ensure_chromium()
+    from playwright.sync_api import sync_playwright
+
+    base, ids = permalink_app
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1400, "height": 1200}).new_page()
+            page.goto(f"{base}/explore?x=tpot_ms_p50&y=quality.perplexity&color=engine", timeout=60_000)
+            page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=90_000)
+            page.get_by_text("Pareto front: 2 runs").wait_for(timeout=30_000)
+            point = page.locator('[data-testid="stPlotlyChart"] .scatterlayer .trace .points path').first
+            box = point.bounding_box()
+            assert box is not None
+            x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+            page.mouse.move(x, y)
+            page.mouse.click(x, y)
+            page.wait_for_url("**/run?run=*", timeout=30_000)
+            page.get_by_text("Per-request timeline").first.wait_for(state="attached", timeout=30_000)
+            assert int(page.url.rsplit("=", 1)[1]) in {ids["base"], ids["fast"]}
+        finally:
+            browser.close()

@@ -21,7 +21,7 @@ from engine.spec import ENGINES, JobSpec, SpecError, parse_job_spec
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 # Modules that add verbs: each has ``register(subparsers, common)``.
-VERB_MODULES: list[str] = ["engine.cli_export", "engine.cli_jobs", "engine.cli_estimate"]
+VERB_MODULES: list[str] = ["engine.cli_export", "engine.cli_jobs", "engine.cli_estimate", "engine.cli_sweep"]
 
 
 class UsageError(Exception):
@@ -65,6 +65,23 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--warmup", dest="warmup_requests", type=int, help="warm-up requests, excluded (default 1)")
     w.add_argument("--seed", type=int, help="prompt seed (default 0)")
     w.add_argument("--stop-at-eos", action="store_true", help="let requests end at EOS (default: fixed length)")
+    s = p.add_argument_group("serving load (engine/load.py; default: static batches)")
+    s.add_argument("--arrival", help="batch | poisson | gamma | concurrency | max")
+    s.add_argument("--rate", type=float, help="poisson/gamma: requests per second")
+    s.add_argument("--burstiness", type=float, help="gamma shape: 1 = Poisson, < 1 burstier")
+    s.add_argument("--max-concurrency", type=int, help="most requests in flight")
+    s.add_argument("--prompt-length", help="fixed | uniform | normal (around --prompt-tokens)")
+    s.add_argument("--prompt-length-spread", type=float, help="uniform/normal: relative spread, 0..1")
+    for slo in ("ttft", "tpot", "e2el"):
+        s.add_argument(f"--slo-{slo}-ms", type=float, help=f"goodput SLO on {slo.upper()} in ms")
+    e = p.add_argument_group("servers (engines vllm, vllm-server, openai)")
+    e.add_argument("--base-url", help="openai: server base URL, e.g. http://127.0.0.1:8000/v1")
+    e.add_argument("--served-model", dest="model_name", help="openai: the model name the server knows")
+    e.add_argument("--endpoint", help="openai/vllm-server: completions | chat")
+    e.add_argument("--api-key-env", help="openai: NAME of the environment variable holding the API key")
+    e.add_argument("--max-num-seqs", type=int, help="vllm: most sequences batched per step")
+    e.add_argument("--kv-cache-dtype", help="vllm: auto | fp8 | fp8_e4m3 | fp8_e5m2 | bfloat16")
+    e.add_argument("--enable-prefix-caching", action="store_true", default=None, help="vllm: prefix caching on")
     q = p.add_argument_group("accuracy (an evaluating phase after the latency measurement)")
     q.add_argument("--quality", metavar="LIST",
                    help="comma-separated: ppl, fidelity, task:NAME (NAME: file.jsonl or an lm-eval task); none: off")
@@ -100,6 +117,14 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         if getattr(args, key, None) is not None:
             recipe[key] = getattr(args, key)
     for key in ("output_tokens", "requests", "batch_size", "warmup_requests", "seed"):
+        if getattr(args, key, None) is not None:
+            workload[key] = getattr(args, key)
+    for key in ("base_url", "model_name", "endpoint", "api_key_env", "max_num_seqs", "kv_cache_dtype",
+                "enable_prefix_caching"):
+        if getattr(args, key, None) is not None:
+            recipe[key] = getattr(args, key)
+    for key in ("arrival", "rate", "burstiness", "max_concurrency", "prompt_length", "prompt_length_spread",
+                "slo_ttft_ms", "slo_tpot_ms", "slo_e2el_ms"):
         if getattr(args, key, None) is not None:
             workload[key] = getattr(args, key)
     if args.prompt_file is not None:

@@ -40,6 +40,9 @@ def result_object(run: Any) -> dict[str, Any]:
     for key in ("queue_ms", "goodput_fraction", "mean_tokens_per_chunk", "completed", "failed",
                 "warmup_excluded", "total_output_tokens", "duration_s", "warmup_s"):
         obj[key] = metrics.get(key)
+    if metrics.get("load") is not None:  # serving runs: configured vs achieved rate, concurrency, SLOs
+        obj["load"] = metrics["load"]
+        obj["slo"] = metrics.get("slo")
     obj["quality"] = run.quality
     return obj
 
@@ -88,4 +91,10 @@ def render_table(obj: dict[str, Any]) -> str:
         f"{'requests':<34}{obj.get('completed')} ok, {obj.get('failed')} failed, "
         f"{obj.get('warmup_excluded')} warm-up excluded"
     )
+    load = obj.get("load")
+    if load:
+        lines.append(f"{'load':<34}arrival={load.get('arrival')}  configured rate={_fmt(load.get('configured_rate'))}/s  "
+                     f"achieved={_fmt(load.get('achieved_rate'))}/s  peak concurrency={load.get('peak_concurrency')}")
+        lines.append(f"{'goodput':<34}{_fmt(obj.get('goodput_requests_per_s'), 3)} req/s, "
+                     f"{_fmt(obj.get('goodput_fraction'), 3)} met the SLO {obj.get('slo')}")
     return "\n".join(lines)

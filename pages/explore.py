@@ -25,7 +25,7 @@ from engine.figures import (
 )
 from engine.settings import get_settings
 from ui.common import database
-from ui.run_view import cached_runs_frame, runs_changed_token, share_link
+from ui.run_view import cached_runs_frame, current_params, runs_changed_token, share_link
 
 FILTERS = (("model", "Model"), ("device", "Device"), ("engine", "Engine"), ("sweep", "Sweep"))
 GROUP_COLUMNS = ("engine", "model", "device", "device_name", "sweep")
@@ -176,7 +176,7 @@ def scatter_view(frame: pd.DataFrame) -> None:
     event = st.plotly_chart(fig, on_select="rerun", selection_mode=("points", "box", "lasso"), key="explore_chart")
     _open_clicked(event, fig)
     _front_table(frame, front, x, y)
-    link = permalink(get_settings().public_base_url, "explore", dict(st.query_params.to_dict()))
+    link = permalink(get_settings().public_base_url, "explore", current_params())
     e1, e2 = st.columns(2)
     e1.download_button("Download HTML report", data=partial(explore_html, frame, x, y, color or None,
                                                            symbol or None, link),

@@ -92,3 +92,16 @@ def test_export_bad_input(db, db_url, argv, capsys):
     assert main([*argv, "--db", db_url]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "\n" not in err
+
+
+def test_runs_token_changes_when_runs_change(db):
+    from seed_runs import make_run
+
+    from storage.runs import delete_run, runs_token
+
+    assert runs_token(db) == (0, 0)
+    first = make_run(db)
+    second = make_run(db)
+    assert runs_token(db) == (2, second)
+    delete_run(db, first)
+    assert runs_token(db) == (1, second)

@@ -77,6 +77,7 @@ def test_filters_from_the_url(seeded):
     assert not at.exception
     fig = figure(at)
     assert run_ids(fig) == {seeded["base"], seeded["fast"]}
+    assert "model=demo" in at.code[-1].value and "engine=transformers" in at.code[-1].value
     at = open_explore(since="2999-01-01")
     assert not at.exception and any("No finished runs" in i.value for i in at.info)
     at = open_explore(since="yesterday", x="nonsense", color="nope")

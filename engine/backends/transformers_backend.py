@@ -275,9 +275,27 @@ class TransformersBackend:
 
     def _generate_continuous(self, prompts: list[list[int]], params: GenerationParams, sink: ChunkSink) -> int:
         """Submit the batch to transformers' continuous-batching manager and stamp streamed tokens."""
-        if self._cb_manager is None:
-            self._cb_manager = self._model.init_continuous_batching(generation_config=self._model.generation_config)
+        if self._cb_manager is None:  # sized on the first (warm-up) batch, which has the measured shapes
+            from transformers import ContinuousBatchingConfig
+
+            page = 64
+            longest = max(len(p) for p in prompts) + params.max_new_tokens
+            per_request = -(-longest // page)
+            on_cuda = self._device.type == "cuda"
+            config = ContinuousBatchingConfig(
+                page_size=page,
+                num_blocks=per_request * len(prompts) + len(prompts),
+                max_batch_tokens=max(256, min(8192, sum(len(p) for p in prompts))),
+                max_requests_per_batch=len(prompts),
+                use_cuda_graph=None if on_cuda else False,
+                auto_switch_to_flash=on_cuda,
+            )
+            self._cb_manager = self._model.init_continuous_batching(
+                generation_config=self._model.generation_config, continuous_batching_config=config)
             self._cb_manager.start()
+            self._applied["attn_implementation"] = self._model.config._attn_implementation
+            self._applied["continuous_batching"] = {"page_size": page, "num_blocks": config.num_blocks,
+                                                    "max_batch_tokens": config.max_batch_tokens}
         manager = self._cb_manager
         self._cb_calls += 1
         rows = {f"c{self._cb_calls}_{i}": i for i in range(len(prompts))}

@@ -235,6 +235,7 @@ def cache_kwargs(recipe: TransformersRecipe, device: torch.device, cache_root: P
         kwargs["cache_implementation"] = "quantized"
         kwargs["cache_config"] = {"backend": "HQQ" if backend == "hqq" else "quanto", "nbits": int(bits)}
         applied.update(cache_implementation="quantized", kv_cache_quantization=recipe.kv_cache_quantization)
+        applied[backend] = _version("optimum-quanto" if backend == "quanto" else "hqq")
         return kwargs, applied
     if recipe.cache_implementation == "static":
         kwargs["cache_implementation"] = "static"
@@ -253,6 +254,15 @@ def cache_kwargs(recipe: TransformersRecipe, device: torch.device, cache_root: P
     else:
         applied["compile"] = False
     return kwargs, applied
+
+
+def _version(package: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 class SpeculationStats:

@@ -102,6 +102,7 @@ def test_cache_kwargs():
     assert applied["compile"] is True
     kwargs, applied = knobs.cache_kwargs(TransformersRecipe(kv_cache_quantization="hqq_int8"), cpu)
     assert kwargs == {"cache_implementation": "quantized", "cache_config": {"backend": "HQQ", "nbits": 8}}
+    assert "hqq" in applied
 
 
 def test_static_cache_generates_the_same_tokens():

@@ -187,3 +187,41 @@ def test_torchao_cuda_kinds(kind):
     with torch.inference_mode():
         out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False)
     assert out.shape[1] == 20
+
+
+def test_gptq_is_built_once_and_cached_by_fingerprint(tmp_path, monkeypatch):
+    """The GPTQ build path with transformers' loader faked (gptqmodel is not installable here)."""
+    import transformers
+
+    calls: list[dict] = []
+
+    class FakeModel:
+        def save_pretrained(self, path):
+            (path / "model.safetensors").parent.mkdir(parents=True, exist_ok=True)
+            (path / "model.safetensors").write_text("q")
+
+    class FakeTokenizer:
+        def save_pretrained(self, path):
+            (path / "tokenizer.json").write_text("{}")
+
+    def fake_config(**kwargs):
+        calls.append(kwargs)
+        return kwargs
+
+    monkeypatch.setattr(transformers, "GPTQConfig", fake_config)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", staticmethod(lambda *a, **k: FakeTokenizer()))
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", staticmethod(lambda *a, **k: FakeModel()))
+    calib = tmp_path / "calib.txt"
+    calib.write_text("some calibration text. " * 200)
+    recipe = TransformersRecipe(quantization="gptq", gptq_bits=4, gptq_group_size=64, gptq_desc_act=True,
+                                gptq_calibration_file=str(calib))
+    notes: list[str] = []
+    folder, applied = knobs.gptq_folder("/models/x", recipe, tmp_path, torch.device("cpu"), lambda m, _f: notes.append(m))
+    assert applied["gptq_cached"] is False and (folder / ".complete").exists()
+    assert calls[0]["bits"] == 4 and calls[0]["group_size"] == 64 and calls[0]["desc_act"] is True
+    assert calls[0]["dataset"] and notes
+    again, applied2 = knobs.gptq_folder("/models/x", recipe, tmp_path, torch.device("cpu"), lambda m, _f: None)
+    assert again == folder and applied2["gptq_cached"] is True and len(calls) == 1
+    other, _ = knobs.gptq_folder("/models/x", recipe.model_copy(update={"gptq_bits": 8}), tmp_path,
+                                 torch.device("cpu"), lambda m, _f: None)
+    assert other != folder and len(calls) == 2

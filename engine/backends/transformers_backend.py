@@ -126,7 +126,9 @@ class TransformersBackend:
                     load_kwargs["tp_plan"] = "auto"
                     applied["tensor_parallel"] = "tp_plan=auto"
                 self._model = AutoModelForCausalLM.from_pretrained(path, **load_kwargs)
-                if not recipe.tensor_parallel and recipe.quantization != "gptq":
+                if recipe.tensor_parallel:  # each torchrun rank holds its shard on its own GPU
+                    self._device = self._model.device
+                elif recipe.quantization != "gptq":
                     self._model.to(self._device)
             applied.update(knobs.apply_drop_layers(self._model, recipe.drop_layers, recipe.drop_layers_from))
             applied.update(knobs.apply_sliding_window(self._model, recipe.sliding_window))

@@ -12,13 +12,13 @@ ROOT = Path(__file__).resolve().parent
 
 # (file, title, icon, url path, section); pages whose file does not exist are left out.
 PAGES: list[tuple[str, str, str, str, str]] = [
-    ("pages/runs.py", "Runs", ":material/table_rows:", "runs", "Results"),
-    ("pages/run.py", "Run", ":material/insights:", "run", "Results"),
-    ("pages/explore.py", "Explore", ":material/scatter_plot:", "explore", "Results"),
-    ("pages/compare.py", "Compare", ":material/compare_arrows:", "compare", "Results"),
-    ("pages/launch.py", "Launch", ":material/rocket_launch:", "launch", "Benchmark"),
-    ("pages/jobs.py", "Jobs", ":material/pending_actions:", "jobs", "Benchmark"),
-    ("pages/whatif.py", "What-if", ":material/calculate:", "whatif", "Estimate"),
+    ("views/runs.py", "Runs", ":material/table_rows:", "runs", "Results"),
+    ("views/run.py", "Run", ":material/insights:", "run", "Results"),
+    ("views/explore.py", "Explore", ":material/scatter_plot:", "explore", "Results"),
+    ("views/compare.py", "Compare", ":material/compare_arrows:", "compare", "Results"),
+    ("views/launch.py", "Launch", ":material/rocket_launch:", "launch", "Benchmark"),
+    ("views/jobs.py", "Jobs", ":material/pending_actions:", "jobs", "Benchmark"),
+    ("views/whatif.py", "What-if", ":material/calculate:", "whatif", "Estimate"),
 ]
 
 

@@ -43,7 +43,7 @@ def _open(monkeypatch, db_url, viewer: bool = False):
     get_settings.cache_clear()
     at = AppTest.from_file(APP, default_timeout=30)
     at.run()
-    at.switch_page("pages/jobs.py")
+    at.switch_page("views/jobs.py")
     at.run()
     assert not at.exception
     return at

@@ -52,7 +52,7 @@ def _delete(db, run) -> None:
 
             delete_run(db, run.id)
             st.query_params.clear()
-            st.switch_page("pages/runs.py")
+            st.switch_page("views/runs.py")
 
 
 def main() -> None:
@@ -95,7 +95,7 @@ def main() -> None:
             st.plotly_chart(timeline_figure(requests), key="timeline")
             st.caption("Grey: queued (due → sent); orange: sent → first token; blue: first → last token.")
     _log(db, run)
-    st.page_link("pages/compare.py", label="Compare with other runs", icon=":material/compare_arrows:",
+    st.page_link("views/compare.py", label="Compare with other runs", icon=":material/compare_arrows:",
                  query_params={"runs": str(run.id), "baseline": str(run.id)})
     share_link("run")
     _delete(db, run)

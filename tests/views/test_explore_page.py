@@ -27,7 +27,7 @@ def open_explore(**params: str | list[str]) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=30)
     for key, value in params.items():
         at.query_params[key] = value
-    at.switch_page("pages/explore.py")
+    at.switch_page("views/explore.py")
     return at.run()
 
 

@@ -21,7 +21,7 @@ def seeded(db, db_url, monkeypatch):
 def open_run(value: str) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=30)
     at.query_params["run"] = value
-    at.switch_page("pages/run.py")
+    at.switch_page("views/run.py")
     return at.run()
 
 

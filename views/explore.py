@@ -129,9 +129,9 @@ def _open_clicked(event, fig) -> None:
         if run_id is not None and run_id not in ids:
             ids.append(run_id)
     if len(ids) == 1:
-        st.switch_page("pages/run.py", query_params={"run": str(ids[0])})
+        st.switch_page("views/run.py", query_params={"run": str(ids[0])})
     elif ids:
-        st.page_link("pages/compare.py", label=f"Compare the {min(len(ids), 8)} selected runs",
+        st.page_link("views/compare.py", label=f"Compare the {min(len(ids), 8)} selected runs",
                      icon=":material/compare_arrows:", query_params={"runs": ",".join(map(str, ids[:8]))})
 
 
@@ -148,7 +148,7 @@ def _front_table(frame: pd.DataFrame, front: list[int], x: str, y: str) -> None:
         x: st.column_config.NumberColumn(_label(x), format="%.4g"),
         y: st.column_config.NumberColumn(_label(y), format="%.4g"),
     })
-    st.page_link("pages/compare.py", label="Compare the front", icon=":material/compare_arrows:",
+    st.page_link("views/compare.py", label="Compare the front", icon=":material/compare_arrows:",
                  query_params={"runs": ",".join(map(str, table["run_id"].head(8)))})
 
 

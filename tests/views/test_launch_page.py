@@ -19,7 +19,7 @@ def app(db, db_url, monkeypatch):
     monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
     at = AppTest.from_file(APP, default_timeout=30)
     at.run()
-    at.switch_page("pages/launch.py")
+    at.switch_page("views/launch.py")
     at.run()
     assert not at.exception
     return at
@@ -110,7 +110,7 @@ def test_viewer_mode_is_read_only(db, db_url, monkeypatch):
     try:
         at = AppTest.from_file(APP, default_timeout=30)
         at.run()
-        at.switch_page("pages/launch.py")
+        at.switch_page("views/launch.py")
         at.run()
         assert not at.exception
         assert any("Viewer mode" in i.value for i in at.info)
@@ -138,7 +138,7 @@ def test_busy_gpu_is_explained_and_groups_offered(db, db_url, monkeypatch):
     monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
     at = AppTest.from_file(APP, default_timeout=30)
     at.run()
-    at.switch_page("pages/launch.py")
+    at.switch_page("views/launch.py")
     at.run()
     at.selectbox(key="preset").select(QUICK).run()
     assert "cuda:1" in at.selectbox(key="device").options[2]

@@ -22,7 +22,7 @@ def open_whatif(**params: str) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=30)
     for key, value in params.items():
         at.query_params[key] = value
-    at.switch_page("pages/whatif.py")
+    at.switch_page("views/whatif.py")
     return at.run()
 
 

@@ -304,7 +304,7 @@ def submit(db: Any, specs: list[JobSpec], swept: list[Any], sweep_name: str | No
     which = ", ".join(str(i) for i in ids)
     st.success(f"Queued job{'s' if len(ids) > 1 else ''} {which}" + (f" as sweep '{sweep}'" if sweep else "")
                + ". Follow it on the Jobs page.")
-    st.page_link("pages/jobs.py", label="Open the Jobs page", icon=":material/pending_actions:")
+    st.page_link("views/jobs.py", label="Open the Jobs page", icon=":material/pending_actions:")
     if specs and specs[0].device not in served:
         st.warning(f"No live worker serves {specs[0].device} right now; start one with "
                    f"`python -m engine worker --devices {specs[0].device}` (make run starts one).")

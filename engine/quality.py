@@ -361,6 +361,8 @@ def _corpus_figures(spec: JobSpec, backend: Any, resolved: Any, prompts: list[li
                     finally:
                         ref.unload()
                     baseline.save(path)
+            if not build_here:
+                stack.close()  # the baseline is on disk: let other jobs read it while this one scores
         out.update(_recipe_pass(backend, windows, baseline, want_fid, build_here, flip_prompts, q.flip_tokens,
                                 progress, notes, path if build_here else None))
     if not want_ppl:

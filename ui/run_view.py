@@ -37,7 +37,12 @@ def render_run(run: Any) -> None:
         cols[2].metric("Output tokens/s", f"{obj.get('output_tokens_per_s') or 0:,.1f}")
         cols[3].metric("Peak memory", human_bytes(obj.get("peak_memory_bytes")))
         cols[4].metric("Load time", f"{obj.get('load_s') or 0:,.1f} s")
-        st.dataframe(metric_table(obj), hide_index=True, use_container_width=True)
+        st.dataframe(
+            metric_table(obj),
+            hide_index=True,
+            width="stretch",
+            column_config={k: st.column_config.NumberColumn(k, format="%.2f") for k in ("mean", "p50", "p90", "p95", "p99")},
+        )
         st.caption(
             f"{obj.get('completed')} requests measured, {obj.get('failed')} failed, "
             f"{obj.get('warmup_excluded')} warm-up excluded; requests/s {obj.get('requests_per_s') or 0:.3f}; "

@@ -90,7 +90,7 @@ def render_job(job: Any, read_only: bool) -> None:
         if job.error and job.status != "done":
             st.error(job.error, icon=":material/error:")
         if job.run_id is not None:
-            st.markdown(f"[Open run {job.run_id}](/runs?run={job.run_id})")
+            st.markdown(f"[Open run {job.run_id}](run?run={job.run_id})")
         if job.log_tail:
             with st.expander("Log tail"):
                 st.code(job.log_tail[-4000:], language=None)

@@ -33,7 +33,7 @@ if db is not None:
         st.dataframe(
             frame[cols],
             hide_index=True,
-            use_container_width=True,
+            width="stretch",
             column_config={
                 "link": st.column_config.LinkColumn("run", display_text=r"run\?run=(\d+)"),
                 "ttft_ms_p50": st.column_config.NumberColumn("TTFT p50 [ms]", format="%.1f"),

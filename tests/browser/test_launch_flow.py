@@ -33,4 +33,4 @@ def test_launch_demo_job_and_see_it_finish(page, live_app, demo_folder):
     page.get_by_text("done", exact=True).first.wait_for(timeout=30_000)
     finished = jobs.get_job(db, job.id)
     assert finished.status == "done", finished.error
-    assert link.get_attribute("href").endswith(f"/runs?run={finished.run_id}")
+    assert link.get_attribute("href").endswith(f"run?run={finished.run_id}")

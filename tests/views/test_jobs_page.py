@@ -64,7 +64,7 @@ def test_every_job_with_status_progress_and_actions(queue, db_url, monkeypatch):
         assert f"Job {job_id}" in text
     [bar] = at.get("progress")
     assert "measuring" in bar.proto.text and "42%" in bar.proto.text and "left" in bar.proto.text
-    assert "/runs?run=17" in text
+    assert "run?run=17" in text and "/runs?run=17" not in text
     assert any("killed by signal 9" in e.value for e in at.error)
     keys = {b.key for b in at.button}
     assert {f"cancel_{queue['queued']}", f"cancel_{queue['running']}", f"retry_{queue['failed']}"} <= keys

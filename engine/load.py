@@ -198,7 +198,7 @@ async def _drive_async(backend: Any, prompts: list[list[int]], offsets: np.ndarr
         if sem is not None:
             await sem.acquire()
         try:
-            rec.send_ns = time.perf_counter_ns()
+            rec.send_ns = time.perf_counter_ns()  # streaming backends restamp it as the request goes out
             await backend.stream(prompts[i], params, rec)
         except asyncio.CancelledError:
             raise

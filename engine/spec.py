@@ -209,6 +209,7 @@ VllmQuantization = Literal[
 ]
 VllmKVCacheDType = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"]
 VllmSpeculative = Literal["none", "ngram", "draft", "eagle", "eagle3"]
+Toggle = Literal["auto", "on", "off"]
 
 
 class _VllmKnobs(_Strict):
@@ -225,8 +226,8 @@ class _VllmKnobs(_Strict):
     max_num_batched_tokens: int | None = Field(default=None, ge=16, le=10_000_000,
                                                description="Most tokens per engine step")
     max_model_len: int | None = Field(default=None, ge=16, le=10_000_000, description="Context length served")
-    enable_prefix_caching: bool | None = Field(default=None, description="Reuse KV blocks of shared prefixes")
-    enable_chunked_prefill: bool | None = Field(default=None, description="Split long prefills across steps")
+    enable_prefix_caching: Toggle = Field(default="auto", description="Reuse KV blocks of shared prefixes (auto: vLLM's default)")
+    enable_chunked_prefill: Toggle = Field(default="auto", description="Split long prefills across steps (auto: vLLM's default)")
     block_size: int | None = Field(default=None, ge=1, le=1024, description="KV cache block size in tokens")
     speculative: VllmSpeculative = Field(default="none", description="Speculative decoding method")
     num_speculative_tokens: int = Field(default=3, ge=1, le=64, description="Draft tokens proposed per step")
@@ -234,10 +235,19 @@ class _VllmKnobs(_Strict):
     prompt_lookup_max: int = Field(default=4, ge=1, le=64, description="ngram: longest n-gram matched")
     speculative_model: str | None = Field(default=None, description="draft/eagle: the draft model (folder or id)")
     tensor_parallel_size: int = Field(default=1, ge=1, le=64, description="GPUs a model is split across")
-    enforce_eager: bool | None = Field(default=None, description="Eager mode (None: eager on CPU, CUDA graphs on GPU)")
+    enforce_eager: Toggle = Field(default="auto", description="Eager mode (auto: eager on CPU, CUDA graphs on GPU)")
     gpu_memory_utilization: float = Field(default=0.9, gt=0.0, le=1.0, description="Share of GPU memory vLLM may use")
     cpu_kvcache_space_gib: int = Field(default=1, ge=1, le=4096,
                                          description="CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE)")
+
+    @field_validator("enable_prefix_caching", "enable_chunked_prefill", "enforce_eager", mode="before")
+    @classmethod
+    def _toggle(cls, value: Any) -> Any:
+        if value is None:
+            return "auto"
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        return value
 
     @model_validator(mode="after")
     def _check_vllm_knobs(self) -> _VllmKnobs:
@@ -298,7 +308,7 @@ class VllmServerRecipe(_VllmKnobs):
 
     engine: Literal["vllm-server"] = "vllm-server"
     endpoint: Literal["completions", "chat"] = Field(default="completions", description="API endpoint measured")
-    extra_args: tuple[str, ...] = Field(default=(), description="More server command-line arguments")
+    extra_args: str | None = Field(default=None, description="More server command-line arguments, e.g. '--swap-space 4'")
     startup_timeout_s: float = Field(default=900.0, gt=0, le=7200, description="Seconds to wait for /health")
 
 
@@ -313,8 +323,8 @@ class OpenAIRecipe(_Strict):
     """
 
     engine: Literal["openai"] = "openai"
-    base_url: str = Field(min_length=1, description="Server base URL, e.g. http://127.0.0.1:8000/v1")
-    model_name: str = Field(min_length=1, description="The model name the server knows")
+    base_url: str = Field(default="http://127.0.0.1:8000/v1", min_length=1, description="Server base URL")
+    model_name: str | None = Field(default=None, description="The model name the server knows (required)")
     endpoint: Literal["completions", "chat"] = Field(default="completions", description="API endpoint measured")
     api_key_env: str | None = Field(default=None, description="Name of the environment variable holding the API key")
     send_ignore_eos: bool = Field(default=True, description="Send vLLM's ignore_eos extension for fixed lengths")
@@ -334,6 +344,12 @@ class OpenAIRecipe(_Strict):
         if value is not None and not _ENV_NAME.match(value):
             raise ValueError("api_key_env is the NAME of an environment variable (letters, digits, _), not the key")
         return value
+
+    @model_validator(mode="after")
+    def _check_model_name(self) -> OpenAIRecipe:
+        if not (self.model_name or "").strip():
+            raise ValueError("model_name is required: the model name the server knows (see its /v1/models)")
+        return self
 
     def job_problems(self, device: str, workload: Workload | None = None, model_kind: str | None = None) -> list[str]:
         """Nothing about the local device limits a remote server (pure)."""

@@ -192,6 +192,7 @@ class OpenAIBackend:
         perf = time.perf_counter_ns
         loads = _loads
         try:
+            record.send_ns = perf()  # after the payload is built, as vLLM's bench serve stamps its start
             async with session.post(self._url, json=body, headers=self._headers) as resp:
                 if resp.status != 200:
                     raise RequestFailed(_http_reason(resp.status, await resp.text()))

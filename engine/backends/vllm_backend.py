@@ -52,7 +52,7 @@ def engine_kwargs(recipe: Any, device: str, model_path: str) -> dict[str, Any]:
     kw: dict[str, Any] = {
         "model": model_path,
         "dtype": resolved_dtype(recipe, device),
-        "enforce_eager": (device == "cpu") if recipe.enforce_eager is None else recipe.enforce_eager,
+        "enforce_eager": (device == "cpu") if recipe.enforce_eager == "auto" else recipe.enforce_eager == "on",
         "tensor_parallel_size": recipe.tensor_parallel_size,
         "disable_log_stats": False,
     }
@@ -62,11 +62,13 @@ def engine_kwargs(recipe: Any, device: str, model_path: str) -> dict[str, Any]:
         kw["quantization"] = recipe.quantization
     if recipe.kv_cache_dtype != "auto":
         kw["kv_cache_dtype"] = recipe.kv_cache_dtype
-    for key in ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "enable_prefix_caching",
-                "enable_chunked_prefill", "block_size"):
+    for key in ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "block_size"):
         value = getattr(recipe, key)
         if value is not None:
             kw[key] = value
+    for key in ("enable_prefix_caching", "enable_chunked_prefill"):
+        if getattr(recipe, key) != "auto":
+            kw[key] = getattr(recipe, key) == "on"
     spec = speculative_config(recipe)
     if spec is not None:
         kw["speculative_config"] = spec
@@ -199,6 +201,7 @@ class VllmBackend:
 
         sampling = self._sampling(params)
         perf = time.perf_counter_ns
+        record.send_ns = perf()
         async for out in self._engine.generate(TokensPrompt(prompt_token_ids=prompt), sampling,
                                                request_id=uuid.uuid4().hex):
             t = perf()
@@ -285,6 +288,11 @@ class VllmBackend:
             finally:
                 self._engine = None
         if self._loop is not None and not self._loop.is_closed():
+            pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
+            for task in pending:  # the engine's output-queue task
+                task.cancel()
+            if pending:
+                self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             self._loop.close()
         self._loop = None
 

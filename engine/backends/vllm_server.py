@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -50,7 +51,7 @@ class ManagedServer:
         self.args = [
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
             "--host", "127.0.0.1", "--port", str(self.port), "--served-model-name", served_name,
-            *server_args(recipe, device, model_path), *getattr(recipe, "extra_args", ()),
+            *server_args(recipe, device, model_path), *shlex.split(getattr(recipe, "extra_args", None) or ""),
         ]
         self.env = vllm_env(recipe, device)
         fd, log = tempfile.mkstemp(prefix="vllm-server-", suffix=".log", dir=self.env["TMPDIR"])

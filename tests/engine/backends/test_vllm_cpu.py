@@ -42,6 +42,29 @@ def demo_resolved():  # type: ignore[no-untyped-def]
     return models.resolve(ModelSpec(source="demo"))
 
 
+# First, before the shared server exists, so the two engines never compete for the 2 cores.
+def test_in_process_engine_streams_and_scores(demo_resolved) -> None:  # type: ignore[no-untyped-def]
+    from engine.backends.vllm_backend import VllmBackend
+
+    backend = VllmBackend()
+    report = backend.load(demo_resolved, VllmRecipe(max_model_len=1024, max_num_seqs=4), "cpu", lambda *_: None)
+    try:
+        assert report.context_length == 1024 and report.applied["dtype"] == "float32"
+        prompts = [[300 + i] * 20 for i in range(3)]
+        wl = Workload(prompt_tokens=20, output_tokens=10, requests=3, arrival="max")
+        phase = run_load(backend, prompts, wl, GenerationParams(max_new_tokens=10))
+        assert [r.output_tokens for r in phase.records] == [10, 10, 10]
+        assert all(len(r.chunk_ns) >= 2 for r in phase.records)
+        tok = backend.tokenizer()
+        ids = tok.encode("The quick brown fox jumps over the lazy dog.", add_special_tokens=False)
+        scores = backend.score([ids], top_k=2)
+        assert scores[0].token_logprobs.shape == (len(ids) - 1,)
+        assert scores[0].top_ids.shape == (len(ids) - 1, 2)
+        assert float(scores[0].token_logprobs.mean()) > -12
+    finally:
+        backend.unload()
+
+
 @pytest.fixture(scope="module")
 def managed(demo_resolved) -> Iterator:  # type: ignore[no-untyped-def]
     from engine.backends.vllm_server import VllmServerBackend
@@ -119,23 +142,8 @@ def test_openai_engine_end_to_end_against_the_managed_server(managed, db) -> Non
     assert failed["failed"] == 2 and failed["completed"] == 0
 
 
-def test_in_process_engine_streams_and_scores(demo_resolved) -> None:  # type: ignore[no-untyped-def]
-    from engine.backends.vllm_backend import VllmBackend
-
-    backend = VllmBackend()
-    report = backend.load(demo_resolved, VllmRecipe(max_model_len=1024, max_num_seqs=4), "cpu", lambda *_: None)
-    try:
-        assert report.context_length == 1024 and report.applied["dtype"] == "float32"
-        prompts = [[300 + i] * 20 for i in range(3)]
-        wl = Workload(prompt_tokens=20, output_tokens=10, requests=3, arrival="max")
-        phase = run_load(backend, prompts, wl, GenerationParams(max_new_tokens=10))
-        assert [r.output_tokens for r in phase.records] == [10, 10, 10]
-        assert all(len(r.chunk_ns) >= 2 for r in phase.records)
-        tok = backend.tokenizer()
-        ids = tok.encode("The quick brown fox jumps over the lazy dog.", add_special_tokens=False)
-        scores = backend.score([ids], top_k=2)
-        assert scores[0].token_logprobs.shape == (len(ids) - 1,)
-        assert scores[0].top_ids.shape == (len(ids) - 1, 2)
-        assert float(scores[0].token_logprobs.mean()) > -12
-    finally:
-        backend.unload()
+def test_openai_scoring_via_echo_logprobs(managed) -> None:  # type: ignore[no-untyped-def]
+    ids = managed.tokenizer().encode("The quick brown fox jumps over the lazy dog.", add_special_tokens=False)
+    scores = managed.score([ids])
+    assert scores[0].token_logprobs.shape == (len(ids) - 1,)
+    assert float(scores[0].token_logprobs.mean()) > -12

@@ -53,6 +53,7 @@ from engine.spec import JobSpec, QualitySpec, SpecError, canonical_json
 
 QUALITY_VERSION = 1
 BASELINE_TOP_K = 256
+FULL_DISTRIBUTION_ENGINES = frozenset({"transformers"})  # engines whose score() gives full distributions
 PLACEHOLDER_TOKEN = 0  # appended to read the next-token distribution after a sequence
 Log = Callable[[str], None]
 
@@ -174,7 +175,7 @@ def baseline_key(spec: JobSpec, resolved_path: str | None, engine_info: dict[str
     """Fingerprint of everything the reference numbers depend on."""
     ident = {
         "version": QUALITY_VERSION,
-        "top_k": BASELINE_TOP_K,
+        "top_k": baseline_top_k(spec.recipe.engine),
         "model": spec.model.model_dump(mode="json"),
         "path": resolved_path,
         "device": spec.device,
@@ -232,6 +233,8 @@ def greedy_continuations(backend: Any, prompts: list[list[int]], n_tokens: int) 
         # Scores cover positions 1..n-1; one placeholder token at the end exposes the
         # distribution after the whole sequence (causal: the placeholder cannot change it).
         for seq, sc in zip(seqs, backend.score([s + [PLACEHOLDER_TOKEN] for s in seqs], top_k=1), strict=True):
+            if sc.top_ids is None:
+                raise QualityError("this engine returns no top tokens, so greedy continuations are unavailable")
             seq.append(int(sc.top_ids[-1, 0]))
     return np.array([seq[len(p):] for seq, p in zip(seqs, prompts, strict=True)], dtype=np.int64)
 
@@ -337,30 +340,12 @@ def _corpus_figures(spec: JobSpec, backend: Any, resolved: Any, prompts: list[li
     build_here = False  # the recipe is the reference: its own pass builds the baseline
     with ExitStack() as stack:
         if want_fid:
-            from filelock import FileLock
-
-            key = baseline_key(spec, getattr(resolved, "path", None), backend.info(), windows, flip_prompts)
-            path = cache_dir() / f"{key}.npz"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(FileLock(str(path) + ".lock"))
-            baseline = Baseline.load(path)
-            out["baseline_key"] = key
-            out["baseline_cached"] = baseline is not None
-            if baseline is None:
-                if spec.recipe == reference_recipe(spec.recipe):
-                    build_here = True
-                elif load_reference is None:
-                    notes["fidelity"] = "no way to load the reference recipe here"
-                    want_fid = False
-                else:
-                    log("computing the reference recipe's numbers (once per model, corpus and device)")
-                    progress.set(0, 0, "loading the reference recipe")
-                    ref = load_reference()
-                    try:
-                        baseline = _baseline_pass(ref, windows, flip_prompts, q.flip_tokens, progress)
-                    finally:
-                        ref.unload()
-                    baseline.save(path)
+            try:
+                baseline, build_here, path = _acquire_baseline(spec, backend, resolved, windows, flip_prompts,
+                                                               stack, out, log, progress, load_reference)
+            except (QualityError, BackendError, ValueError) as exc:
+                notes["fidelity"] = f"unavailable: {exc}"
+                want_fid, baseline, build_here, path = False, None, False, None
             if not build_here:
                 stack.close()  # the baseline is on disk: let other jobs read it while this one scores
         out.update(_recipe_pass(backend, windows, baseline, want_fid, build_here, flip_prompts, q.flip_tokens,
@@ -371,13 +356,58 @@ def _corpus_figures(spec: JobSpec, backend: Any, resolved: Any, prompts: list[li
     return out
 
 
+def _acquire_baseline(spec: JobSpec, backend: Any, resolved: Any, windows: list[Window],
+                      flip_prompts: list[list[int]], stack: ExitStack, out: dict[str, Any], log: Log,
+                      progress: _Progress, load_reference: Callable[[], Any] | None
+                      ) -> tuple[Baseline | None, bool, Path]:
+    """The cached baseline, or compute it (under the file lock held by ``stack``).
+
+    Returns (baseline, build_here, path): ``build_here`` when the recipe is the reference
+    itself and its own pass will build the baseline (the lock stays held until then).
+    """
+    from filelock import FileLock
+
+    reference = reference_recipe(spec.recipe)  # ValueError where an engine has no default recipe
+    key = baseline_key(spec, getattr(resolved, "path", None), backend.info(), windows, flip_prompts)
+    path = cache_dir() / f"{key}.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stack.enter_context(FileLock(str(path) + ".lock"))
+    baseline = Baseline.load(path)
+    out["baseline_key"] = key
+    out["baseline_cached"] = baseline is not None
+    if baseline is not None:
+        return baseline, False, path
+    if spec.recipe == reference:
+        return None, True, path
+    if load_reference is None:
+        raise QualityError("no way to load the reference recipe here")
+    log("computing the reference recipe's numbers (once per model, corpus and device)")
+    progress.set(0, 0, "loading the reference recipe")
+    ref = load_reference()
+    try:
+        baseline = _baseline_pass(ref, windows, flip_prompts, spec.quality.flip_tokens, progress)
+    finally:
+        ref.unload()
+    baseline.save(path)
+    return baseline, False, path
+
+
+def baseline_top_k(engine: str) -> int:
+    """Tokens the reference keeps per position: many where the engine gives full
+    distributions (for KL), one elsewhere (enough for top-1 agreement and flips)."""
+    return BASELINE_TOP_K if engine in FULL_DISTRIBUTION_ENGINES else 1
+
+
 def _baseline_pass(backend: Any, windows: list[Window], flip_prompts: list[list[int]], flip_tokens: int,
                    progress: _Progress) -> Baseline:
     ids, lps, tok = [], [], []
     total = sum(len(w.tokens) for w in windows)
     done = 0
+    k = baseline_top_k(getattr(backend, "name", ""))
     for w in windows:
-        (sc,) = backend.score([w.tokens], top_k=BASELINE_TOP_K)
+        (sc,) = backend.score([w.tokens], top_k=k)
+        if sc.top_ids is None:
+            raise QualityError("the reference recipe's engine returns no top tokens, so fidelity is unavailable")
         ids.append(sc.top_ids[w.skip:])
         lps.append(sc.top_logprobs[w.skip:])
         tok.append(sc.token_logprobs[w.skip:])
@@ -389,35 +419,57 @@ def _baseline_pass(backend: Any, windows: list[Window], flip_prompts: list[list[
                     token_logprobs=np.concatenate(tok).astype(np.float32), greedy=greedy)
 
 
+def _score_window(backend: Any, tokens: list[int], top_k: int, caps: dict[str, bool], notes: dict[str, str]) -> Any:
+    """Score one window, asking for the full distribution only while the engine gives it."""
+    if caps["full"]:
+        try:
+            (sc,) = backend.score([tokens], top_k=top_k, full=True)
+        except BackendError as exc:
+            caps["full"] = False
+            notes["kl"] = f"unavailable: {exc}"
+        else:
+            if sc.full is None:
+                caps["full"] = False
+                notes["kl"] = "unavailable: this engine gives no full next-token distribution"
+            return sc
+    (sc,) = backend.score([tokens], top_k=top_k)
+    return sc
+
+
 def _recipe_pass(backend: Any, windows: list[Window], baseline: Baseline | None, want_fid: bool, build_here: bool,
                  flip_prompts: list[list[int]], flip_tokens: int, progress: _Progress, notes: dict[str, str],
                  save_to: Path | None) -> dict[str, Any]:
     lp_all: list[np.ndarray] = []
     kl_all: list[np.ndarray] = []
     agree_all: list[np.ndarray] = []
-    built_ids: list[np.ndarray] = []
-    built_lps: list[np.ndarray] = []
+    built: list[tuple[np.ndarray, np.ndarray]] = []
     total = sum(len(w.tokens) for w in windows)
     done, row = 0, 0
-    fid_ok = want_fid
+    caps = {"full": want_fid}
+    top1_ok = want_fid
+    k = baseline_top_k(getattr(backend, "name", "")) if build_here else 1
     for w in windows:
-        (sc,) = backend.score([w.tokens], top_k=BASELINE_TOP_K if build_here else 1, full=fid_ok)
+        sc = _score_window(backend, w.tokens, k, caps, notes)
         lp = sc.token_logprobs[w.skip:]
         lp_all.append(lp)
         n = len(lp)
-        if fid_ok and sc.full is None:
-            notes["fidelity"] = "this engine gives no full next-token distribution, so KL cannot be computed"
-            fid_ok = False
-        if fid_ok:
-            full = sc.full[w.skip:]
+        if want_fid and build_here and sc.top_ids is None:
+            notes["fidelity"] = "unavailable: this engine returns no top tokens"
+            want_fid = False
+        if want_fid:
             if build_here:
                 base_ids, base_lp = sc.top_ids[w.skip:], sc.top_logprobs[w.skip:]
-                built_ids.append(base_ids)
-                built_lps.append(base_lp)
+                built.append((base_ids, base_lp))
             else:
                 base_ids, base_lp = baseline.top_ids[row:row + n], baseline.top_logprobs[row:row + n]
-            kl_all.append(kl_rows(base_ids, base_lp, full))
-            agree_all.append(full.argmax(axis=1) == base_ids[:, 0])
+            if caps["full"]:
+                full = sc.full[w.skip:]
+                kl_all.append(kl_rows(base_ids, base_lp, full))
+                agree_all.append(full.argmax(axis=1) == base_ids[:, 0])
+            elif sc.top_ids is not None and top1_ok:
+                agree_all.append(sc.top_ids[w.skip:, 0] == base_ids[:, 0])
+            else:
+                top1_ok = False
         row += n
         done += len(w.tokens)
         progress.set(done, total, "scoring the corpus")
@@ -433,29 +485,28 @@ def _recipe_pass(backend: Any, windows: list[Window], baseline: Baseline | None,
         "nll_mean": nll_mean,
         "nll_stderr": nll_se,
     }
-    if not fid_ok:
+    if not want_fid:
         return out
     if build_here:
         progress.set(0, 0, "greedy continuations (reference)")
-        baseline = Baseline(top_ids=np.concatenate(built_ids).astype(np.int64),
-                            top_logprobs=np.concatenate(built_lps).astype(np.float32),
+        baseline = Baseline(top_ids=np.concatenate([b[0] for b in built]).astype(np.int64),
+                            top_logprobs=np.concatenate([b[1] for b in built]).astype(np.float32),
                             token_logprobs=lp.astype(np.float32),
                             greedy=greedy_continuations(backend, flip_prompts, flip_tokens))
         if save_to is not None:
             baseline.save(save_to)
-    kl = np.concatenate(kl_all)
-    agree = np.concatenate(agree_all).astype(np.float64)
-    out.update({
-        "kl_mean": float(kl.mean()),
-        "kl_p99": float(np.percentile(kl, 99)),
-        "kl_stderr": _stderr_of_mean(kl),
-        "kl_positions": int(kl.size),
-        "top1_agreement": float(agree.mean()),
-        "top1_agreement_stderr": _stderr_of_mean(agree),
-        "baseline_perplexity": float(math.exp(-float(baseline.token_logprobs.astype(np.float64).mean()))),
-        "kl_top_k": BASELINE_TOP_K,
-    })
-    out.update(_flips(backend, flip_prompts, baseline.greedy, progress))
+    out["baseline_perplexity"] = float(math.exp(-float(baseline.token_logprobs.astype(np.float64).mean())))
+    if kl_all and len(kl_all) == len(windows):
+        kl = np.concatenate(kl_all)
+        out.update({"kl_mean": float(kl.mean()), "kl_p99": float(np.percentile(kl, 99)),
+                    "kl_stderr": _stderr_of_mean(kl), "kl_positions": int(kl.size),
+                    "kl_top_k": int(baseline.top_ids.shape[1])})
+    if top1_ok and agree_all:
+        agree = np.concatenate(agree_all).astype(np.float64)
+        out.update({"top1_agreement": float(agree.mean()), "top1_agreement_stderr": _stderr_of_mean(agree)})
+        out.update(_flips(backend, flip_prompts, baseline.greedy, progress))
+    else:
+        notes["top1_agreement"] = "unavailable: this engine returns no top tokens"
     return out
 
 

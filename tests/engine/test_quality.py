@@ -209,3 +209,63 @@ def test_run_page_accuracy_section_renders():
     assert at.dataframe[0].value["task"].tolist() == ["counting"]
     assert "unavailable here" in at.info[0].value
     assert any("synthetic" in c.value for c in at.caption)
+
+
+class _AsciiTokenizer:
+    eos_token_id = 0
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [ord(c) % 128 for c in text]
+
+
+class _BigramBackend:
+    """An engine without full distributions: a fixed bigram model, like vLLM's
+    prompt_logprobs (top-k only, ``top=True``) or an endpoint's echo (``top=False``)."""
+
+    def __init__(self, name: str, top: bool) -> None:
+        self.name, self.top = name, top
+        logits = np.random.default_rng(1).normal(scale=3.0, size=(128, 128))
+        self.logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+
+    def tokenizer(self):
+        return _AsciiTokenizer()
+
+    def info(self):
+        return {"engine": self.name}
+
+    def score(self, sequences, top_k=0, full=False):
+        from engine.backends.base import BackendError, TokenScores
+
+        if full and not self.top:
+            raise BackendError("full next-token distributions are not available over the OpenAI API")
+        out = []
+        for seq in sequences:
+            rows = self.logp[np.asarray(seq[:-1])]
+            lps = rows[np.arange(len(seq) - 1), np.asarray(seq[1:])].astype(np.float32)
+            top_ids = top_lps = None
+            if self.top and top_k:
+                top_ids = np.argsort(-rows, axis=1)[:, :top_k]
+                top_lps = np.take_along_axis(rows, top_ids, axis=1).astype(np.float32)
+            out.append(TokenScores(token_logprobs=lps, top_ids=top_ids, top_logprobs=top_lps))
+        return out
+
+
+@pytest.mark.parametrize("top", [True, False])
+def test_engines_without_full_distributions_keep_what_they_can(tmp_path: Path, cache, top: bool):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 20, encoding="utf-8")
+    spec = parse_job_spec({"model": {"source": "demo"}, "quality": {
+        "metrics": ["ppl", "fidelity"], "corpus": str(corpus), "budget_tokens": 300, "window": 64,
+        "flip_prompts": 2, "flip_tokens": 3}})
+    backend = _BigramBackend("vllm" if top else "openai", top)
+    prompts = [[ord(c) for c in "hello world"], [ord(c) for c in "latency lab"]]
+    result = quality.evaluate(spec, backend, None, prompts, log=lambda _m: None)
+    lps = backend.score([_AsciiTokenizer().encode(corpus.read_text())[:300]])[0].token_logprobs
+    assert result["perplexity_tokens"] == 300 - 5  # 5 windows of 64 tokens (the last one 44) lose one target each
+    assert result["perplexity"] > 1 and result["perplexity"] < math.exp(-lps.min())
+    assert "kl_mean" not in result and "unavailable" in result["notes"]["kl" if top else "fidelity"]
+    if top:
+        assert result["top1_agreement"] == 1.0 and result["greedy_flip_rate"] == 0.0
+        assert result["greedy_flip_tokens"] == 6
+    else:
+        assert "top1_agreement" not in result

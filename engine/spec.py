@@ -430,7 +430,7 @@ class Workload(_Strict):
         return self
 
 
-QUALITY_METRICS_HELP = "ppl | fidelity | task:<lm-eval task name or path/to/task.jsonl>"
+QUALITY_METRICS_HELP = "ppl | fidelity | task:<lm-eval task name, path/to/task.jsonl or lm-eval task.yaml>"
 _TASK_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
@@ -472,9 +472,9 @@ class QualitySpec(_Strict):
                 continue
             if item.startswith("task:"):
                 name = item.split(":", 1)[1]
-                if name.endswith(".jsonl") or _TASK_NAME.match(name):
+                if name.endswith((".jsonl", ".yaml", ".yml")) or _TASK_NAME.match(name):
                     continue
-                raise ValueError(f"task {name!r} is neither a .jsonl file nor an lm-eval task name")
+                raise ValueError(f"task {name!r} is neither a .jsonl/.yaml file nor an lm-eval task name")
             raise ValueError(f"unknown quality metric {item!r}; use {QUALITY_METRICS_HELP}")
         return value
 

@@ -40,7 +40,7 @@ def test_quality_from_a_spec_file_is_overridden_by_options(tmp_path: Path):
 @pytest.mark.parametrize(("argv", "message"), [
     (["--quality", "accuracy"], "unknown quality metric 'accuracy'"),
     (["--quality", "ppl", "--quality-tokens", "4"], "budget_tokens"),
-    (["--quality", "task:bad name!"], "neither a .jsonl file nor an lm-eval task name"),
+    (["--quality", "task:bad name!"], "neither a .jsonl/.yaml file nor an lm-eval task name"),
     (["--model", "synthetic:smollm2-135m", "--quality", "ppl"], "synthetic weights have no accuracy"),
     (["--quality", "ppl", "--quality-corpus", "/no/such/corpus.txt"], "is not a file"),
     (["--quality", "task:/no/such/task.jsonl"], "does not exist"),

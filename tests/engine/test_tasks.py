@@ -126,16 +126,30 @@ def test_exact_match_decodes_greedily_until_a_newline(tmp_path: Path):
     assert result["task:em"] == pytest.approx(2 / 3) and result["task:em:kind"] == "exact match"
 
 
-def test_lm_eval_tasks_say_why_they_are_unavailable():
-    try:
-        import lm_eval  # noqa: F401
-    except ImportError:
-        with pytest.raises(SpecError, match="lm-eval is not installed"):
-            tasks.check_task("hellaswag")
-        with pytest.raises(QualityError, match="unavailable"):
-            tasks.run_task(None, "hellaswag", 10)
-    else:
-        pytest.skip("lm-eval is installed here")
+def test_lm_eval_tasks_say_why_they_are_unavailable(monkeypatch: pytest.MonkeyPatch):
+    pytest.importorskip("lm_eval")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    tasks.check_task("hellaswag")  # the harness is installed: pre-flight lets the name through
+    backend = ScriptedBackend("abc")
+    with pytest.raises(QualityError, match="no task"):
+        tasks.run_task(backend, "no_such_task_xyz", 2)
+    with pytest.raises(QualityError, match="hellaswag.*unavailable"):  # its data lives on the hub
+        tasks.run_task(backend, "hellaswag", 2)
+
+
+def lm_eval_yaml(tmp_path: Path) -> str:
+    """A generated lm-eval task definition over a generated local JSON file (works offline)."""
+    data = tmp_path / "count_on.jsonl"
+    data.write_text("".join(json.dumps({"q": e["prompt"], "choices": e["choices"], "label": e["answer"]}) + "\n"
+                            for e in counting_task(8)), encoding="utf-8")
+    yaml = tmp_path / "count_on.yaml"
+    yaml.write_text(
+        "task: latencylab_count_on\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
+        f"    test: {data}\ntest_split: test\noutput_type: multiple_choice\n"
+        'doc_to_text: "{{q}}"\ndoc_to_choice: "{{choices}}"\ndoc_to_target: label\n'
+        "metric_list:\n  - metric: acc\n", encoding="utf-8")
+    return str(yaml)
 
 
 @pytest.mark.slow
@@ -153,3 +167,23 @@ def test_generated_counting_task_on_the_demo_model(tmp_path: Path, demo_folder):
         backend.unload()
     assert result["task:counting:n"] == 12
     assert result["task:counting"] >= 0.75  # chance is 1/3; counting on is easy even for 135M parameters
+
+
+@pytest.mark.slow
+def test_lm_eval_yaml_task_runs_through_the_engine(tmp_path: Path, demo_folder, monkeypatch: pytest.MonkeyPatch):
+    pytest.importorskip("lm_eval")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    from engine import models
+    from engine.backends.base import get_backend
+    from engine.spec import ModelSpec, TransformersRecipe
+
+    path = lm_eval_yaml(tmp_path)
+    backend = get_backend("transformers")
+    backend.load(models.resolve(ModelSpec(source="demo")), TransformersRecipe(), "cpu", lambda _m, _f: None)
+    try:
+        result = tasks.run_task(backend, path, None)
+        local = tasks.run_task(backend, write_task(tmp_path / "same.jsonl", counting_task(8)), None)
+    finally:
+        backend.unload()
+    assert result["task:count_on:n"] == 8 and result["task:count_on:kind"] == "lm-eval acc,none"
+    assert result["task:count_on"] == local["task:same"]  # the harness and our scorer agree on the same data

@@ -269,3 +269,17 @@ def test_engines_without_full_distributions_keep_what_they_can(tmp_path: Path, c
         assert result["greedy_flip_tokens"] == 6
     else:
         assert "top1_agreement" not in result
+
+
+def test_an_unreachable_hub_dataset_is_reported_not_raised(cache, monkeypatch: pytest.MonkeyPatch):
+    pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    spec = parse_job_spec({"model": {"source": "demo"},
+                           "quality": {"metrics": ["ppl"], "corpus": "hf:latencylab-nonexistent/corpus"}})
+    quality.check(spec)  # the shape is fine; reachability is only known when it runs
+    result = quality.evaluate(spec, _BigramBackend("vllm", True), None, [], log=lambda _m: None)
+    assert "perplexity" not in result
+    assert result["notes"]["corpus"].startswith("cannot load latencylab-nonexistent/corpus from the Hugging Face hub")
+    with pytest.raises(SpecError, match="needs a dataset name"):
+        parse_job_spec({"model": {"source": "demo"}, "quality": {"metrics": ["ppl"], "corpus": "hf:"}})

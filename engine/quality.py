@@ -252,7 +252,9 @@ def kl_rows(base_ids: np.ndarray, base_lp: np.ndarray, full: np.ndarray) -> np.n
 
 def _flip_prompts(spec: JobSpec, prompts: list[list[int]], window: int) -> list[list[int]]:
     n = spec.quality.flip_prompts
-    return [list(p[-window:]) for p in prompts[:n] if p]
+    # Token-id prompts only (every engine's runner path makes those; anything else is skipped).
+    return [list(p[-window:]) for p in prompts[:n]
+            if isinstance(p, (list, tuple)) and p and all(isinstance(t, int) for t in p)]
 
 
 def _stderr_of_mean(values: np.ndarray) -> float | None:

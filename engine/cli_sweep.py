@@ -112,7 +112,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             if r["status"] != "done":
                 print(f"{r['point']:<18}{r['run_id'] or '-':>5}  failed: {r['error']}")
                 continue
-            print(f"{r['point']:<18}{r['run_id']:>5}{_f(r['achieved_rate']):>8}{_f(r['ttft_p50_ms']):>10}"
+            sent = r["achieved_rate"]
+            sent_text = "burst" if sent is not None and sent > 9999 else _f(sent)  # everything sent at once
+            print(f"{r['point']:<18}{r['run_id']:>5}{sent_text:>8}{_f(r['ttft_p50_ms']):>10}"
                   f"{_f(r['tpot_p50_ms']):>10}{_f(r['e2el_p99_ms']):>10}{_f(r['output_tokens_per_s'], 1):>8}"
                   f"{_f(r['goodput_fraction']):>9}{r['failed_requests']:>7}")
     return EXIT_FAILED if failed else EXIT_OK

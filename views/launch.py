@@ -129,6 +129,57 @@ def parse_values(kind: str, text: str) -> list[Any]:
     return out
 
 
+# -- prefill from a link (e.g. the What-if page's "launch the real benchmark") ------------------
+def _model_state(source: str) -> dict[str, Any]:
+    if source == "demo":
+        return {"model_kind": "demo"}
+    if source.startswith("synthetic:") and source.split(":", 1)[1] in SYNTHETIC_ARCHITECTURES:
+        return {"model_kind": "synthetic", "model_arch": source.split(":", 1)[1]}
+    if source.lower().endswith(".gguf"):
+        return {"model_kind": "gguf", "model_gguf": source}
+    if source.startswith(("/", "./", "../", "~")):
+        return {"model_kind": "local", "model_local": source}
+    return {"model_kind": "hf", "model_hf": source.removeprefix("hf:")}
+
+
+def prefill_from_link() -> None:
+    """Seed the widgets once from query parameters (model, engine, device, any recipe or
+    workload field by name); unknown or invalid values are ignored, the form says why later."""
+    params = {k: st.query_params.get(k) for k in st.query_params}
+    stamp = repr(sorted(params.items()))
+    if not params or st.session_state.get("_prefilled") == stamp:
+        return
+    st.session_state["_prefilled"] = stamp
+    state: dict[str, Any] = {}
+    if params.get("model"):
+        state.update(_model_state(params["model"]))
+    engine = params.get("engine") if params.get("engine") in recipe_classes() else st.session_state.get("engine")
+    engine = engine or next(iter(recipe_classes()), "transformers")
+    state["engine"] = engine
+    if params.get("device"):
+        state["device"] = params["device"]
+    preset = st.session_state.get("preset", next(iter(PRESETS)))
+    targets = [(recipe_classes()[engine].model_fields, f"recipe_{engine}_"), (Workload.model_fields, f"wl_{preset}_")]
+    for fields, prefix in targets:
+        for name, info in fields.items():
+            raw = params.get(name)
+            if raw is None or name == "engine":
+                continue
+            kind, choices, optional = field_kind(info.annotation)
+            try:
+                value: Any = {"int": int, "float": float}.get(kind, str)(raw)
+            except ValueError:
+                continue
+            if kind == "bool":
+                value = raw.lower() in ("1", "true", "yes", "on")
+            if kind == "literal" and value not in choices:
+                continue
+            state[prefix + name] = value
+            if optional and kind in ("int", "float"):
+                state[f"{prefix}{name}__set"] = True
+    st.session_state.update(state)
+
+
 # -- the page -----------------------------------------------------------------------------
 def model_picker(disabled: bool) -> str:
     kind = st.radio("Model", list(MODEL_KINDS), format_func=MODEL_KINDS.get, key="model_kind",
@@ -142,6 +193,29 @@ def model_picker(disabled: bool) -> str:
                "gguf": ("GGUF file", "/path/to/model.gguf")}
     label, placeholder = prompts[kind]
     return st.text_input(label, key=f"model_{kind}", placeholder=placeholder, disabled=disabled).strip()
+
+
+def accuracy_picker(source: str, disabled: bool) -> dict[str, Any] | None:
+    """The accuracy phase: perplexity, fidelity to the reference recipe, a task; None = none."""
+    st.subheader("Accuracy of the same recipe")
+    if source.startswith("synthetic:"):
+        st.caption("Synthetic weights are random: they have no accuracy, only latency.")
+        return None
+    metrics = st.multiselect(
+        "Measure", ["ppl", "fidelity"], key="quality_metrics", disabled=disabled,
+        format_func={"ppl": "perplexity on a corpus", "fidelity": "fidelity to the reference recipe (KL, top-1, flips)"}.get,
+        help="Measured by the same engine with the same recipe, after the latency measurement.",
+    )
+    task = st.text_input("Task (optional)", key="quality_task", disabled=disabled,
+                         placeholder="a local .jsonl task file or an lm-evaluation-harness task name").strip()
+    if not metrics and not task:
+        return None
+    corpus = st.text_input("Corpus", value="default", key="quality_corpus", disabled=disabled,
+                           help="default (standard-library docstrings, offline), a text file, or hf:<dataset>")
+    budget = st.number_input("Token budget", min_value=16, max_value=1_000_000, value=2048, step=256,
+                             key="quality_budget", disabled=disabled)
+    return {"metrics": [*metrics, *([f"task:{task}"] if task else [])], "corpus": corpus or "default",
+            "budget_tokens": int(budget)}
 
 
 def device_picker(db: Any, disabled: bool) -> str:
@@ -209,6 +283,7 @@ def page() -> None:
     if read_only:
         st.info("Viewer mode: launching jobs is disabled on this deployment.", icon=":material/visibility:")
 
+    prefill_from_link()
     left, right = st.columns(2)
     with left:
         st.subheader("Model and hardware")
@@ -232,6 +307,7 @@ def page() -> None:
         for name, info in wl_fields.items():
             default = PRESETS[preset].get(name, info.get_default(call_default_factory=True))
             workload[name] = field_widget(name, info, default, f"wl_{preset}_{name}", read_only)
+        quality = accuracy_picker(source, read_only)
         name = st.text_input("Name (optional)", key="job_name", disabled=read_only) or None
         timeout = st.number_input("Timeout (s)", min_value=10, max_value=7 * 24 * 3600, value=3600, step=60,
                                   key="timeout", disabled=read_only)
@@ -264,6 +340,8 @@ def page() -> None:
                                    placeholder=f"sweep {datetime.now():%Y-%m-%d %H:%M}") if chosen else None
 
     base = {"model": {"source": source}, "recipe": recipe, "workload": workload, "device": device}
+    if quality:
+        base["quality"] = quality
     if name:
         base["name"] = name
     specs: list[JobSpec] = []

@@ -149,3 +149,30 @@ def test_busy_gpu_is_explained_and_groups_offered(db, db_url, monkeypatch):
     at.multiselect(key="device_group").set_value(["cuda:0", "cuda:1"]).run()
     assert any("cuda:1 is busy" in e.value for e in at.error)
     assert jobs.list_jobs(db) == []
+
+
+def test_a_what_if_link_prefills_the_form(db, db_url, monkeypatch):
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.run()
+    at.query_params.update({"model": "synthetic:llama-3.2-1b", "engine": "transformers", "dtype": "bfloat16",
+                            "batch_size": "4", "prompt_tokens": "64", "output_tokens": "8", "device": "cpu"})
+    at.switch_page("views/launch.py")
+    at.run()
+    assert not at.exception
+    assert at.radio(key="model_kind").value == "synthetic"
+    assert at.selectbox(key="model_arch").value == "llama-3.2-1b"
+    assert at.selectbox(key="recipe_transformers_dtype").value == "bfloat16"
+    preset = at.selectbox(key="preset").value
+    assert at.number_input(key=f"wl_{preset}_batch_size").value == 4
+    assert at.number_input(key=f"wl_{preset}_prompt_tokens").value == 64
+
+
+def test_accuracy_choice_goes_into_the_job(app, db):
+    app.selectbox(key="preset").select(QUICK).run()
+    app.multiselect(key="quality_metrics").select("ppl").run()
+    app.number_input(key="quality_budget").set_value(256).run()
+    assert not app.error, [e.value for e in app.error]
+    _submit(app).click().run()
+    [job] = jobs.list_jobs(db)
+    assert job.spec["quality"]["metrics"] == ["ppl"] and job.spec["quality"]["budget_tokens"] == 256

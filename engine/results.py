@@ -38,7 +38,7 @@ def result_object(run: Any) -> dict[str, Any]:
     for key in SCALARS:
         obj[key] = metrics.get(key)
     for key in ("queue_ms", "goodput_fraction", "mean_tokens_per_chunk", "completed", "failed",
-                "warmup_excluded", "total_output_tokens", "duration_s", "warmup_s"):
+                "warmup_excluded", "total_output_tokens", "duration_s", "warmup_s", "quality_s"):
         obj[key] = metrics.get(key)
     if metrics.get("load") is not None:  # serving runs: configured vs achieved rate, concurrency, SLOs
         obj["load"] = metrics["load"]
@@ -97,4 +97,31 @@ def render_table(obj: dict[str, Any]) -> str:
                      f"achieved={_fmt(load.get('achieved_rate'))}/s  peak concurrency={load.get('peak_concurrency')}")
         lines.append(f"{'goodput':<34}{_fmt(obj.get('goodput_requests_per_s'), 3)} req/s, "
                      f"{_fmt(obj.get('goodput_fraction'), 3)} met the SLO {obj.get('slo')}")
+    lines.extend(_quality_lines(obj.get("quality")))
     return "\n".join(lines)
+
+
+QUALITY_LABELS: tuple[tuple[str, str, str], ...] = (
+    ("perplexity", "perplexity", "{:.3f}"),
+    ("kl_mean", "KL mean (vs reference recipe)", "{:.5f}"),
+    ("kl_p99", "KL p99", "{:.5f}"),
+    ("top1_agreement", "top-1 agreement", "{:.1%}"),
+    ("greedy_flip_rate", "greedy tokens flipped", "{:.1%}"),
+)
+
+
+def _quality_lines(quality: dict[str, Any] | None) -> list[str]:
+    if not quality:
+        return []
+    lines = ["", "accuracy (same engine, same recipe)"]
+    for key, label, fmt in QUALITY_LABELS:
+        if isinstance(quality.get(key), (int, float)):
+            lines.append(f"{label:<34}{fmt.format(quality[key])}")
+    for key, value in quality.items():
+        if key.startswith("task:") and not key.endswith(":stderr") and isinstance(value, (int, float)):
+            err = quality.get(f"{key}:stderr")
+            lines.append(f"{key[:33]:<34}{value:.3f}" + (f" ± {err:.3f}" if isinstance(err, (int, float)) else ""))
+    notes = quality.get("notes")
+    if isinstance(notes, dict):
+        lines += [f"note: {k}: {v}" for k, v in notes.items()]
+    return lines

@@ -215,22 +215,23 @@ def _installed(modules: tuple[str, ...]) -> bool:
 
 
 def probe(device: str) -> DeviceFacts:
-    """Gather the facts of this machine that matter to ``device`` (imports torch)."""
+    """Gather the facts of this machine that matter to ``device``.
+
+    GPUs are read through NVML (engine.devices), never torch, so the app's server can
+    check a spec without importing torch. Indices are physical, as in the spec.
+    """
     installed = frozenset(key for key, (mods, _hint) in PACKAGES.items() if _installed(mods))
     world = int(os.environ.get("WORLD_SIZE", "1") or 1)
     if device == "cpu":
         return DeviceFacts(installed=installed, world_size=world)
-    import torch
+    from engine.devices import compute_capability, cuda_devices
 
-    if not torch.cuda.is_available():
+    gpus = cuda_devices()
+    if not gpus:
         return DeviceFacts(installed=installed, world_size=world)
-    count = torch.cuda.device_count()
     index = int(device.split(":")[1].split(",")[0])
-    if os.environ.get("LATENCYLAB_PINNED") == "1":
-        index = 0
-    cap = torch.cuda.get_device_capability(index) if index < count else None
-    return DeviceFacts(cuda_available=True, gpu_count=count, compute_capability=cap, installed=installed,
-                       world_size=world)
+    return DeviceFacts(cuda_available=True, gpu_count=len(gpus), compute_capability=compute_capability(index),
+                       installed=installed, world_size=world)
 
 
 def _needs(key: str, what: str, facts: DeviceFacts) -> str | None:

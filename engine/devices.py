@@ -101,6 +101,27 @@ def cuda_devices(ignore_pids: set[int] | None = None) -> list[Device]:
     return out
 
 
+def compute_capability(index: int) -> tuple[int, int] | None:
+    """The CUDA compute capability of the GPU at physical ``index`` (NVML), or None."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no driver
+        return None
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+        return int(major), int(minor)
+    except Exception:  # noqa: BLE001 - no such GPU or not supported
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+
+
 def detect_devices(ignore_pids: set[int] | None = None) -> list[Device]:
     """The CPU first, then every CUDA GPU by index."""
     return [cpu_device(), *cuda_devices(ignore_pids)]

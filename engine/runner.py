@@ -81,14 +81,20 @@ class _Sink:
         self.state.tokens_done += n_tokens
 
 
-def preflight(spec: JobSpec) -> None:
-    """Everything that can be checked before loading weights; raises SpecError."""
+def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
+    """Everything that can be checked before loading weights; raises SpecError.
+
+    ``runtime=False`` skips the facts of *this* machine (compute capability, installed
+    packages, GPU count): a job queued for another host's GPU is checked there, when its
+    job process starts, and a failure is stored with its reason.
+    """
     if spec.recipe.engine not in REGISTRY:
         raise SpecError(f"unknown engine {spec.recipe.engine!r}; available: {', '.join(sorted(REGISTRY))}")
     models.check(spec.model)
-    from engine.capabilities import check_runtime
+    if runtime:
+        from engine.capabilities import check_runtime
 
-    check_runtime(spec.recipe, spec.device)  # compute capability, packages, GPU count
+        check_runtime(spec.recipe, spec.device)  # compute capability, packages, GPU count
     _check_serving(spec)
     if spec.quality.enabled:
         from engine import quality

@@ -130,3 +130,21 @@ def test_describe_names_each_knob():
     text = r.describe()
     for part in ("gptq int8 g128", "static cache", "compile(max-autotune)", "drop 2 layers (end)", "sliding window 512"):
         assert part in text
+
+
+def test_checking_a_gpu_spec_never_imports_torch():
+    """The app's server validates specs; GPU facts come from NVML, never from torch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from engine.spec import parse_job_spec, SpecError\n"
+        "from engine.runner import preflight\n"
+        "spec = parse_job_spec({'model': {'source': 'synthetic:llama-3.2-1b'}, 'device': 'cuda:0'})\n"
+        "try:\n    preflight(spec)\nexcept SpecError:\n    pass\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+    assert out.stdout.strip() == "False"

@@ -21,7 +21,9 @@ from engine.spec import ENGINES, JobSpec, SpecError, parse_job_spec
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 # Modules that add verbs: each has ``register(subparsers, common)``.
-VERB_MODULES: list[str] = ["engine.cli_export", "engine.cli_jobs", "engine.cli_estimate", "engine.cli_sweep"]
+VERB_MODULES: list[str] = [
+    "engine.cli_knobs", "engine.cli_export", "engine.cli_jobs", "engine.cli_estimate", "engine.cli_sweep",
+]
 
 
 class UsageError(Exception):
@@ -54,6 +56,9 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--engine", help=f"inference engine ({', '.join(ENGINES)})")
     g.add_argument("--dtype", help="auto | float32 | bfloat16 | float16")
     g.add_argument("--attn", dest="attn_implementation", help="auto | eager | sdpa | flash_attention_2")
+    g.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
+                   help="any recipe knob, repeatable, e.g. --knob quantization=torchao_int8_weight_only "
+                        "--knob drop_layers=4 (list them: python -m engine knobs)")
     g.add_argument("--device", help="cpu | cuda:N | cuda:N,M (default cpu)")
     g.add_argument("--name", help="a display name for the run")
     w = p.add_argument_group("workload")
@@ -116,6 +121,11 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
     for key in ("dtype", "attn_implementation"):
         if getattr(args, key, None) is not None:
             recipe[key] = getattr(args, key)
+    for item in getattr(args, "knob", None) or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or name.strip() == "engine":
+            raise SpecError(f"--knob {item!r} is not NAME=VALUE (list the knobs with: python -m engine knobs)")
+        recipe[name.strip().replace("-", "_")] = _knob_value(value.strip())
     for key in ("output_tokens", "requests", "batch_size", "warmup_requests", "seed"):
         if getattr(args, key, None) is not None:
             workload[key] = getattr(args, key)
@@ -151,6 +161,18 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         if value is not None:
             spec[key] = value
     return parse_job_spec(spec)
+
+
+def _knob_value(text: str) -> Any:
+    """A knob value from the command line; the recipe's types validate it afterwards."""
+    lowered = text.lower()
+    if lowered in ("none", "null"):
+        return None
+    if lowered in ("true", "yes"):
+        return True
+    if lowered in ("false", "no"):
+        return False
+    return text
 
 
 def open_db(args: argparse.Namespace) -> Any:

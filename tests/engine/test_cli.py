@@ -83,3 +83,29 @@ def test_bad_db_url_is_one_line(capsys):
     assert main(["runs", "--db", "notadb://x"]) == 2
     err = capsys.readouterr().err.strip()
     assert "database URL" in err and len(err.splitlines()) == 1
+
+
+def test_knob_option_sets_any_recipe_field():
+    from engine.cli import build_parser, spec_from_args
+
+    args = build_parser().parse_args(["run", "--model", "demo", "--knob", "drop_layers=4",
+                                      "--knob", "quantization=torchao_int8_weight_only", "--knob", "compile=false"])
+    spec = spec_from_args(args)
+    assert spec.recipe.drop_layers == 4 and spec.recipe.quantization == "torchao_int8_weight_only"
+    assert spec.recipe.compile is False
+
+
+@pytest.mark.parametrize(("knob", "fragment"), [("quantization=warp", "quantization"), ("nonsense", "NAME=VALUE"),
+                                                ("turbo=1", "unknown field")])
+def test_bad_knob_exits_2(knob, fragment, db_url, capsys):
+    assert main(["run", "--model", "demo", "--knob", knob, "--db", db_url]) == 2
+    err = capsys.readouterr().err.strip()
+    assert fragment in err and len(err.splitlines()) == 1
+
+
+def test_knobs_verb_says_what_a_device_cannot_run(capsys):
+    assert main(["knobs", "--device", "cpu", "--json"]) == 0
+    rows = {r["knob"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["quantization"]["choices"]["none"] is None
+    assert "CUDA" in rows["quantization"]["choices"]["bnb_nf4"]
+    assert main(["knobs", "--engine", "warp"]) == 2

@@ -43,8 +43,10 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path: str):
+    # Module scope: Playwright's sync API keeps an asyncio loop running in this thread
+    # while it is open, which would break later tests that call asyncio.run().
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)

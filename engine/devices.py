@@ -7,7 +7,6 @@ GPU indices are NVML's, which equal CUDA's when ``CUDA_DEVICE_ORDER=PCI_BUS_ID``
 from __future__ import annotations
 
 import os
-import platform
 import re
 from dataclasses import dataclass
 
@@ -37,14 +36,9 @@ class Device:
 
 
 def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "CPU"
+    from engine.provenance import cpu_model
+
+    return cpu_model() or "CPU"
 
 
 def cpu_device() -> Device:

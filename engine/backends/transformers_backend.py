@@ -9,7 +9,6 @@ on CUDA as on the CPU. The first ``put`` is the prompt and is not a chunk.
 from __future__ import annotations
 
 import os
-import platform
 import resource
 import time
 from typing import Any
@@ -428,15 +427,6 @@ def device_name(device: torch.device) -> str:
     """The device's real name: the GPU's marketing name or the CPU model."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return cpu_name()
+    from engine.provenance import cpu_model
 
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpu_model()

@@ -143,6 +143,7 @@ class VllmBackend:
         self._tokenizer: Any = None
         self._device = "cpu"
         self._kwargs: dict[str, Any] = {}
+        self._saved_env: dict[str, str | None] = {}
 
     def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport:
         """Start the engine (30-60 s on a 2-core CPU with enforce_eager)."""
@@ -153,6 +154,7 @@ class VllmBackend:
         for key in ("VLLM_CACHE_ROOT", "TMPDIR", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
                     "VLLM_CPU_KVCACHE_SPACE", "CUDA_VISIBLE_DEVICES"):
             if key in env:
+                self._saved_env.setdefault(key, os.environ.get(key))
                 os.environ[key] = env[key]
         tempfile.tempdir = None  # pick up the private TMPDIR
         check_importable()
@@ -295,6 +297,13 @@ class VllmBackend:
                 self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             self._loop.close()
         self._loop = None
+        for key, value in self._saved_env.items():  # give the process its environment back
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env = {}
+        tempfile.tempdir = None
 
 
 async def _get_tokenizer(engine: Any) -> Any:

@@ -4,6 +4,7 @@ and one real demo-model run shared by the tests that only read results."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,16 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.pop("LATENCYLAB_DB_URL", None)
+
+
+@pytest.fixture(autouse=True)
+def _keep_main_module():
+    """AppTest runs page scripts as ``__main__`` and leaves them there; a process spawned
+    later by multiprocessing would then re-run that script instead of starting cleanly."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
 
 
 @pytest.fixture(scope="session")
@@ -57,8 +68,11 @@ def demo_run(session_dir: Path, demo_folder: Path):
 
     db = open_database(f"sqlite:///{session_dir / 'demo.db'}")
     spec = parse_job_spec(
-        {"model": {"source": "demo"}, "workload": {"prompt_tokens": 32, "output_tokens": 8, "requests": 4, "batch_size": 2},
-         "name": "demo fixture"}
+        {
+            "model": {"source": "demo"},
+            "workload": {"prompt_tokens": 32, "output_tokens": 8, "requests": 4, "batch_size": 2},
+            "name": "demo fixture",
+        }
     )
     result = run_benchmark(spec, db=db, log=lambda _m: None)
     return db, result.run_id

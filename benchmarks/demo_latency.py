@@ -67,7 +67,9 @@ def main() -> None:
     params = GenerationParams(max_new_tokens=a.output_tokens)
     ours_ttft, ours_tpot, plain_ttft, plain_tpot = [], [], [], []
     plain_loop(model, prompts[0], 4)  # warm-up both paths
-    backend.generate([prompts[0]], GenerationParams(max_new_tokens=4), _Sink([RequestRecord(0, 0, 0, 1)], ProgressState()))
+    backend.generate(
+        [prompts[0]], GenerationParams(max_new_tokens=4), _Sink([RequestRecord(0, 0, 0, 1)], ProgressState())
+    )
     for prompt in prompts[1:]:
         rec = RequestRecord(0, 0, 0, len(prompt))
         rec.send_ns = backend.generate([prompt], params, _Sink([rec], ProgressState()))
@@ -77,24 +79,47 @@ def main() -> None:
         plain_ttft.append(t * 1e3)
         plain_tpot.append(p * 1e3)
     med = statistics.median
-    print(f"demo model, CPU ({torch.get_num_threads()} threads), batch 1, {a.prompt_tokens} prompt tokens, "
-          f"{a.output_tokens} new tokens, {a.repeats} repeats (medians), load avg {os.getloadavg()[0]:.2f}")
+    print(
+        f"demo model, CPU ({torch.get_num_threads()} threads), batch 1, {a.prompt_tokens} prompt tokens, "
+        f"{a.output_tokens} new tokens, {a.repeats} repeats (medians), load avg {os.getloadavg()[0]:.2f}"
+    )
     print(f"{'':<26}{'TTFT ms':>10}{'TPOT ms':>10}")
     print(f"{'LatencyLab harness':<26}{med(ours_ttft):>10.1f}{med(ours_tpot):>10.2f}")
     print(f"{'plain transformers loop':<26}{med(plain_ttft):>10.1f}{med(plain_tpot):>10.2f}")
-    print(f"{'ratio (ours / plain)':<26}{med(ours_ttft) / med(plain_ttft):>10.3f}{med(ours_tpot) / med(plain_tpot):>10.3f}")
+    print(
+        f"{'ratio (ours / plain)':<26}{med(ours_ttft) / med(plain_ttft):>10.3f}{med(ours_tpot) / med(plain_tpot):>10.3f}"
+    )
     backend.unload()
 
     if not a.skip_cli:
         with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, "-m", "engine", "run", "--model", "demo", "--engine", "transformers",
-                   "--prompt-tokens", "128", "--output-tokens", "32", "--requests", "8", "--batch-size", "4",
-                   "--db", f"sqlite:///{tmp}/bench.db"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "engine",
+                "run",
+                "--model",
+                "demo",
+                "--engine",
+                "transformers",
+                "--prompt-tokens",
+                "128",
+                "--output-tokens",
+                "32",
+                "--requests",
+                "8",
+                "--batch-size",
+                "4",
+                "--db",
+                f"sqlite:///{tmp}/bench.db",
+            ]
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
             wall = time.perf_counter() - t0
-            print(f"\nREADME command (python -m engine run --model demo ... --requests 8 --batch-size 4): "
-                  f"{wall:.1f} s wall, exit {proc.returncode}")
+            print(
+                f"\nREADME command (python -m engine run --model demo ... --requests 8 --batch-size 4): "
+                f"{wall:.1f} s wall, exit {proc.returncode}"
+            )
             print("\n".join(proc.stdout.splitlines()[:12]))
 
 

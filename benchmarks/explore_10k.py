@@ -47,23 +47,59 @@ def fill(db, n: int) -> None:
         batch = rng.choice((1, 2, 4, 8, 16))
         key = (model, dtype, attn, batch)
         if key not in specs:
-            spec = parse_job_spec({"model": {"source": model},
-                                   "recipe": {"engine": "transformers", "dtype": dtype, "attn_implementation": attn},
-                                   "workload": {"batch_size": batch}})
+            spec = parse_job_spec(
+                {
+                    "model": {"source": model},
+                    "recipe": {"engine": "transformers", "dtype": dtype, "attn_implementation": attn},
+                    "workload": {"batch_size": batch},
+                }
+            )
             specs[key] = (spec.model_dump(mode="json"), spec.fingerprint())
         spec, fp = specs[key]
         tpot = 20 / (1 + 0.1 * batch) * (0.6 if dtype == "bfloat16" else 1.0)
-        metrics = {g: stats(rng, c) for g, c in (("ttft_ms", 300 * batch ** 0.5), ("tpot_ms", tpot),
-                                                  ("itl_ms", tpot), ("e2el_ms", 300 + 32 * tpot))}
-        metrics.update(output_tokens_per_s=batch * 1000 / metrics["tpot_ms"]["p50"], requests_per_s=rng.uniform(0.1, 5),
-                       tokens_per_s_per_user=1000 / metrics["tpot_ms"]["p50"], goodput_requests_per_s=rng.uniform(0, 5),
-                       peak_memory_bytes=rng.randint(2**28, 2**33), load_s=rng.uniform(0.5, 20), completed=8, failed=0)
-        quality = None if model.startswith("synthetic") else {
-            "perplexity": 18.76 * (1 + (0.01 if dtype != "float32" else 0) + rng.uniform(0, 0.02)),
-            "kl_mean": rng.uniform(0, 0.05), "top1_agreement": rng.uniform(0.9, 1.0)}
-        save_run(db, NewRun(status="done", spec=spec, fingerprint=fp, model=model, engine="transformers",
-                            device="cpu", device_name="bench CPU", sweep=f"sweep-{i % 20}" if i % 5 == 0 else None,
-                            metrics=metrics, quality=quality))
+        metrics = {
+            g: stats(rng, c)
+            for g, c in (
+                ("ttft_ms", 300 * batch**0.5),
+                ("tpot_ms", tpot),
+                ("itl_ms", tpot),
+                ("e2el_ms", 300 + 32 * tpot),
+            )
+        }
+        metrics.update(
+            output_tokens_per_s=batch * 1000 / metrics["tpot_ms"]["p50"],
+            requests_per_s=rng.uniform(0.1, 5),
+            tokens_per_s_per_user=1000 / metrics["tpot_ms"]["p50"],
+            goodput_requests_per_s=rng.uniform(0, 5),
+            peak_memory_bytes=rng.randint(2**28, 2**33),
+            load_s=rng.uniform(0.5, 20),
+            completed=8,
+            failed=0,
+        )
+        quality = (
+            None
+            if model.startswith("synthetic")
+            else {
+                "perplexity": 18.76 * (1 + (0.01 if dtype != "float32" else 0) + rng.uniform(0, 0.02)),
+                "kl_mean": rng.uniform(0, 0.05),
+                "top1_agreement": rng.uniform(0.9, 1.0),
+            }
+        )
+        save_run(
+            db,
+            NewRun(
+                status="done",
+                spec=spec,
+                fingerprint=fp,
+                model=model,
+                engine="transformers",
+                device="cpu",
+                device_name="bench CPU",
+                sweep=f"sweep-{i % 20}" if i % 5 == 0 else None,
+                metrics=metrics,
+                quality=quality,
+            ),
+        )
 
 
 def main() -> None:
@@ -94,8 +130,10 @@ def main() -> None:
         rows.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0))
     names = ("query + frame", "Pareto front", "figure", "figure JSON", "total")
     med = [statistics.median(r[i] for r in rows) for i in range(5)]
-    print(f"{len(frame)} runs, {len(front)} on the front; medians of {args.repeat} cold runs "
-          f"(load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs):")
+    print(
+        f"{len(frame)} runs, {len(front)} on the front; medians of {args.repeat} cold runs "
+        f"(load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs):"
+    )
     for name, value in zip(names, med, strict=True):
         print(f"  {name:<14} {value * 1000:8.1f} ms")
     print(f"goal < 1000 ms: {'met' if med[-1] < 1.0 else 'NOT met'}")

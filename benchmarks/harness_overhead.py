@@ -15,11 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.backends.base import GenerationParams  # noqa: E402
-from engine.metrics import compute_metrics  # noqa: E402
-from engine.records import RunRecord  # noqa: E402
-from engine.runner import ProgressState, _run_requests  # noqa: E402
-from engine.spec import parse_job_spec  # noqa: E402
+from engine.backends.base import GenerationParams
+from engine.metrics import compute_metrics
+from engine.records import RunRecord
+from engine.runner import ProgressState, _run_requests
+from engine.spec import parse_job_spec
 
 
 class InstantBackend:
@@ -44,8 +44,17 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
-    spec = parse_job_spec({"model": {"source": "demo"}, "workload": {
-        "prompt_tokens": 4, "output_tokens": a.output_tokens, "requests": a.requests, "batch_size": a.batch_size}})
+    spec = parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "workload": {
+                "prompt_tokens": 4,
+                "output_tokens": a.output_tokens,
+                "requests": a.requests,
+                "batch_size": a.batch_size,
+            },
+        }
+    )
     prompts = [[1, 2, 3, 4]] * a.requests
     chunks = a.requests * a.output_tokens
     per_chunk, metric_s = [], []
@@ -58,8 +67,10 @@ def main() -> None:
         compute_metrics(RunRecord(start_ns=start, end_ns=end, requests=records))
         metric_s.append(time.perf_counter() - t1)
     print(f"chunks per repeat: {chunks:,} ({a.requests} requests x {a.output_tokens} tokens, batch {a.batch_size})")
-    print(f"measuring loop incl. the instant stream: median {statistics.median(per_chunk):.3f} us/chunk "
-          f"(min {min(per_chunk):.3f}, max {max(per_chunk):.3f}); target <= 20 us")
+    print(
+        f"measuring loop incl. the instant stream: median {statistics.median(per_chunk):.3f} us/chunk "
+        f"(min {min(per_chunk):.3f}, max {max(per_chunk):.3f}); target <= 20 us"
+    )
     print(f"compute_metrics over the whole run (after measuring): median {statistics.median(metric_s) * 1000:.1f} ms")
     streamer_cost(a.batch_size)
 

@@ -27,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.spec import parse_job_spec
 
-SPEC = parse_job_spec({"model": {"source": "demo"},
-                       "workload": {"prompt_tokens": 16, "output_tokens": 4, "requests": 2}})
+SPEC = parse_job_spec(
+    {"model": {"source": "demo"}, "workload": {"prompt_tokens": 16, "output_tokens": 4, "requests": 2}}
+)
 
 
 def first_progress_s(db_url: str, repeats: int) -> list[float]:
@@ -90,8 +91,14 @@ def claim_throughput(db_url: str, n_jobs: int, workers: int = 4) -> dict:
         p.join()
     elapsed = max(t for _, t in results) - t0
     claimed = sum(n for n, _ in results)
-    return {"jobs": n_jobs, "workers": workers, "claimed": claimed, "per_worker": [n for n, _ in results],
-            "elapsed_s": elapsed, "claims_per_s": claimed / elapsed}
+    return {
+        "jobs": n_jobs,
+        "workers": workers,
+        "claimed": claimed,
+        "per_worker": [n for n, _ in results],
+        "elapsed_s": elapsed,
+        "claims_per_s": claimed / elapsed,
+    }
 
 
 def main() -> int:
@@ -106,8 +113,12 @@ def main() -> int:
     firsts = first_progress_s(f"sqlite:///{tmp / 'progress.db'}", args.repeats)
     claims = claim_throughput(f"sqlite:///{tmp / 'claims.db'}", args.jobs)
     result = {
-        "first_progress_s": {"values": [round(v, 3) for v in firsts], "max": max(firsts),
-                             "median": sorted(firsts)[len(firsts) // 2], "target_s": 2.0},
+        "first_progress_s": {
+            "values": [round(v, 3) for v in firsts],
+            "max": max(firsts),
+            "median": sorted(firsts)[len(firsts) // 2],
+            "target_s": 2.0,
+        },
         "claims": {**claims, "target_per_s": 50.0},
         "load_avg_before": load_before,
         "load_avg_after": os.getloadavg(),
@@ -117,13 +128,19 @@ def main() -> int:
         print(json.dumps(result, indent=2))
     else:
         f = result["first_progress_s"]
-        print(f"first progress update after job start: median {f['median']:.2f} s, max {f['max']:.2f} s "
-              f"over {len(firsts)} jobs (target <= 2 s): {f['values']}")
-        print(f"claims with {claims['workers']} processes on SQLite: {claims['claims_per_s']:.0f} claims/s "
-              f"({claims['claimed']} of {claims['jobs']} jobs in {claims['elapsed_s']:.2f} s, "
-              f"per worker {claims['per_worker']}; target >= 50/s)")
-        print(f"load average before {load_before[0]:.2f}, after {result['load_avg_after'][0]:.2f} "
-              f"on {os.cpu_count()} CPUs")
+        print(
+            f"first progress update after job start: median {f['median']:.2f} s, max {f['max']:.2f} s "
+            f"over {len(firsts)} jobs (target <= 2 s): {f['values']}"
+        )
+        print(
+            f"claims with {claims['workers']} processes on SQLite: {claims['claims_per_s']:.0f} claims/s "
+            f"({claims['claimed']} of {claims['jobs']} jobs in {claims['elapsed_s']:.2f} s, "
+            f"per worker {claims['per_worker']}; target >= 50/s)"
+        )
+        print(
+            f"load average before {load_before[0]:.2f}, after {result['load_avg_after'][0]:.2f} "
+            f"on {os.cpu_count()} CPUs"
+        )
     return 0
 
 

@@ -34,12 +34,22 @@ from engine.records import RequestRecord
 def _sse_body(n: int) -> bytes:
     parts = []
     for i in range(n):
-        chunk = {"id": "cmpl-x", "object": "text_completion", "created": 0, "model": "instant",
-                 "choices": [{"index": 0, "text": f" tok{i}", "logprobs": None, "finish_reason": None,
-                              "stop_reason": None}]}
+        chunk = {
+            "id": "cmpl-x",
+            "object": "text_completion",
+            "created": 0,
+            "model": "instant",
+            "choices": [{"index": 0, "text": f" tok{i}", "logprobs": None, "finish_reason": None, "stop_reason": None}],
+        }
         parts.append(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-    usage = {"id": "cmpl-x", "object": "text_completion", "created": 0, "model": "instant", "choices": [],
-             "usage": {"prompt_tokens": 4, "completion_tokens": n, "total_tokens": n + 4}}
+    usage = {
+        "id": "cmpl-x",
+        "object": "text_completion",
+        "created": 0,
+        "model": "instant",
+        "choices": [],
+        "usage": {"prompt_tokens": 4, "completion_tokens": n, "total_tokens": n + 4},
+    }
     parts.append(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
     return b"".join(parts)
 
@@ -65,8 +75,10 @@ def _serve(port_q: mp.Queue) -> None:  # type: ignore[type-arg]
             if n not in bodies:
                 bodies[n] = _sse_body(n)
             payload = bodies[n]
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                         + f"Content-Length: {len(payload)}\r\n\r\n".encode())
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                + f"Content-Length: {len(payload)}\r\n\r\n".encode()
+            )
             if body.get("model") == "paced":  # one event per write, 1 ms apart, like a decoding server
                 for event in payload.split(b"\n\n")[:-1]:
                     writer.write(event + b"\n\n")
@@ -169,11 +181,15 @@ def main() -> None:
     print(f"bare aiohttp read + split loop, per chunk:                    median {f:.2f} us  (min {min(floor):.2f})")
     print(f"our cost above the floor:                                     {o - f:.2f} us")
     co, cf = statistics.median(cpu_ours), statistics.median(cpu_floor)
-    print(f"paced (one chunk per read, 1 ms apart, {n_paced} chunks): client CPU per chunk: ours median {co:.2f} us, "
-          f"bare floor {cf:.2f} us, ours above the floor {co - cf:.2f} us")
+    print(
+        f"paced (one chunk per read, 1 ms apart, {n_paced} chunks): client CPU per chunk: ours median {co:.2f} us, "
+        f"bare floor {cf:.2f} us, ours above the floor {co - cf:.2f} us"
+    )
     own = max(o, co - cf)
-    print(f"our own overhead per chunk (instant total; paced above the aiohttp floor, which vLLM's bench serve "
-          f"pays too): {own:.2f} us -> target <= 20 us {'met' if own <= 20 else 'NOT met'}")
+    print(
+        f"our own overhead per chunk (instant total; paced above the aiohttp floor, which vLLM's bench serve "
+        f"pays too): {own:.2f} us -> target <= 20 us {'met' if own <= 20 else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

@@ -50,12 +50,18 @@ def run_one(recipe: dict, args: argparse.Namespace) -> dict:
     from engine.runner import ProgressState, execute, preflight
     from engine.spec import parse_job_spec
 
-    spec = parse_job_spec({
-        "model": {"source": "demo"},
-        "recipe": {"engine": "transformers", **recipe},
-        "workload": {"prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens,
-                     "requests": args.requests, "batch_size": 1},
-    })
+    spec = parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "recipe": {"engine": "transformers", **recipe},
+            "workload": {
+                "prompt_tokens": args.prompt_tokens,
+                "output_tokens": args.output_tokens,
+                "requests": args.requests,
+                "batch_size": 1,
+            },
+        }
+    )
     preflight(spec)
     result = execute(spec, ProgressState(), log=lambda _m: None)
     m, prov = result.metrics, result.provenance
@@ -88,7 +94,7 @@ def main() -> None:
     t0 = time.time()
     names = list(recipes)
     for rnd in range(args.rounds):
-        order = names[rnd % len(names):] + names[: rnd % len(names)]  # rotate: no recipe always runs first
+        order = names[rnd % len(names) :] + names[: rnd % len(names)]  # rotate: no recipe always runs first
         for name in order:
             recipe = recipes[name]
             try:
@@ -102,10 +108,14 @@ def main() -> None:
         return statistics.median(vals) if vals else None
 
     base_ttft, base_tpot = med(runs["baseline fp32"], "ttft_ms"), med(runs["baseline fp32"], "tpot_ms")
-    print(f"\ndemo model (SmolLM2-135M), CPU, batch 1, prompt {args.prompt_tokens}, {args.output_tokens} new tokens, "
-          f"{args.requests} requests x {args.rounds} rounds, medians; {time.time() - t0:.0f} s total")
-    print(f"{'recipe':<18}{'TTFT ms':>9}{'x base':>8}{'TPOT ms':>9}{'x base':>8}{'accept':>8}{'warmup s':>10}"
-          f"{'load1':>7}{'cpu/wall':>9}")
+    print(
+        f"\ndemo model (SmolLM2-135M), CPU, batch 1, prompt {args.prompt_tokens}, {args.output_tokens} new tokens, "
+        f"{args.requests} requests x {args.rounds} rounds, medians; {time.time() - t0:.0f} s total"
+    )
+    print(
+        f"{'recipe':<18}{'TTFT ms':>9}{'x base':>8}{'TPOT ms':>9}{'x base':>8}{'accept':>8}{'warmup s':>10}"
+        f"{'load1':>7}{'cpu/wall':>9}"
+    )
     rows = []
     for name, rr in runs.items():
         errors = [r["error"] for r in rr if "error" in r]
@@ -115,13 +125,23 @@ def main() -> None:
             continue
         ttft, tpot = med(rr, "ttft_ms"), med(rr, "tpot_ms")
         acc = med(rr, "acceptance")
-        row = {"recipe": name, "ttft_ms": ttft, "tpot_ms": tpot, "ttft_x": ttft / base_ttft, "tpot_x": tpot / base_tpot,
-               "acceptance": acc, "warmup_s": med(rr, "warmup_s"), "load1": med(rr, "load_avg"),
-               "cpu_wall": med(rr, "cpu_wall")}
+        row = {
+            "recipe": name,
+            "ttft_ms": ttft,
+            "tpot_ms": tpot,
+            "ttft_x": ttft / base_ttft,
+            "tpot_x": tpot / base_tpot,
+            "acceptance": acc,
+            "warmup_s": med(rr, "warmup_s"),
+            "load1": med(rr, "load_avg"),
+            "cpu_wall": med(rr, "cpu_wall"),
+        }
         rows.append(row)
-        print(f"{name:<18}{ttft:>9.1f}{row['ttft_x']:>8.2f}{tpot:>9.1f}{row['tpot_x']:>8.2f}"
-              f"{'-' if acc is None else f'{acc:.0%}':>8}{row['warmup_s']:>10.1f}{row['load1']:>7.1f}"
-              f"{row['cpu_wall']:>9.2f}")
+        print(
+            f"{name:<18}{ttft:>9.1f}{row['ttft_x']:>8.2f}{tpot:>9.1f}{row['tpot_x']:>8.2f}"
+            f"{'-' if acc is None else f'{acc:.0%}':>8}{row['warmup_s']:>10.1f}{row['load1']:>7.1f}"
+            f"{row['cpu_wall']:>9.2f}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -94,8 +94,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=3)
     parser.add_argument("--only", help="comma-separated substrings of recipe names")
     parser.add_argument("--budget-s", type=float, default=540.0, help="skip the remaining recipes after this")
-    parser.add_argument("--out", default=os.path.join(os.environ["OUT"], "recipes_gpu.jsonl") if os.environ.get("OUT")
-                        else None)
+    parser.add_argument(
+        "--out", default=os.path.join(os.environ["OUT"], "recipes_gpu.jsonl") if os.environ.get("OUT") else None
+    )
     args = parser.parse_args()
 
     import torch
@@ -114,14 +115,22 @@ def main() -> None:
     weight_bytes = params * 2 if params else None
     floor_ms = weight_bytes / bw * 1000 if weight_bytes else None
     name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    print(f"{name}; torch {torch.__version__}; {args.model} {args.dtype}, batch 1, prompt {args.prompt_tokens}, "
-          f"{args.new_tokens} new tokens, {args.requests} measured requests per recipe", flush=True)
+    print(
+        f"{name}; torch {torch.__version__}; {args.model} {args.dtype}, batch 1, prompt {args.prompt_tokens}, "
+        f"{args.new_tokens} new tokens, {args.requests} measured requests per recipe",
+        flush=True,
+    )
     if floor_ms:
-        print(f"copy bandwidth {bw / 1e12:.2f} TB/s; weights {weight_bytes / 1e9:.2f} GB (bf16); "
-              f"floor {floor_ms:.3f} ms/token", flush=True)
+        print(
+            f"copy bandwidth {bw / 1e12:.2f} TB/s; weights {weight_bytes / 1e9:.2f} GB (bf16); "
+            f"floor {floor_ms:.3f} ms/token",
+            flush=True,
+        )
     out = open(args.out, "a", encoding="utf-8") if args.out else None
-    header = (f"{'recipe':<32}{'TTFT ms':>9}{'TPOT ms':>9}{'tok/s':>8}{'x floor':>9}{'warmup s':>10}"
-              f"{'peak GB':>9}{'accept':>8}")
+    header = (
+        f"{'recipe':<32}{'TTFT ms':>9}{'TPOT ms':>9}{'tok/s':>8}{'x floor':>9}{'warmup s':>10}"
+        f"{'peak GB':>9}{'accept':>8}"
+    )
     rows: list[str] = []
     tpots: list[float] = []
     t_start = time.time()
@@ -131,34 +140,51 @@ def main() -> None:
             continue
         record: dict = {"recipe": label, "spec": recipe}
         try:
-            spec = parse_job_spec({
-                "model": {"source": args.model},
-                "recipe": {"engine": "transformers", "dtype": args.dtype, **recipe},
-                "device": args.device,
-                "workload": {"prompt_tokens": args.prompt_tokens, "output_tokens": args.new_tokens,
-                             "requests": args.requests, "batch_size": 1, "warmup_requests": 1},
-            })
+            spec = parse_job_spec(
+                {
+                    "model": {"source": args.model},
+                    "recipe": {"engine": "transformers", "dtype": args.dtype, **recipe},
+                    "device": args.device,
+                    "workload": {
+                        "prompt_tokens": args.prompt_tokens,
+                        "output_tokens": args.new_tokens,
+                        "requests": args.requests,
+                        "batch_size": 1,
+                        "warmup_requests": 1,
+                    },
+                }
+            )
             preflight(spec)
             t0 = time.time()
             result = execute(spec, ProgressState(), log=lambda _m: None)
             m = result.metrics
             tpot = m["tpot_ms"]["p50"]
-            record.update(ttft_ms=m["ttft_ms"]["p50"], tpot_ms=tpot, tokens_per_s=1000.0 / tpot if tpot else None,
-                          x_floor=tpot / floor_ms if floor_ms and tpot else None, warmup_s=m["warmup_s"],
-                          peak_gb=(m.get("peak_memory_bytes") or 0) / 1e9, wall_s=time.time() - t0,
-                          acceptance=(result.provenance.get("speculation") or {}).get("acceptance_rate"),
-                          applied=result.provenance.get("applied"))
+            record.update(
+                ttft_ms=m["ttft_ms"]["p50"],
+                tpot_ms=tpot,
+                tokens_per_s=1000.0 / tpot if tpot else None,
+                x_floor=tpot / floor_ms if floor_ms and tpot else None,
+                warmup_s=m["warmup_s"],
+                peak_gb=(m.get("peak_memory_bytes") or 0) / 1e9,
+                wall_s=time.time() - t0,
+                acceptance=(result.provenance.get("speculation") or {}).get("acceptance_rate"),
+                applied=result.provenance.get("applied"),
+            )
             acc = record["acceptance"]
             if tpot:
                 tpots.append(tpot)
-            rows.append(f"{label:<32}{record['ttft_ms']:>9.2f}{tpot:>9.3f}{record['tokens_per_s']:>8.1f}"
-                        f"{(record['x_floor'] or float('nan')):>9.2f}{record['warmup_s']:>10.1f}"
-                        f"{record['peak_gb']:>9.2f}{'-' if acc is None else f'{acc:.0%}':>8}")
+            rows.append(
+                f"{label:<32}{record['ttft_ms']:>9.2f}{tpot:>9.3f}{record['tokens_per_s']:>8.1f}"
+                f"{(record['x_floor'] or float('nan')):>9.2f}{record['warmup_s']:>10.1f}"
+                f"{record['peak_gb']:>9.2f}{'-' if acc is None else f'{acc:.0%}':>8}"
+            )
         except SpecError as exc:
             record["unavailable"] = str(exc)
             rows.append(f"{label:<32}  unavailable: {exc}")
         except Exception as exc:  # noqa: BLE001 - a failing recipe is reported, and the next one runs
-            record["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:160] if str(exc).strip() else ''}"
+            record["error"] = (
+                f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:160] if str(exc).strip() else ''}"
+            )
             rows.append(f"{label:<32}  failed: {record['error']}")
         finally:
             if torch.cuda.is_available():
@@ -171,8 +197,10 @@ def main() -> None:
     print("\n".join(rows))
     if tpots and floor_ms:
         best = min(tpots)
-        print(f"\nfastest TPOT {best:.3f} ms = {best / floor_ms:.2f}x the {floor_ms:.3f} ms floor "
-              f"(target: within 2x); median of recipes {statistics.median(tpots):.3f} ms")
+        print(
+            f"\nfastest TPOT {best:.3f} ms = {best / floor_ms:.2f}x the {floor_ms:.3f} ms floor "
+            f"(target: within 2x); median of recipes {statistics.median(tpots):.3f} ms"
+        )
 
 
 if __name__ == "__main__":

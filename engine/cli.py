@@ -22,7 +22,11 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 # Modules that add verbs: each has ``register(subparsers, common)``.
 VERB_MODULES: list[str] = [
-    "engine.cli_knobs", "engine.cli_export", "engine.cli_jobs", "engine.cli_estimate", "engine.cli_sweep",
+    "engine.cli_knobs",
+    "engine.cli_export",
+    "engine.cli_jobs",
+    "engine.cli_estimate",
+    "engine.cli_sweep",
 ]
 
 
@@ -37,8 +41,12 @@ class _Parser(argparse.ArgumentParser):
 
 def _common() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
-    common.add_argument("--db", metavar="URL", default=None,
-                        help="database URL (default: env LATENCYLAB_DB_URL, else data/latencylab.db)")
+    common.add_argument(
+        "--db",
+        metavar="URL",
+        default=None,
+        help="database URL (default: env LATENCYLAB_DB_URL, else data/latencylab.db)",
+    )
     return common
 
 
@@ -56,9 +64,14 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--engine", help=f"inference engine ({', '.join(ENGINES)})")
     g.add_argument("--dtype", help="auto | float32 | bfloat16 | float16")
     g.add_argument("--attn", dest="attn_implementation", help="auto | eager | sdpa | flash_attention_2")
-    g.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
-                   help="any recipe knob, repeatable, e.g. --knob quantization=torchao_int8_weight_only "
-                        "--knob drop_layers=4 (list them: python -m engine knobs)")
+    g.add_argument(
+        "--knob",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="any recipe knob, repeatable, e.g. --knob quantization=torchao_int8_weight_only "
+        "--knob drop_layers=4 (list them: python -m engine knobs)",
+    )
     g.add_argument("--device", help="cpu | cuda:N | cuda:N,M (default cpu)")
     g.add_argument("--name", help="a display name for the run")
     w = p.add_argument_group("workload")
@@ -88,11 +101,15 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--kv-cache-dtype", help="vllm: auto | fp8 | fp8_e4m3 | fp8_e5m2 | bfloat16")
     e.add_argument("--enable-prefix-caching", action="store_true", default=None, help="vllm: prefix caching on")
     q = p.add_argument_group("accuracy (an evaluating phase after the latency measurement)")
-    q.add_argument("--quality", metavar="LIST",
-                   help="comma-separated: ppl, fidelity, task:NAME (NAME: file.jsonl or an lm-eval task); none: off")
+    q.add_argument(
+        "--quality",
+        metavar="LIST",
+        help="comma-separated: ppl, fidelity, task:NAME (NAME: file.jsonl or an lm-eval task); none: off",
+    )
     q.add_argument("--quality-tokens", type=int, metavar="N", help="corpus tokens scored (default 2048)")
-    q.add_argument("--quality-corpus", metavar="SRC",
-                   help="default | a text file | hf:<dataset>[:config[:split[:column]]]")
+    q.add_argument(
+        "--quality-corpus", metavar="SRC", help="default | a text file | hf:<dataset>[:config[:split[:column]]]"
+    )
 
 
 def spec_from_args(args: argparse.Namespace) -> JobSpec:
@@ -129,12 +146,28 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
     for key in ("output_tokens", "requests", "batch_size", "warmup_requests", "seed"):
         if getattr(args, key, None) is not None:
             workload[key] = getattr(args, key)
-    for key in ("base_url", "model_name", "endpoint", "api_key_env", "max_num_seqs", "kv_cache_dtype",
-                "enable_prefix_caching"):
+    for key in (
+        "base_url",
+        "model_name",
+        "endpoint",
+        "api_key_env",
+        "max_num_seqs",
+        "kv_cache_dtype",
+        "enable_prefix_caching",
+    ):
         if getattr(args, key, None) is not None:
             recipe[key] = getattr(args, key)
-    for key in ("arrival", "rate", "burstiness", "max_concurrency", "prompt_length", "prompt_length_spread",
-                "slo_ttft_ms", "slo_tpot_ms", "slo_e2el_ms"):
+    for key in (
+        "arrival",
+        "rate",
+        "burstiness",
+        "max_concurrency",
+        "prompt_length",
+        "prompt_length_spread",
+        "slo_ttft_ms",
+        "slo_tpot_ms",
+        "slo_e2el_ms",
+    ):
         if getattr(args, key, None) is not None:
             workload[key] = getattr(args, key)
     if args.prompt_file is not None:
@@ -228,13 +261,17 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not runs:
         print("no runs stored yet; try: python -m engine run --model demo")
         return EXIT_OK
-    print(f"{'id':>5}  {'created (UTC)':<19}  {'status':<7}{'model':<32}{'engine':<14}{'device':<8}"
-          f"{'TTFT p50':>10}{'TPOT p50':>10}{'tok/s':>9}")
+    print(
+        f"{'id':>5}  {'created (UTC)':<19}  {'status':<7}{'model':<32}{'engine':<14}{'device':<8}"
+        f"{'TTFT p50':>10}{'TPOT p50':>10}{'tok/s':>9}"
+    )
     for r in runs:
         row = _run_row(r)
-        print(f"{r.id:>5}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.status:<7}{r.model[:31]:<32}{r.engine:<14}"
-              f"{r.device:<8}{_num(row['ttft_p50_ms']):>10}{_num(row['tpot_p50_ms']):>10}"
-              f"{_num(row['output_tokens_per_s'], 1):>9}")
+        print(
+            f"{r.id:>5}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.status:<7}{r.model[:31]:<32}{r.engine:<14}"
+            f"{r.device:<8}{_num(row['ttft_p50_ms']):>10}{_num(row['tpot_p50_ms']):>10}"
+            f"{_num(row['output_tokens_per_s'], 1):>9}"
+        )
     return EXIT_OK
 
 

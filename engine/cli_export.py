@@ -71,8 +71,10 @@ def _render(args: argparse.Namespace, db: Any, ids: list[int], frame: Any, expor
         frame = frame[frame["run_id"].isin(ids)]
         for option, column in (("--x", args.x), ("--y", args.y), ("--color", args.color), ("--symbol", args.symbol)):
             if column and column not in frame.columns:
-                raise UsageError(f"{option} {column!r} is not a column of the runs; try tpot_ms_p50, "
-                                 "output_tokens_per_s, quality.perplexity or recipe.dtype")
+                raise UsageError(
+                    f"{option} {column!r} is not a column of the runs; try tpot_ms_p50, "
+                    "output_tokens_per_s, quality.perplexity or recipe.dtype"
+                )
         link = export.permalink(base, "explore", {"x": args.x, "y": args.y})
         return export.explore_html(frame, args.x, args.y, args.color, args.symbol, link=link)
     runs, missing = export.load_runs(db, ids)
@@ -95,9 +97,11 @@ def _render(args: argparse.Namespace, db: Any, ids: list[int], frame: Any, expor
 def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``export`` verb."""
     p = subparsers.add_parser(
-        "export", parents=[common], help="export runs: HTML report, CSV table or JSON with raw stamps",
+        "export",
+        parents=[common],
+        help="export runs: HTML report, CSV table or JSON with raw stamps",
         description="HTML: up to 8 runs -> a comparison report; --all or more runs -> an Explore report. "
-                    "CSV: the comparison table (up to 8 runs) or one row per run. JSON: runs with raw stamps.",
+        "CSV: the comparison table (up to 8 runs) or one row per run. JSON: runs with raw stamps.",
     )
     p.add_argument("--runs", help="comma-separated run ids, e.g. 1,2,3")
     p.add_argument("--all", action="store_true", help="every stored run")

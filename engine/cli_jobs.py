@@ -58,8 +58,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(job_id)
         served = {d for w in jobs.list_workers(db, alive_within_s=LIVE_WORKER_S) for d in w.devices}
         if spec.device not in served:
-            print(f"queued job {job_id}; no live worker serves {spec.device} yet: "
-                  f"python -m engine worker --devices {spec.device}", file=sys.stderr)
+            print(
+                f"queued job {job_id}; no live worker serves {spec.device} yet: "
+                f"python -m engine worker --devices {spec.device}",
+                file=sys.stderr,
+            )
     return EXIT_OK
 
 
@@ -70,8 +73,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     devices = parse_device_list(args.devices)
     open_db(args)  # a bad URL exits 2 here
-    worker = Worker(database_url(args.db), devices, once=args.once, stale_after_s=args.stale_after,
-                    grace_s=args.grace)
+    worker = Worker(database_url(args.db), devices, once=args.once, stale_after_s=args.stale_after, grace_s=args.grace)
     return worker.run()
 
 
@@ -89,8 +91,10 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     print(f"{'id':>5}  {'status':<10}{'phase':<11}{'progress':>9}  {'device':<9}{'sweep':<16}{'run':>5}  reason")
     for j in rows:
         run = "-" if j.run_id is None else str(j.run_id)
-        print(f"{j.id:>5}  {j.status:<10}{(j.phase or '-'):<11}{j.progress * 100:>8.0f}%  {j.device:<9}"
-              f"{(j.sweep or '-')[:15]:<16}{run:>5}  {j.error or ''}")
+        print(
+            f"{j.id:>5}  {j.status:<10}{(j.phase or '-'):<11}{j.progress * 100:>8.0f}%  {j.device:<9}"
+            f"{(j.sweep or '-')[:15]:<16}{run:>5}  {j.error or ''}"
+        )
     return EXIT_OK
 
 
@@ -136,13 +140,26 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
     p.set_defaults(func=_guard(cmd_submit))
 
     p = sub.add_parser("worker", parents=[common], help="serve queued jobs on this machine's devices")
-    p.add_argument("--devices", default="all",
-                   help="slots, e.g. cpu,cuda:0,cuda:1+2 (+ joins GPUs into one slot); default all: the CPU and every GPU")
+    p.add_argument(
+        "--devices",
+        default="all",
+        help="slots, e.g. cpu,cuda:0,cuda:1+2 (+ joins GPUs into one slot); default all: the CPU and every GPU",
+    )
     p.add_argument("--once", action="store_true", help="exit when the queue is empty")
-    p.add_argument("--stale-after", type=float, default=20.0, metavar="S",
-                   help="a worker silent this long is lost; its jobs are recovered (default 20)")
-    p.add_argument("--grace", type=float, default=5.0, metavar="S",
-                   help="seconds between SIGTERM and SIGKILL when stopping a job (default 5)")
+    p.add_argument(
+        "--stale-after",
+        type=float,
+        default=20.0,
+        metavar="S",
+        help="a worker silent this long is lost; its jobs are recovered (default 20)",
+    )
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds between SIGTERM and SIGKILL when stopping a job (default 5)",
+    )
     p.set_defaults(func=_guard(cmd_worker))
 
     p = sub.add_parser("jobs", parents=[common, as_json], help="list queued, running and finished jobs")

@@ -28,13 +28,15 @@ def knob_table(engine: str, device: str) -> list[dict[str, Any]]:
     for name, info in recipe_cls.model_fields.items():
         if name == "engine":
             continue
-        rows.append({
-            "knob": name,
-            "type": str(info.annotation).replace("typing.", ""),
-            "default": info.get_default(call_default_factory=True),
-            "description": info.description or "",
-            "choices": {str(k): v for k, v in choices.get(name, {}).items()},
-        })
+        rows.append(
+            {
+                "knob": name,
+                "type": str(info.annotation).replace("typing.", ""),
+                "default": info.get_default(call_default_factory=True),
+                "description": info.description or "",
+                "choices": {str(k): v for k, v in choices.get(name, {}).items()},
+            }
+        )
     return rows
 
 

@@ -83,8 +83,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     failed = 0
     for spec in points:
         wl = spec.workload
-        label = f"rate {wl.rate:g}/s" if wl.rate else (f"concurrency {wl.max_concurrency}" if
-                                                        wl.arrival == "concurrency" else "max rate")
+        label = (
+            f"rate {wl.rate:g}/s"
+            if wl.rate
+            else (f"concurrency {wl.max_concurrency}" if wl.arrival == "concurrency" else "max rate")
+        )
         log(f"[{name}] {label}")
         try:
             result = runner.run_benchmark(spec, db=db, log=log, sweep=name)
@@ -94,29 +97,41 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             continue
         m = result.metrics
         load = m.get("load") or {}
-        rows.append({
-            "point": label, "run_id": result.run_id, "status": "done",
-            "achieved_rate": load.get("achieved_rate"), "requests_per_s": m["requests_per_s"],
-            "ttft_p50_ms": m["ttft_ms"]["p50"], "tpot_p50_ms": m["tpot_ms"]["p50"],
-            "e2el_p99_ms": m["e2el_ms"]["p99"], "output_tokens_per_s": m["output_tokens_per_s"],
-            "goodput_requests_per_s": m["goodput_requests_per_s"], "goodput_fraction": m["goodput_fraction"],
-            "failed_requests": m["failed"],
-        })
+        rows.append(
+            {
+                "point": label,
+                "run_id": result.run_id,
+                "status": "done",
+                "achieved_rate": load.get("achieved_rate"),
+                "requests_per_s": m["requests_per_s"],
+                "ttft_p50_ms": m["ttft_ms"]["p50"],
+                "tpot_p50_ms": m["tpot_ms"]["p50"],
+                "e2el_p99_ms": m["e2el_ms"]["p99"],
+                "output_tokens_per_s": m["output_tokens_per_s"],
+                "goodput_requests_per_s": m["goodput_requests_per_s"],
+                "goodput_fraction": m["goodput_fraction"],
+                "failed_requests": m["failed"],
+            }
+        )
     if args.json:
         _emit_json({"sweep": name, "points": rows})
     else:
         print(f"sweep {name}")
-        print(f"{'point':<18}{'run':>5}{'sent/s':>8}{'TTFT p50':>10}{'TPOT p50':>10}{'E2EL p99':>10}"
-              f"{'tok/s':>8}{'goodput':>9}{'failed':>7}")
+        print(
+            f"{'point':<18}{'run':>5}{'sent/s':>8}{'TTFT p50':>10}{'TPOT p50':>10}{'E2EL p99':>10}"
+            f"{'tok/s':>8}{'goodput':>9}{'failed':>7}"
+        )
         for r in rows:
             if r["status"] != "done":
                 print(f"{r['point']:<18}{r['run_id'] or '-':>5}  failed: {r['error']}")
                 continue
             sent = r["achieved_rate"]
             sent_text = "burst" if sent is not None and sent > 9999 else _f(sent)  # everything sent at once
-            print(f"{r['point']:<18}{r['run_id']:>5}{sent_text:>8}{_f(r['ttft_p50_ms']):>10}"
-                  f"{_f(r['tpot_p50_ms']):>10}{_f(r['e2el_p99_ms']):>10}{_f(r['output_tokens_per_s'], 1):>8}"
-                  f"{_f(r['goodput_fraction']):>9}{r['failed_requests']:>7}")
+            print(
+                f"{r['point']:<18}{r['run_id']:>5}{sent_text:>8}{_f(r['ttft_p50_ms']):>10}"
+                f"{_f(r['tpot_p50_ms']):>10}{_f(r['e2el_p99_ms']):>10}{_f(r['output_tokens_per_s'], 1):>8}"
+                f"{_f(r['goodput_fraction']):>9}{r['failed_requests']:>7}"
+            )
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -128,8 +143,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse
     """Add the ``sweep`` verb."""
     from engine.cli import add_spec_arguments
 
-    p = subparsers.add_parser("sweep", parents=[common, as_json],
-                              help="one run per request rate or concurrency (a latency-throughput curve)")
+    p = subparsers.add_parser(
+        "sweep", parents=[common, as_json], help="one run per request rate or concurrency (a latency-throughput curve)"
+    )
     add_spec_arguments(p)
     g = p.add_argument_group("sweep")
     g.add_argument("--rates", metavar="LIST", help="request rates per second, e.g. 1,2,4,inf (inf: all at once)")

@@ -44,8 +44,12 @@ QUALITY_LABELS: dict[str, str] = {
     "greedy_flip_rate": "greedy flip rate",
 }
 SCALARS: tuple[str, ...] = (
-    "output_tokens_per_s", "requests_per_s", "tokens_per_s_per_user", "goodput_requests_per_s",
-    "peak_memory_bytes", "load_s",
+    "output_tokens_per_s",
+    "requests_per_s",
+    "tokens_per_s_per_user",
+    "goodput_requests_per_s",
+    "peak_memory_bytes",
+    "load_s",
 )
 SAME_WITHIN = 0.02  # ratios within 2 % are reported as "about the same"
 
@@ -98,8 +102,9 @@ def _recipe_defaults(engine: str) -> tuple[tuple[str, Any], ...]:
     for cls in typing.get_args(union) or (union,):
         fields = getattr(cls, "model_fields", {})
         if "engine" in fields and fields["engine"].default == engine:
-            return tuple((name, f.get_default(call_default_factory=True)) for name, f in fields.items()
-                         if not f.is_required())
+            return tuple(
+                (name, f.get_default(call_default_factory=True)) for name, f in fields.items() if not f.is_required()
+            )
     return ()
 
 
@@ -196,9 +201,7 @@ def compare_runs(runs: list[Any], baseline_id: int | None = None) -> Comparison:
         baseline_id = runs[0].id
     base = by_id[baseline_id]
     values = {r.id: flat_metrics(r) for r in runs}
-    ratios = {
-        r.id: {k: ratio(values[r.id].get(k), values[baseline_id].get(k)) for k in values[r.id]} for r in runs
-    }
+    ratios = {r.id: {k: ratio(values[r.id].get(k), values[baseline_id].get(k)) for k in values[r.id]} for r in runs}
     labels = {r.id: run_label(r, base) for r in runs}
     summaries = {r.id: summarize_against(r, base, labels[r.id]) for r in runs if r.id != baseline_id}
     return Comparison(baseline_id, [r.id for r in runs], labels, values, ratios, summaries)
@@ -243,8 +246,9 @@ def _quality_phrases(run: Any, base: Any) -> list[str]:
         elif key in ("top1_agreement", "greedy_flip_rate"):
             phrases.append(f"{label} {value * 100:.1f} %")
         elif 0 <= value <= 1:  # task accuracy as a fraction
-            phrases.append(f"{label} {(value - before) * 100:+.1f} pts" if before is not None
-                           else f"{label} {value * 100:.1f} %")
+            phrases.append(
+                f"{label} {(value - before) * 100:+.1f} pts" if before is not None else f"{label} {value * 100:.1f} %"
+            )
         else:
             phrases.append(f"{label} {_percent(value, before)}" if before else f"{label} {value:.3g}")
     return phrases
@@ -298,8 +302,11 @@ def comparison_frame(comparison: Comparison, formatted: bool = False) -> pd.Data
         if all(comparison.values[i].get(key) is None for i in comparison.run_ids):
             continue
         unit = units.get(key, "")
-        row: dict[str, Any] = {"metric": metric_label(key), "unit": unit,
-                               "better": "lower" if minimise_by_default(key) else "higher"}
+        row: dict[str, Any] = {
+            "metric": metric_label(key),
+            "unit": unit,
+            "better": "lower" if minimise_by_default(key) else "higher",
+        }
         for run_id in comparison.run_ids:
             mark = " (baseline)" if run_id == comparison.baseline_id else ""
             column = f"#{run_id} {comparison.labels[run_id]}{mark}"

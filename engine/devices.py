@@ -49,9 +49,15 @@ def cpu_device() -> Device:
     except (ValueError, OSError, AttributeError):
         total = avail = None
     cores = os.cpu_count() or 1
-    return Device(id="cpu", kind="cpu", index=None, name=f"{_cpu_name()} ({cores} cores)",
-                  memory_total_bytes=total, memory_used_bytes=None if total is None else total - (avail or 0),
-                  busy=False)
+    return Device(
+        id="cpu",
+        kind="cpu",
+        index=None,
+        name=f"{_cpu_name()} ({cores} cores)",
+        memory_total_bytes=total,
+        memory_used_bytes=None if total is None else total - (avail or 0),
+        busy=False,
+    )
 
 
 def _text(value: bytes | str) -> str:
@@ -83,8 +89,18 @@ def cuda_devices(ignore_pids: set[int] | None = None) -> list[Device]:
             if procs:
                 used = sum((p.usedGpuMemory or 0) for p in procs) / 2**30
                 reason = f"{len(procs)} process(es) running, {used:.1f} GiB in use"
-            out.append(Device(id=f"cuda:{i}", kind="cuda", index=i, name=name, memory_total_bytes=int(mem.total),
-                              memory_used_bytes=int(mem.used), busy=bool(procs), busy_reason=reason))
+            out.append(
+                Device(
+                    id=f"cuda:{i}",
+                    kind="cuda",
+                    index=i,
+                    name=name,
+                    memory_total_bytes=int(mem.total),
+                    memory_used_bytes=int(mem.used),
+                    busy=bool(procs),
+                    busy_reason=reason,
+                )
+            )
     except Exception:  # noqa: BLE001 - a GPU that fails to answer is left out, not fatal
         pass
     finally:
@@ -147,8 +163,9 @@ def gpu_indices(device: str) -> list[int]:
     return [int(i) for i in device.split(":", 1)[1].split(",")]
 
 
-def check_device(device: str, devices: list[Device] | None = None, served: set[str] | None = None,
-                 ignore_busy: bool = False) -> None:
+def check_device(
+    device: str, devices: list[Device] | None = None, served: set[str] | None = None, ignore_busy: bool = False
+) -> None:
     """Refuse a device that does not exist here (nor on any live worker) or that is busy.
 
     ``served`` holds the device slots of live workers (possibly on other hosts): a job
@@ -166,4 +183,6 @@ def check_device(device: str, devices: list[Device] | None = None, served: set[s
             have = ", ".join(d.id for d in devices)
             raise SpecError(f"device cuda:{index} does not exist on this machine (devices: {have})")
         if gpu.busy and not ignore_busy:
-            raise SpecError(f"device {gpu.id} is busy ({gpu.busy_reason}); pick another device or wait until it is free")
+            raise SpecError(
+                f"device {gpu.id} is busy ({gpu.busy_reason}); pick another device or wait until it is free"
+            )

@@ -30,13 +30,26 @@ GB = 1e9
 
 # Bytes per element of a stored weight / KV entry. int4 is weight-only (group scales ignored).
 BYTES: dict[str, float] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
-ALIASES: dict[str, str] = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
-                           "float": "fp32", "float8": "fp8", "fp8_e4m3": "fp8"}
+ALIASES: dict[str, str] = {
+    "float32": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float": "fp32",
+    "float8": "fp8",
+    "fp8_e4m3": "fp8",
+}
 WEIGHT_DTYPES: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")
 KV_DTYPES: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16", "fp8", "int8")
 # Precision the matmuls run in, per weight format: fp8 and int8 as W8A8, int4 weight-only in bf16.
-COMPUTE_PRECISION: dict[str, str] = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8",
-                                     "int8": "int8", "int4": "bf16"}
+COMPUTE_PRECISION: dict[str, str] = {
+    "fp32": "fp32",
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "fp8": "fp8",
+    "int8": "int8",
+    "int4": "bf16",
+}
 
 MEMORY_HEADROOM = 0.95  # share of the capacity an engine can use (allocator fragmentation, other users)
 RUNTIME_OVERHEAD_GB = {"gpu": 1.0, "cpu": 0.5}  # CUDA context + workspaces / Python + torch runtime
@@ -105,19 +118,29 @@ def shape_from_config(config: dict[str, Any], name: str = "config") -> ModelShap
     c = dict(config.get("text_config") or config)
     if c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts"):
         raise EstimateError(f"{name}: mixture-of-experts configs are not supported by the estimator yet")
-    missing = [k for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                           "vocab_size") if not isinstance(c.get(k), int) or c.get(k) <= 0]
+    missing = [
+        k
+        for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+        if not isinstance(c.get(k), int) or c.get(k) <= 0
+    ]
     if missing:
         raise EstimateError(f"{name}: config lacks {', '.join(missing)} (needs a llama-like decoder config)")
     heads = c["num_attention_heads"]
     head_dim = c.get("head_dim") or c["hidden_size"] // heads
     window = c.get("sliding_window") if c.get("use_sliding_window", True) else None
     return ModelShape(
-        name=name, model_type=str(c.get("model_type", "llama")), layers=c["num_hidden_layers"],
-        hidden=c["hidden_size"], intermediate=c["intermediate_size"], heads=heads,
-        kv_heads=c.get("num_key_value_heads") or heads, head_dim=head_dim, vocab=c["vocab_size"],
+        name=name,
+        model_type=str(c.get("model_type", "llama")),
+        layers=c["num_hidden_layers"],
+        hidden=c["hidden_size"],
+        intermediate=c["intermediate_size"],
+        heads=heads,
+        kv_heads=c.get("num_key_value_heads") or heads,
+        head_dim=head_dim,
+        vocab=c["vocab_size"],
         tied_embeddings=bool(c.get("tie_word_embeddings", False)),
-        max_positions=c.get("max_position_embeddings"), sliding_window=window if isinstance(window, int) else None,
+        max_positions=c.get("max_position_embeddings"),
+        sliding_window=window if isinstance(window, int) else None,
         params=_count_params(c),
     )
 
@@ -133,7 +156,9 @@ def model_shape(model: str | dict[str, Any]) -> ModelShape:
     if source.startswith("synthetic:"):
         arch = source.split(":", 1)[1]
         if arch not in SYNTHETIC_ARCHITECTURES:
-            raise EstimateError(f"unknown architecture {arch!r}; choose one of: {', '.join(sorted(SYNTHETIC_ARCHITECTURES))}")
+            raise EstimateError(
+                f"unknown architecture {arch!r}; choose one of: {', '.join(sorted(SYNTHETIC_ARCHITECTURES))}"
+            )
         return replace(shape_from_config(architecture_config(arch), source), params=parameter_count(arch))
     path = Path(source).expanduser()
     cfg_file = path / "config.json" if path.is_dir() else path
@@ -281,21 +306,33 @@ def work(shape: ModelShape, hw: Hardware, recipe: EstimateRecipe, prompt: int, o
     window = shape.sliding_window
 
     p_ctx = min(prompt, window) if window else prompt
-    prefill_flops = (2 * shape.linear_params * batch * prompt
-                     + 4 * shape.layers * batch * attn_dim * prompt * (p_ctx + 1) / 2
-                     + 2 * shape.lm_head_params * batch) / tp
+    prefill_flops = (
+        2 * shape.linear_params * batch * prompt
+        + 4 * shape.layers * batch * attn_dim * prompt * (p_ctx + 1) / 2
+        + 2 * shape.lm_head_params * batch
+    ) / tp
     prefill_bytes = streamed_weights / tp + batch * prompt * kv_tok
 
     ctx = prompt + output / 2
     d_ctx = min(ctx, window) if window else ctx
-    decode_flops = (2 * (shape.linear_params + shape.lm_head_params) * batch
-                    + 4 * shape.layers * batch * attn_dim * d_ctx) / tp
+    decode_flops = (
+        2 * (shape.linear_params + shape.lm_head_params) * batch + 4 * shape.layers * batch * attn_dim * d_ctx
+    ) / tp
     decode_bytes = streamed_weights / tp + batch * d_ctx * kv_tok
     per_layer = 2 * shape.layers  # all-reduces after attention and after the MLP
     prefill_comm = per_layer * _allreduce_s(batch * prompt * shape.hidden * act_bytes, tp, hw)
     decode_comm = per_layer * _allreduce_s(batch * shape.hidden * act_bytes, tp, hw)
-    return Work(prefill_flops, prefill_bytes, decode_flops, decode_bytes, prefill_comm, decode_comm,
-                peak, hw.bandwidth_bytes_per_s, used)
+    return Work(
+        prefill_flops,
+        prefill_bytes,
+        decode_flops,
+        decode_bytes,
+        prefill_comm,
+        decode_comm,
+        peak,
+        hw.bandwidth_bytes_per_s,
+        used,
+    )
 
 
 def phase_times(w: Work, f: Factors) -> tuple[float, float, str, str]:
@@ -372,8 +409,12 @@ def memory(shape: ModelShape, hw: Hardware, recipe: EstimateRecipe, prompt: int,
     kv_tok = kv_bytes_per_token_per_gpu(shape, kv, tp)
     act = b * prompt * _act_per_token(shape, weight, tp) + b * shape.vocab * 4
     return Memory(
-        weights=weights_bytes(shape, weight) / tp, kv_per_token=kv_tok, kv_total=b * kv_ctx * kv_tok,
-        activations=act, overhead=RUNTIME_OVERHEAD_GB[hw.kind] * GB, capacity=hw.memory_bytes,
+        weights=weights_bytes(shape, weight) / tp,
+        kv_per_token=kv_tok,
+        kv_total=b * kv_ctx * kv_tok,
+        activations=act,
+        overhead=RUNTIME_OVERHEAD_GB[hw.kind] * GB,
+        capacity=hw.memory_bytes,
         usable=hw.memory_bytes * MEMORY_HEADROOM,
     )
 
@@ -447,8 +488,15 @@ class Estimate:
         return d
 
 
-def estimate(shape: ModelShape, hw: Hardware, recipe: EstimateRecipe, workload: EstimateWorkload,
-             factors: Factors | None = None, calibration: str = "uncalibrated", band: Band | None = None) -> Estimate:
+def estimate(
+    shape: ModelShape,
+    hw: Hardware,
+    recipe: EstimateRecipe,
+    workload: EstimateWorkload,
+    factors: Factors | None = None,
+    calibration: str = "uncalibrated",
+    band: Band | None = None,
+) -> Estimate:
     """Predict TTFT, TPOT, throughput and memory of one recipe on one hardware entry."""
     f = factors or prior(recipe.engine, hw.kind)
     p, o, b = workload.prompt_tokens, workload.output_tokens, recipe.batch_size
@@ -470,9 +518,24 @@ def estimate(shape: ModelShape, hw: Hardware, recipe: EstimateRecipe, workload: 
     if not mem.fits:
         notes.append(f"does not fit: needs {mem.total / GB:.1f} GB per device, {mem.usable / GB:.1f} GB usable")
     return Estimate(
-        hardware=hw.key, hardware_name=hw.name, measured_hardware=hw.measured, weight_dtype=weight,
-        kv_dtype=kv, compute_precision=w.compute_precision, ttft_ms=(ttft_s + wait_s) * 1e3, tpot_ms=tpot_s * 1e3,
-        e2el_ms=(e2el_s + wait_s) * 1e3, output_tokens_per_s=conc * o / (waves * e2el_s),
-        tokens_per_s_per_user=1 / tpot_s, prefill_bound=bound_p, decode_bound=bound_d, memory=mem,
-        max_batch=max_batch, max_context=max_ctx, factors=f, calibration=calibration, band=band, notes=notes,
+        hardware=hw.key,
+        hardware_name=hw.name,
+        measured_hardware=hw.measured,
+        weight_dtype=weight,
+        kv_dtype=kv,
+        compute_precision=w.compute_precision,
+        ttft_ms=(ttft_s + wait_s) * 1e3,
+        tpot_ms=tpot_s * 1e3,
+        e2el_ms=(e2el_s + wait_s) * 1e3,
+        output_tokens_per_s=conc * o / (waves * e2el_s),
+        tokens_per_s_per_user=1 / tpot_s,
+        prefill_bound=bound_p,
+        decode_bound=bound_d,
+        memory=mem,
+        max_batch=max_batch,
+        max_context=max_ctx,
+        factors=f,
+        calibration=calibration,
+        band=band,
+        notes=notes,
     )

@@ -23,7 +23,15 @@ from engine.records import RequestRecord
 from engine.results import result_object
 
 EXPLORE_COLUMNS: tuple[str, ...] = (
-    "run_id", "created_at", "status", "name", "sweep", "model", "engine", "device", "device_name",
+    "run_id",
+    "created_at",
+    "status",
+    "name",
+    "sweep",
+    "model",
+    "engine",
+    "device",
+    "device_name",
 )
 
 
@@ -57,7 +65,7 @@ def load_requests(db: Any, run_ids: Sequence[int]) -> dict[int, list[RequestReco
 
 def _page(title: str, body: str) -> str:
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title>"
         "<style>body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}"
         "table{border-collapse:collapse;font-size:0.9em}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
@@ -97,7 +105,8 @@ def comparison_html(
     summary = "".join(f"<li>{html.escape(s)}</li>" for s in comparison.summaries.values())
     recipes = "".join(
         f"<li><b>run {r.id}</b>{' (baseline)' if r.id == base.id else ''}: {html.escape(r.model)} · "
-        f"{html.escape(recipe_in_words(r.spec, r.engine))}</li>" for r in runs
+        f"{html.escape(recipe_in_words(r.spec, r.engine))}</li>"
+        for r in runs
     )
     table = comparison_frame(comparison, formatted=True).to_html(index=False, escape=True, border=0)
     figures = []
@@ -109,7 +118,7 @@ def comparison_html(
     body = (
         f"<h1>{html.escape(title)}</h1>{_meta(link)}"
         f"<h2>Summary (baseline: run {base.id}, {html.escape(comparison.labels[base.id])})</h2>"
-        f"<ul class=\"summary\">{summary or '<li>Only the baseline was given.</li>'}</ul>"
+        f'<ul class="summary">{summary or "<li>Only the baseline was given.</li>"}</ul>'
         f"<h2>Recipes</h2><ul>{recipes}</ul><h2>Metrics</h2>{table}"
         f"<h2>Distributions</h2>{_figures_html(figures)}"
     )

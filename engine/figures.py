@@ -24,14 +24,35 @@ LATENCY_METRICS: tuple[str, ...] = tuple(
     f"{g}_{p}" for g in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms") for p in PERCENTILE_KEYS
 )
 THROUGHPUT_METRICS: tuple[str, ...] = (
-    "output_tokens_per_s", "tokens_per_s_per_user", "requests_per_s", "goodput_requests_per_s",
+    "output_tokens_per_s",
+    "tokens_per_s_per_user",
+    "requests_per_s",
+    "goodput_requests_per_s",
 )
 OTHER_METRICS: tuple[str, ...] = ("peak_memory_bytes", "load_s")
 SYMBOLS: tuple[str, ...] = (
-    "circle", "square", "diamond", "triangle-up", "cross", "x", "star", "triangle-down", "pentagon", "hexagon",
+    "circle",
+    "square",
+    "diamond",
+    "triangle-up",
+    "cross",
+    "x",
+    "star",
+    "triangle-down",
+    "pentagon",
+    "hexagon",
 )
 PALETTE: tuple[str, ...] = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
 )
 MAX_GROUPS = 12
 WEBGL_ABOVE = 2000
@@ -67,12 +88,20 @@ def _recipe_words_rows(frame: pd.DataFrame) -> list[str]:
             changed = changed_knobs({"engine": key[0], **recipe})
             words_for = memo[key] = "".join(
                 f" · {k.replace('_implementation', '').replace('_', ' ')}" + ("" if v is True else f" {v}")
-                for k, v in sorted(changed.items()))
+                for k, v in sorted(changed.items())
+            )
         knob_text.append(words_for)
     text = text + pd.Series(knob_text, index=frame.index, dtype=object)
     if "workload.batch_size" in frame.columns:
-        work = ("<br>batch " + col("workload.batch_size").map(_int) + " · " + col("workload.prompt_tokens").map(_int)
-                + "→" + col("workload.output_tokens").map(_int) + " tokens")
+        work = (
+            "<br>batch "
+            + col("workload.batch_size").map(_int)
+            + " · "
+            + col("workload.prompt_tokens").map(_int)
+            + "→"
+            + col("workload.output_tokens").map(_int)
+            + " tokens"
+        )
         text = text + work.where(col("workload.batch_size").map(_present), "")
     return text.tolist()
 
@@ -92,8 +121,9 @@ def _ids(run_ids: pd.Series) -> Any:
     return run_ids.astype("int32").to_numpy().reshape(-1, 1)
 
 
-def front_run_ids(frame: pd.DataFrame, x: str, y: str,
-                  minimise_x: bool | None = None, minimise_y: bool | None = None) -> list[int]:
+def front_run_ids(
+    frame: pd.DataFrame, x: str, y: str, minimise_x: bool | None = None, minimise_y: bool | None = None
+) -> list[int]:
     """Run ids on the Pareto front of ``x`` against ``y`` (directions default per metric)."""
     if frame.empty or x not in frame.columns or y not in frame.columns:
         return []
@@ -132,8 +162,12 @@ def explore_scatter(
     fig = go.Figure()
     fig.update_layout(
         title=title or f"{metric_label(y)} vs {metric_label(x)}",
-        xaxis_title=axis_label(x), yaxis_title=axis_label(y), legend_title_text=_legend_title(color, symbol),
-        hovermode="closest", clickmode="event+select", margin={"l": 60, "r": 20, "t": 50, "b": 50},
+        xaxis_title=axis_label(x),
+        yaxis_title=axis_label(y),
+        legend_title_text=_legend_title(color, symbol),
+        hovermode="closest",
+        clickmode="event+select",
+        margin={"l": 60, "r": 20, "t": 50, "b": 50},
         template="plotly_white",
     )
     if frame.empty or x not in frame.columns or y not in frame.columns:
@@ -151,24 +185,40 @@ def explore_scatter(
             if part.empty:
                 continue
             name = " / ".join(n for n, col in ((cname, color), (sname, symbol)) if col) or "runs"
-            fig.add_trace(scatter(
-                x=part[x].to_numpy(dtype=float), y=part[y].to_numpy(dtype=float), mode="markers", name=name,
-                customdata=_ids(part["run_id"]), text=hover.loc[part.index].to_numpy(dtype=object),
-                hovertemplate="%{text}<br>" + f"{metric_label(x)}: %{{x:.4g}}<br>{metric_label(y)}: %{{y:.4g}}"
-                              "<extra></extra>",
-                marker={"color": PALETTE[ci % len(PALETTE)], "symbol": SYMBOLS[si % len(SYMBOLS)], "size": 9,
-                        "opacity": 0.85},
-            ))
+            fig.add_trace(
+                scatter(
+                    x=part[x].to_numpy(dtype=float),
+                    y=part[y].to_numpy(dtype=float),
+                    mode="markers",
+                    name=name,
+                    customdata=_ids(part["run_id"]),
+                    text=hover.loc[part.index].to_numpy(dtype=object),
+                    hovertemplate="%{text}<br>" + f"{metric_label(x)}: %{{x:.4g}}<br>{metric_label(y)}: %{{y:.4g}}"
+                    "<extra></extra>",
+                    marker={
+                        "color": PALETTE[ci % len(PALETTE)],
+                        "symbol": SYMBOLS[si % len(SYMBOLS)],
+                        "size": 9,
+                        "opacity": 0.85,
+                    },
+                )
+            )
     front = set(front_run_ids(data, x, y, minimise_x, minimise_y))
     if front:
         fr = data[data["run_id"].isin(front)].sort_values([x, y])
-        fig.add_trace(go.Scatter(
-            x=fr[x].astype(float).tolist(), y=fr[y].astype(float).tolist(), mode="lines+markers",
-            name="Pareto front", customdata=[[int(r)] for r in fr["run_id"]],
-            text=hover.loc[fr.index].tolist(), hovertemplate="%{text}<br><i>on the Pareto front</i><extra></extra>",
-            line={"color": "black", "dash": "dash", "width": 1.5, "shape": "linear"},
-            marker={"symbol": "circle-open", "size": 16, "color": "black", "line": {"width": 2}},
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=fr[x].astype(float).tolist(),
+                y=fr[y].astype(float).tolist(),
+                mode="lines+markers",
+                name="Pareto front",
+                customdata=[[int(r)] for r in fr["run_id"]],
+                text=hover.loc[fr.index].tolist(),
+                hovertemplate="%{text}<br><i>on the Pareto front</i><extra></extra>",
+                line={"color": "black", "dash": "dash", "width": 1.5, "shape": "linear"},
+                marker={"symbol": "circle-open", "size": 16, "color": "black", "line": {"width": 2}},
+            )
+        )
     return fig
 
 
@@ -180,20 +230,30 @@ def _legend_title(color: str | None, symbol: str | None) -> str:
 def sweep_curves(frame: pd.DataFrame, x: str = "requests_per_s", y: str = "ttft_ms_p99") -> go.Figure:
     """Latency-throughput curves: one line per sweep, points sorted by ``x``."""
     fig = go.Figure()
-    fig.update_layout(title=f"{metric_label(y)} vs {metric_label(x)} per sweep", xaxis_title=axis_label(x),
-                      yaxis_title=axis_label(y), template="plotly_white", hovermode="closest")
+    fig.update_layout(
+        title=f"{metric_label(y)} vs {metric_label(x)} per sweep",
+        xaxis_title=axis_label(x),
+        yaxis_title=axis_label(y),
+        template="plotly_white",
+        hovermode="closest",
+    )
     if frame.empty or "sweep" not in frame.columns or x not in frame.columns or y not in frame.columns:
         return fig
     data = frame[frame["sweep"].notna() & frame[x].notna() & frame[y].notna()]
     for i, (sweep, part) in enumerate(sorted(data.groupby("sweep"), key=lambda kv: str(kv[0]))):
         part = part.sort_values(x)
-        fig.add_trace(go.Scatter(
-            x=part[x].astype(float).tolist(), y=part[y].astype(float).tolist(), mode="lines+markers",
-            name=str(sweep), customdata=[[int(r)] for r in part["run_id"]],
-            hovertemplate=f"sweep {sweep}<br>run %{{customdata[0]}}<br>{metric_label(x)}: %{{x:.4g}}<br>"
-                          f"{metric_label(y)}: %{{y:.4g}}<extra></extra>",
-            line={"color": PALETTE[i % len(PALETTE)]},
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=part[x].astype(float).tolist(),
+                y=part[y].astype(float).tolist(),
+                mode="lines+markers",
+                name=str(sweep),
+                customdata=[[int(r)] for r in part["run_id"]],
+                hovertemplate=f"sweep {sweep}<br>run %{{customdata[0]}}<br>{metric_label(x)}: %{{x:.4g}}<br>"
+                f"{metric_label(y)}: %{{y:.4g}}<extra></extra>",
+                line={"color": PALETTE[i % len(PALETTE)]},
+            )
+        )
     return fig
 
 
@@ -210,28 +270,42 @@ def latency_samples(requests: Sequence[RequestRecord]) -> dict[str, list[float]]
 def cdf_figure(series: dict[str, Sequence[float]], metric: str) -> go.Figure:
     """Empirical CDFs of one metric (ms), one line per named series (overlaid for Compare)."""
     fig = go.Figure()
-    fig.update_layout(title=f"{metric_label(metric + '_p50').replace(' p50', '').replace(' [ms]', '')} CDF",
-                      xaxis_title=f"{metric_label(metric + '_p50').split(' p50')[0].split(' [')[0]} [ms]",
-                      yaxis_title="fraction of samples ≤ x", yaxis_range=[0, 1.02], template="plotly_white")
+    fig.update_layout(
+        title=f"{metric_label(metric + '_p50').replace(' p50', '').replace(' [ms]', '')} CDF",
+        xaxis_title=f"{metric_label(metric + '_p50').split(' p50')[0].split(' [')[0]} [ms]",
+        yaxis_title="fraction of samples ≤ x",
+        yaxis_range=[0, 1.02],
+        template="plotly_white",
+    )
     for i, (name, values) in enumerate(series.items()):
         vals = sorted(float(v) for v in values)
         if not vals:
             continue
         n = len(vals)
-        fig.add_trace(go.Scatter(
-            x=vals, y=[(k + 1) / n for k in range(n)], mode="lines", line={"shape": "hv", "color": PALETTE[i % 10]},
-            name=f"{name} (n={n})", hovertemplate="%{x:.3f} ms: %{y:.1%}<extra>" + name + "</extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=vals,
+                y=[(k + 1) / n for k in range(n)],
+                mode="lines",
+                line={"shape": "hv", "color": PALETTE[i % 10]},
+                name=f"{name} (n={n})",
+                hovertemplate="%{x:.3f} ms: %{y:.1%}<extra>" + name + "</extra>",
+            )
+        )
     return fig
 
 
 def histogram_figure(values: Sequence[float], metric: str, bins: int = 30) -> go.Figure:
     """Histogram of one metric's samples in ms."""
     name = metric_label(metric + "_p50").split(" p50")[0].split(" [")[0]
-    fig = go.Figure(go.Histogram(x=[float(v) for v in values], nbinsx=bins, name=name,
-                                 marker={"color": PALETTE[0]}))
-    fig.update_layout(title=f"{name} histogram (n={len(values)})", xaxis_title=f"{name} [ms]",
-                      yaxis_title="count", template="plotly_white", bargap=0.05)
+    fig = go.Figure(go.Histogram(x=[float(v) for v in values], nbinsx=bins, name=name, marker={"color": PALETTE[0]}))
+    fig.update_layout(
+        title=f"{name} histogram (n={len(values)})",
+        xaxis_title=f"{name} [ms]",
+        yaxis_title="count",
+        template="plotly_white",
+        bargap=0.05,
+    )
     return fig
 
 
@@ -241,9 +315,16 @@ def timeline_figure(requests: Sequence[RequestRecord]) -> go.Figure:
     Times are ms since the earliest stamp of the run; warm-up requests are drawn faded.
     """
     fig = go.Figure()
-    fig.update_layout(title="Per-request timeline", barmode="overlay", template="plotly_white",
-                      xaxis_title="time since start [ms]", yaxis_title="request", yaxis_autorange="reversed",
-                      legend_orientation="h", height=max(300, min(1200, 40 + 18 * len(requests))))
+    fig.update_layout(
+        title="Per-request timeline",
+        barmode="overlay",
+        template="plotly_white",
+        xaxis_title="time since start [ms]",
+        yaxis_title="request",
+        yaxis_autorange="reversed",
+        legend_orientation="h",
+        height=max(300, min(1200, 40 + 18 * len(requests))),
+    )
     if not requests:
         return fig
     t0 = min(min(r.arrival_ns, r.send_ns) for r in requests)
@@ -269,11 +350,23 @@ def timeline_figure(requests: Sequence[RequestRecord]) -> go.Figure:
             base.append(ms(a))
             length.append(max(ms(b) - ms(a), 0.0))
             ys.append(label)
-            hover.append(f"{label} {phase}: {ms(a):.1f} → {ms(b):.1f} ms" + (f" ({r.error})" if phase == "failed" else ""))
+            hover.append(
+                f"{label} {phase}: {ms(a):.1f} → {ms(b):.1f} ms" + (f" ({r.error})" if phase == "failed" else "")
+            )
     colours = {"queued": "#bbbbbb", "to first token": "#ff7f0e", "decoding": "#1f77b4", "failed": "#d62728"}
     for phase, (base, length, ys, hover) in phases.items():
         if not ys:
             continue
-        fig.add_trace(go.Bar(base=base, x=length, y=ys, orientation="h", name=phase, marker_color=colours[phase],
-                             hovertext=hover, hoverinfo="text"))
+        fig.add_trace(
+            go.Bar(
+                base=base,
+                x=length,
+                y=ys,
+                orientation="h",
+                name=phase,
+                marker_color=colours[phase],
+                hovertext=hover,
+                hoverinfo="text",
+            )
+        )
     return fig

@@ -78,8 +78,11 @@ class Ticker(threading.Thread):
             if state.phase == "measuring":
                 self.measuring = True
             still_ours = jobs.progress(
-                self.db, self.job_id, phase=state.phase,
-                fraction=overall_fraction(state.phase, state.fraction), note=state.note,
+                self.db,
+                self.job_id,
+                phase=state.phase,
+                fraction=overall_fraction(state.phase, state.fraction),
+                note=state.note,
                 eta_s=estimate_eta(state, self.measured_tokens, time.monotonic()),
                 measuring_started=self.measuring,
             )
@@ -117,12 +120,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"job {args.job} is not running; nothing to do", file=sys.stderr)
         return EXIT_SPEC
     wl = job.spec.get("workload") or {}
-    ticker = Ticker(db, args.job, args.parent_pid,
-                    int(wl.get("requests") or 0) * int(wl.get("output_tokens") or 0))
+    ticker = Ticker(db, args.job, args.parent_pid, int(wl.get("requests") or 0) * int(wl.get("output_tokens") or 0))
     ticker.write()  # the first progress update, before torch or the model load
     ticker.start()
-    print(f"job {job.id} on {job.device} (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')!r})",
-          flush=True)
+    print(
+        f"job {job.id} on {job.device} (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')!r})",
+        flush=True,
+    )
 
     from engine import runner
     from engine.spec import SpecError, parse_job_spec
@@ -152,8 +156,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         pass
     jobs.set_result(db, job.id, run_id=result.run_id)
     m = result.metrics
-    print(f"done: run {result.run_id}; TTFT p50 {m.get('ttft_ms', {}).get('p50')} ms, "
-          f"{m.get('output_tokens_per_s')} tokens/s", flush=True)
+    print(
+        f"done: run {result.run_id}; TTFT p50 {m.get('ttft_ms', {}).get('p50')} ms, "
+        f"{m.get('output_tokens_per_s')} tokens/s",
+        flush=True,
+    )
     return EXIT_DONE
 
 

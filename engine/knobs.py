@@ -85,7 +85,9 @@ def apply_sliding_window(model: nn.Module, window: int | None) -> Applied:
     model_type = getattr(cfg, "model_type", "?")
     if model_type not in SLIDING_WINDOW_MODEL_TYPES:
         supported = ", ".join(sorted(SLIDING_WINDOW_MODEL_TYPES))
-        raise ValueError(f"{model_type} models have no sliding-window attention in transformers; models that do: {supported}")
+        raise ValueError(
+            f"{model_type} models have no sliding-window attention in transformers; models that do: {supported}"
+        )
     cfg.sliding_window = window
     if hasattr(cfg, "use_sliding_window"):
         cfg.use_sliding_window = True
@@ -156,12 +158,14 @@ def apply_bnb(model: nn.Module, kind: str, compute_dtype: torch.dtype, device: t
             weight = child.weight.data.to("cpu")
             has_bias = child.bias is not None
             if kind == "bnb_nf4":
-                new = bnb.nn.Linear4bit(child.in_features, child.out_features, bias=has_bias,
-                                        compute_dtype=compute_dtype, quant_type="nf4")
+                new = bnb.nn.Linear4bit(
+                    child.in_features, child.out_features, bias=has_bias, compute_dtype=compute_dtype, quant_type="nf4"
+                )
                 new.weight = bnb.nn.Params4bit(weight, requires_grad=False, quant_type="nf4")
             else:
-                new = bnb.nn.Linear8bitLt(child.in_features, child.out_features, bias=has_bias,
-                                          has_fp16_weights=False, threshold=6.0)
+                new = bnb.nn.Linear8bitLt(
+                    child.in_features, child.out_features, bias=has_bias, has_fp16_weights=False, threshold=6.0
+                )
                 new.weight = bnb.nn.Int8Params(weight.to(compute_dtype), requires_grad=False, has_fp16_weights=False)
             if has_bias:
                 new.bias = nn.Parameter(child.bias.data.to(compute_dtype), requires_grad=False)
@@ -194,8 +198,9 @@ def calibration_texts(recipe: TransformersRecipe, samples: int = 64, chars: int 
     return pieces[:samples] or [text]
 
 
-def gptq_folder(model_path: str, recipe: TransformersRecipe, cache_dir: Path, device: torch.device,
-                progress: Any) -> tuple[Path, Applied]:
+def gptq_folder(
+    model_path: str, recipe: TransformersRecipe, cache_dir: Path, device: torch.device, progress: Any
+) -> tuple[Path, Applied]:
     """Build (once) the GPTQ-quantized model through transformers' GPTQConfig and gptqmodel; return its folder."""
     from filelock import FileLock
     from transformers import AutoModelForCausalLM, AutoTokenizer, GPTQConfig
@@ -203,10 +208,15 @@ def gptq_folder(model_path: str, recipe: TransformersRecipe, cache_dir: Path, de
     texts = calibration_texts(recipe)
     key = gptq_cache_key(model_path, recipe, "\n".join(texts))
     target = cache_dir / "gptq" / key
-    applied: Applied = {"quantization": "gptq", "gptq_bits": recipe.gptq_bits, "gptq_group_size": recipe.gptq_group_size,
-                        "gptq_desc_act": recipe.gptq_desc_act, "gptq_cache_key": key,
-                        "gptq_calibration": recipe.gptq_calibration_file or "default corpus",
-                        "gptq_calibration_samples": len(texts)}
+    applied: Applied = {
+        "quantization": "gptq",
+        "gptq_bits": recipe.gptq_bits,
+        "gptq_group_size": recipe.gptq_group_size,
+        "gptq_desc_act": recipe.gptq_desc_act,
+        "gptq_cache_key": key,
+        "gptq_calibration": recipe.gptq_calibration_file or "default corpus",
+        "gptq_calibration_samples": len(texts),
+    }
     marker = target / ".complete"
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(target) + ".lock"):
@@ -214,8 +224,13 @@ def gptq_folder(model_path: str, recipe: TransformersRecipe, cache_dir: Path, de
             return target, {**applied, "gptq_cached": True}
         progress(f"quantizing with GPTQ int{recipe.gptq_bits} (once; cached as {key})", None)
         tokenizer = AutoTokenizer.from_pretrained(model_path)
-        config = GPTQConfig(bits=recipe.gptq_bits, dataset=texts, tokenizer=tokenizer,
-                            group_size=recipe.gptq_group_size, desc_act=recipe.gptq_desc_act)
+        config = GPTQConfig(
+            bits=recipe.gptq_bits,
+            dataset=texts,
+            tokenizer=tokenizer,
+            group_size=recipe.gptq_group_size,
+            desc_act=recipe.gptq_desc_act,
+        )
         device_map = "cpu" if device.type == "cpu" else str(device)
         model = AutoModelForCausalLM.from_pretrained(model_path, quantization_config=config, device_map=device_map)
         model.save_pretrained(target)
@@ -226,7 +241,9 @@ def gptq_folder(model_path: str, recipe: TransformersRecipe, cache_dir: Path, de
 
 
 # -- cache, compile, speculation ---------------------------------------------------------------------
-def cache_kwargs(recipe: TransformersRecipe, device: torch.device, cache_root: Path | None = None) -> tuple[dict[str, Any], Applied]:
+def cache_kwargs(
+    recipe: TransformersRecipe, device: torch.device, cache_root: Path | None = None
+) -> tuple[dict[str, Any], Applied]:
     """Generation kwargs for the KV cache and torch.compile knobs."""
     kwargs: dict[str, Any] = {}
     applied: Applied = {"cache_implementation": recipe.cache_implementation}
@@ -311,17 +328,26 @@ def speculative_kwargs(recipe: TransformersRecipe, assistant: Any | None) -> tup
     """Generation kwargs for prompt lookup, an assistant model or self-speculative early exit."""
     k = recipe.num_speculative_tokens
     if recipe.speculative == "prompt_lookup":
-        return ({"prompt_lookup_num_tokens": k, "max_matching_ngram_size": recipe.prompt_lookup_ngram},
-                {"speculative": "prompt_lookup", "prompt_lookup_ngram": recipe.prompt_lookup_ngram,
-                 "num_speculative_tokens": k})
+        return (
+            {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": recipe.prompt_lookup_ngram},
+            {
+                "speculative": "prompt_lookup",
+                "prompt_lookup_ngram": recipe.prompt_lookup_ngram,
+                "num_speculative_tokens": k,
+            },
+        )
     if recipe.speculative == "assistant":
         if assistant is None:
             raise ValueError("speculative=assistant but no assistant model was loaded")
         assistant.generation_config.num_assistant_tokens = k
         assistant.generation_config.num_assistant_tokens_schedule = "constant"
-        return ({"assistant_model": assistant},
-                {"speculative": "assistant", "assistant_model": recipe.assistant_model, "num_speculative_tokens": k})
+        return (
+            {"assistant_model": assistant},
+            {"speculative": "assistant", "assistant_model": recipe.assistant_model, "num_speculative_tokens": k},
+        )
     if recipe.speculative == "early_exit":
-        return ({"assistant_early_exit": recipe.early_exit_layer, "num_assistant_tokens": k},
-                {"speculative": "early_exit", "early_exit_layer": recipe.early_exit_layer, "num_speculative_tokens": k})
+        return (
+            {"assistant_early_exit": recipe.early_exit_layer, "num_assistant_tokens": k},
+            {"speculative": "early_exit", "early_exit_layer": recipe.early_exit_layer, "num_speculative_tokens": k},
+        )
     return {}, {}

@@ -51,8 +51,9 @@ def slo_of(workload: Workload) -> SLO | None:
     return SLO(ttft_ms=workload.slo_ttft_ms, tpot_ms=workload.slo_tpot_ms, e2el_ms=workload.slo_e2el_ms)
 
 
-def arrival_offsets_s(n: int, arrival: str, rate: float | None = None, burstiness: float = 1.0,
-                      seed: int = 0) -> np.ndarray:
+def arrival_offsets_s(
+    n: int, arrival: str, rate: float | None = None, burstiness: float = 1.0, seed: int = 0
+) -> np.ndarray:
     """Seconds from the phase start at which each of ``n`` requests is due.
 
     ``poisson``: exponential gaps with mean 1/rate; ``gamma``: gamma gaps with shape
@@ -142,8 +143,15 @@ def _peak_concurrency(records: Sequence[RequestRecord]) -> int:
     return peak
 
 
-def run_load(backend: Any, prompts: list[list[int]], workload: Workload, params: GenerationParams,
-             state: Any | None = None, warmup: bool = False, first_index: int = 0) -> LoadResult:
+def run_load(
+    backend: Any,
+    prompts: list[list[int]],
+    workload: Workload,
+    params: GenerationParams,
+    state: Any | None = None,
+    warmup: bool = False,
+    first_index: int = 0,
+) -> LoadResult:
     """Drive ``prompts`` through ``backend`` with the workload's arrival process.
 
     Warm-up phases (``warmup=True``) send everything at once (bounded by
@@ -157,8 +165,19 @@ def run_load(backend: Any, prompts: list[list[int]], workload: Workload, params:
     if arrival == "batch":
         limit = None
     if is_streaming(backend):
-        result = backend.run_async(_drive_async(backend, prompts, offsets, limit, params, state, warmup, first_index,
-                                                workload.batch_size if arrival == "batch" else None))
+        result = backend.run_async(
+            _drive_async(
+                backend,
+                prompts,
+                offsets,
+                limit,
+                params,
+                state,
+                warmup,
+                first_index,
+                workload.batch_size if arrival == "batch" else None,
+            )
+        )
     else:
         result = _drive_sync(backend, prompts, offsets, params, state, warmup, first_index)
     result.stats.update(
@@ -179,14 +198,23 @@ def _done(state: Any | None, record: RequestRecord) -> None:
         state.tokens_done += record.output_tokens
 
 
-async def _drive_async(backend: Any, prompts: list[list[int]], offsets: np.ndarray, limit: int | None,
-                       params: GenerationParams, state: Any | None, warmup: bool, first_index: int,
-                       batch_size: int | None) -> LoadResult:
+async def _drive_async(
+    backend: Any,
+    prompts: list[list[int]],
+    offsets: np.ndarray,
+    limit: int | None,
+    params: GenerationParams,
+    state: Any | None,
+    warmup: bool,
+    first_index: int,
+    batch_size: int | None,
+) -> LoadResult:
     sem = asyncio.Semaphore(limit) if limit else None
     start_ns = time.perf_counter_ns()
     records = [
-        RequestRecord(index=first_index + i, arrival_ns=start_ns + int(off * 1e9), send_ns=0,
-                      prompt_tokens=len(p), warmup=warmup)
+        RequestRecord(
+            index=first_index + i, arrival_ns=start_ns + int(off * 1e9), send_ns=0, prompt_tokens=len(p), warmup=warmup
+        )
         for i, (p, off) in enumerate(zip(prompts, offsets, strict=True))
     ]
 
@@ -234,14 +262,22 @@ class _RowSink:
         self.record.chunk_tokens.append(n_tokens)
 
 
-def _drive_sync(backend: Any, prompts: list[list[int]], offsets: np.ndarray, params: GenerationParams,
-                state: Any | None, warmup: bool, first_index: int) -> LoadResult:
+def _drive_sync(
+    backend: Any,
+    prompts: list[list[int]],
+    offsets: np.ndarray,
+    params: GenerationParams,
+    state: Any | None,
+    warmup: bool,
+    first_index: int,
+) -> LoadResult:
     """One request at a time through ``generate``: arrivals queue behind the request in flight."""
     start_ns = time.perf_counter_ns()
     records = []
     for i, (p, off) in enumerate(zip(prompts, offsets, strict=True)):
-        rec = RequestRecord(index=first_index + i, arrival_ns=start_ns + int(off * 1e9), send_ns=0,
-                            prompt_tokens=len(p), warmup=warmup)
+        rec = RequestRecord(
+            index=first_index + i, arrival_ns=start_ns + int(off * 1e9), send_ns=0, prompt_tokens=len(p), warmup=warmup
+        )
         delay = (rec.arrival_ns - time.perf_counter_ns()) / 1e9
         if delay > 0:
             time.sleep(delay)
@@ -256,5 +292,7 @@ def _drive_sync(backend: Any, prompts: list[list[int]], offsets: np.ndarray, par
 def validate_serving(workload: Workload, engine: str) -> None:
     """Raise SpecError for loads an engine cannot drive (pure)."""
     if engine == "transformers" and workload.arrival != "batch" and (workload.max_concurrency or 1) > 1:
-        raise SpecError("the transformers engine serves one request at a time under an arrival process; "
-                        "drop max_concurrency or use a serving engine (vllm, vllm-server, openai)")
+        raise SpecError(
+            "the transformers engine serves one request at a time under an arrival process; "
+            "drop max_concurrency or use a serving engine (vllm, vllm-server, openai)"
+        )

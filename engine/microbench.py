@@ -54,8 +54,13 @@ def _system_memory_bytes() -> int | None:
     return None
 
 
-def run_microbench(device: str = "cpu", copy_mb: int = 64, matmul_n: int = 512, repeats: int = 5,
-                   precisions: tuple[str, ...] | None = None) -> MicrobenchResult:
+def run_microbench(
+    device: str = "cpu",
+    copy_mb: int = 64,
+    matmul_n: int = 512,
+    repeats: int = 5,
+    precisions: tuple[str, ...] | None = None,
+) -> MicrobenchResult:
     """Measure ``device`` (``cpu`` or ``cuda:N``); small defaults finish in ~1-3 s on 2 cores.
 
     Raises ValueError for a device this machine does not have.
@@ -116,10 +121,21 @@ def run_microbench(device: str = "cpu", copy_mb: int = 64, matmul_n: int = 512, 
         matmul[p] = 2 * matmul_n**3 / t / 1e12
     duration = time.perf_counter() - start
     return MicrobenchResult(
-        device=device, device_name=name, copy_gbs=copy_gbs, matmul_tflops=matmul, memory_bytes=memory,
-        threads=threads, duration_s=duration,
-        details={"copy_mb": copy_mb, "matmul_n": matmul_n, "repeats": repeats, "torch": torch.__version__,
-                 "best_s": per_precision_s, "load_avg": list(os.getloadavg())},
+        device=device,
+        device_name=name,
+        copy_gbs=copy_gbs,
+        matmul_tflops=matmul,
+        memory_bytes=memory,
+        threads=threads,
+        duration_s=duration,
+        details={
+            "copy_mb": copy_mb,
+            "matmul_n": matmul_n,
+            "repeats": repeats,
+            "torch": torch.__version__,
+            "best_s": per_precision_s,
+            "load_avg": list(os.getloadavg()),
+        },
     )
 
 
@@ -127,11 +143,20 @@ def store(db: Any, result: MicrobenchResult) -> int:
     """Save a result in the database (storage.hardware); returns the measurement id."""
     from storage.hardware import NewMeasurement, save_measurement
 
-    return save_measurement(db, NewMeasurement(
-        host=socket.gethostname(), device=result.device, device_name=result.device_name,
-        copy_gbs=result.copy_gbs, matmul_tflops=dict(result.matmul_tflops), duration_s=result.duration_s,
-        memory_bytes=result.memory_bytes, threads=result.threads, details=dict(result.details),
-    ))
+    return save_measurement(
+        db,
+        NewMeasurement(
+            host=socket.gethostname(),
+            device=result.device,
+            device_name=result.device_name,
+            copy_gbs=result.copy_gbs,
+            matmul_tflops=dict(result.matmul_tflops),
+            duration_s=result.duration_s,
+            memory_bytes=result.memory_bytes,
+            threads=result.threads,
+            details=dict(result.details),
+        ),
+    )
 
 
 def measure_in_subprocess(db_url: str, device: str = "cpu", timeout_s: float = 120.0) -> tuple[bool, str]:
@@ -143,8 +168,15 @@ def measure_in_subprocess(db_url: str, device: str = "cpu", timeout_s: float = 1
 
     cmd = [sys.executable, "-m", "engine", "calibrate", "--db", db_url, "--device", device]
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False, cwd=REPO_ROOT,
-                             env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+        out = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            cwd=REPO_ROOT,
+            env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+        )
     except subprocess.TimeoutExpired:
         return False, f"the micro-benchmark did not finish within {timeout_s:.0f} s"
     except OSError as exc:

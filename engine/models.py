@@ -108,7 +108,9 @@ def check(spec: ModelSpec) -> None:
 
         repo = spec.source.removeprefix("hf:")
         if not isinstance(try_to_load_from_cache(repo, "config.json", revision=spec.revision), str):
-            raise SpecError(f"{repo} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids downloading it")
+            raise SpecError(
+                f"{repo} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids downloading it"
+            )
 
 
 def model_config(model: ResolvedModel) -> dict[str, Any]:

@@ -13,11 +13,27 @@ from collections.abc import Sequence
 
 # Metric column names (storage.frames.runs_frame) where a higher value is better.
 _HIGHER_IS_BETTER_PARTS: tuple[str, ...] = (
-    "tokens_per_s", "requests_per_s", "goodput", "top1_agreement", "accuracy", "acc", "exact_match",
-    "f1", "bleu", "rouge",
+    "tokens_per_s",
+    "requests_per_s",
+    "goodput",
+    "top1_agreement",
+    "accuracy",
+    "acc",
+    "exact_match",
+    "f1",
+    "bleu",
+    "rouge",
 )
 _LOWER_IS_BETTER_PARTS: tuple[str, ...] = (
-    "_ms", "perplexity", "kl_", "flip_rate", "memory", "load_s", "failed", "bits_per", "loss",
+    "_ms",
+    "perplexity",
+    "kl_",
+    "flip_rate",
+    "memory",
+    "load_s",
+    "failed",
+    "bits_per",
+    "loss",
 )
 
 

@@ -101,7 +101,10 @@ def corpus_text(corpus: str) -> tuple[str, str]:
     if corpus == "default":
         import sys
 
-        return default_corpus(), f"default (standard-library docstrings, Python {sys.version_info[0]}.{sys.version_info[1]})"
+        return (
+            default_corpus(),
+            f"default (standard-library docstrings, Python {sys.version_info[0]}.{sys.version_info[1]})",
+        )
     if corpus.startswith("hf:"):
         return _hf_corpus(corpus)
     path = Path(corpus).expanduser()
@@ -170,8 +173,13 @@ def _digest(arrays: list[list[int]]) -> str:
     return h.hexdigest()
 
 
-def baseline_key(spec: JobSpec, resolved_path: str | None, engine_info: dict[str, Any],
-                 windows: list[Window], flip_prompts: list[list[int]]) -> str:
+def baseline_key(
+    spec: JobSpec,
+    resolved_path: str | None,
+    engine_info: dict[str, Any],
+    windows: list[Window],
+    flip_prompts: list[list[int]],
+) -> str:
     """Fingerprint of everything the reference numbers depend on."""
     ident = {
         "version": QUALITY_VERSION,
@@ -207,8 +215,13 @@ class Baseline:
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, top_ids=self.top_ids, top_logprobs=self.top_logprobs,
-                 token_logprobs=self.token_logprobs, greedy=self.greedy)
+        np.savez(
+            tmp,
+            top_ids=self.top_ids,
+            top_logprobs=self.top_logprobs,
+            token_logprobs=self.token_logprobs,
+            greedy=self.greedy,
+        )
         tmp.replace(path)
 
     @classmethod
@@ -217,8 +230,12 @@ class Baseline:
             return None
         try:
             with np.load(path) as z:
-                return cls(top_ids=z["top_ids"], top_logprobs=z["top_logprobs"],
-                           token_logprobs=z["token_logprobs"], greedy=z["greedy"])
+                return cls(
+                    top_ids=z["top_ids"],
+                    top_logprobs=z["top_logprobs"],
+                    token_logprobs=z["token_logprobs"],
+                    greedy=z["greedy"],
+                )
         except (OSError, KeyError, ValueError):
             return None  # a damaged cache file is recomputed
 
@@ -236,7 +253,7 @@ def greedy_continuations(backend: Any, prompts: list[list[int]], n_tokens: int) 
             if sc.top_ids is None:
                 raise QualityError("this engine returns no top tokens, so greedy continuations are unavailable")
             seq.append(int(sc.top_ids[-1, 0]))
-    return np.array([seq[len(p):] for seq, p in zip(seqs, prompts, strict=True)], dtype=np.int64)
+    return np.array([seq[len(p) :] for seq, p in zip(seqs, prompts, strict=True)], dtype=np.int64)
 
 
 def kl_rows(base_ids: np.ndarray, base_lp: np.ndarray, full: np.ndarray) -> np.ndarray:
@@ -253,8 +270,11 @@ def kl_rows(base_ids: np.ndarray, base_lp: np.ndarray, full: np.ndarray) -> np.n
 def _flip_prompts(spec: JobSpec, prompts: list[list[int]], window: int) -> list[list[int]]:
     n = spec.quality.flip_prompts
     # Token-id prompts only (every engine's runner path makes those; anything else is skipped).
-    return [list(p[-window:]) for p in prompts[:n]
-            if isinstance(p, (list, tuple)) and p and all(isinstance(t, int) for t in p)]
+    return [
+        list(p[-window:])
+        for p in prompts[:n]
+        if isinstance(p, (list, tuple)) and p and all(isinstance(t, int) for t in p)
+    ]
 
 
 def _stderr_of_mean(values: np.ndarray) -> float | None:
@@ -275,9 +295,16 @@ class _Progress:
         self.state.tokens_done, self.state.tokens_total, self.state.note = done, total, note
 
 
-def evaluate(spec: JobSpec, backend: Any, resolved: Any, prompts: list[list[int]], state: Any = None,
-             log: Log = print, context_length: int | None = None,
-             load_reference: Callable[[], Any] | None = None) -> dict[str, Any]:
+def evaluate(
+    spec: JobSpec,
+    backend: Any,
+    resolved: Any,
+    prompts: list[list[int]],
+    state: Any = None,
+    log: Log = print,
+    context_length: int | None = None,
+    load_reference: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
     """Run the accuracy phase with an already loaded ``backend``; returns the quality dict.
 
     ``prompts`` are the workload's measured prompts (for greedy flips). ``load_reference``
@@ -297,14 +324,17 @@ def evaluate(spec: JobSpec, backend: Any, resolved: Any, prompts: list[list[int]
     if "ppl" in q.metrics or "fidelity" in q.metrics:
         t0 = time.perf_counter()
         try:
-            result.update(_corpus_figures(spec, backend, resolved, prompts, progress, log, context_length,
-                                          load_reference, notes))
+            result.update(
+                _corpus_figures(spec, backend, resolved, prompts, progress, log, context_length, load_reference, notes)
+            )
         except (QualityError, BackendError) as exc:  # the latency numbers are kept either way
             notes["corpus"] = str(exc)
         timings["corpus_s"] = time.perf_counter() - t0
     if getattr(spec.recipe, "kv_cache_quantization", "none") != "none":
-        notes["scope"] = ("figures are scored with full forward passes: the quantized KV cache acts during "
-                          "generation only, so perplexity, KL, top-1 and flips do not see it")
+        notes["scope"] = (
+            "figures are scored with full forward passes: the quantized KV cache acts during "
+            "generation only, so perplexity, KL, top-1 and flips do not see it"
+        )
     if q.tasks:
         from engine import tasks
 
@@ -322,9 +352,17 @@ def evaluate(spec: JobSpec, backend: Any, resolved: Any, prompts: list[list[int]
     return result
 
 
-def _corpus_figures(spec: JobSpec, backend: Any, resolved: Any, prompts: list[list[int]], progress: _Progress,
-                    log: Log, context_length: int | None, load_reference: Callable[[], Any] | None,
-                    notes: dict[str, str]) -> dict[str, Any]:
+def _corpus_figures(
+    spec: JobSpec,
+    backend: Any,
+    resolved: Any,
+    prompts: list[list[int]],
+    progress: _Progress,
+    log: Log,
+    context_length: int | None,
+    load_reference: Callable[[], Any] | None,
+    notes: dict[str, str],
+) -> dict[str, Any]:
     q = spec.quality
     want_ppl, want_fid = "ppl" in q.metrics, "fidelity" in q.metrics
     tokenizer = backend.tokenizer()
@@ -343,25 +381,46 @@ def _corpus_figures(spec: JobSpec, backend: Any, resolved: Any, prompts: list[li
     with ExitStack() as stack:
         if want_fid:
             try:
-                baseline, build_here, path = _acquire_baseline(spec, backend, resolved, windows, flip_prompts,
-                                                               stack, out, log, progress, load_reference)
+                baseline, build_here, path = _acquire_baseline(
+                    spec, backend, resolved, windows, flip_prompts, stack, out, log, progress, load_reference
+                )
             except (QualityError, BackendError, ValueError) as exc:
                 notes["fidelity"] = f"unavailable: {exc}"
                 want_fid, baseline, build_here, path = False, None, False, None
             if not build_here:
                 stack.close()  # the baseline is on disk: let other jobs read it while this one scores
-        out.update(_recipe_pass(backend, windows, baseline, want_fid, build_here, flip_prompts, q.flip_tokens,
-                                progress, notes, path if build_here else None))
+        out.update(
+            _recipe_pass(
+                backend,
+                windows,
+                baseline,
+                want_fid,
+                build_here,
+                flip_prompts,
+                q.flip_tokens,
+                progress,
+                notes,
+                path if build_here else None,
+            )
+        )
     if not want_ppl:
         for k in ("perplexity", "perplexity_tokens", "perplexity_stderr", "nll_mean", "nll_stderr"):
             out.pop(k, None)
     return out
 
 
-def _acquire_baseline(spec: JobSpec, backend: Any, resolved: Any, windows: list[Window],
-                      flip_prompts: list[list[int]], stack: ExitStack, out: dict[str, Any], log: Log,
-                      progress: _Progress, load_reference: Callable[[], Any] | None
-                      ) -> tuple[Baseline | None, bool, Path]:
+def _acquire_baseline(
+    spec: JobSpec,
+    backend: Any,
+    resolved: Any,
+    windows: list[Window],
+    flip_prompts: list[list[int]],
+    stack: ExitStack,
+    out: dict[str, Any],
+    log: Log,
+    progress: _Progress,
+    load_reference: Callable[[], Any] | None,
+) -> tuple[Baseline | None, bool, Path]:
     """The cached baseline, or compute it (under the file lock held by ``stack``).
 
     Returns (baseline, build_here, path): ``build_here`` when the recipe is the reference
@@ -400,8 +459,9 @@ def baseline_top_k(engine: str) -> int:
     return BASELINE_TOP_K if engine in FULL_DISTRIBUTION_ENGINES else 1
 
 
-def _baseline_pass(backend: Any, windows: list[Window], flip_prompts: list[list[int]], flip_tokens: int,
-                   progress: _Progress) -> Baseline:
+def _baseline_pass(
+    backend: Any, windows: list[Window], flip_prompts: list[list[int]], flip_tokens: int, progress: _Progress
+) -> Baseline:
     ids, lps, tok = [], [], []
     total = sum(len(w.tokens) for w in windows)
     done = 0
@@ -410,15 +470,19 @@ def _baseline_pass(backend: Any, windows: list[Window], flip_prompts: list[list[
         (sc,) = backend.score([w.tokens], top_k=k)
         if sc.top_ids is None:
             raise QualityError("the reference recipe's engine returns no top tokens, so fidelity is unavailable")
-        ids.append(sc.top_ids[w.skip:])
-        lps.append(sc.top_logprobs[w.skip:])
-        tok.append(sc.token_logprobs[w.skip:])
+        ids.append(sc.top_ids[w.skip :])
+        lps.append(sc.top_logprobs[w.skip :])
+        tok.append(sc.token_logprobs[w.skip :])
         done += len(w.tokens)
         progress.set(done, total, "reference recipe: corpus")
     progress.set(0, 0, "reference recipe: greedy continuations")
     greedy = greedy_continuations(backend, flip_prompts, flip_tokens)
-    return Baseline(top_ids=np.concatenate(ids).astype(np.int64), top_logprobs=np.concatenate(lps).astype(np.float32),
-                    token_logprobs=np.concatenate(tok).astype(np.float32), greedy=greedy)
+    return Baseline(
+        top_ids=np.concatenate(ids).astype(np.int64),
+        top_logprobs=np.concatenate(lps).astype(np.float32),
+        token_logprobs=np.concatenate(tok).astype(np.float32),
+        greedy=greedy,
+    )
 
 
 def _score_window(backend: Any, tokens: list[int], top_k: int, caps: dict[str, bool], notes: dict[str, str]) -> Any:
@@ -438,9 +502,18 @@ def _score_window(backend: Any, tokens: list[int], top_k: int, caps: dict[str, b
     return sc
 
 
-def _recipe_pass(backend: Any, windows: list[Window], baseline: Baseline | None, want_fid: bool, build_here: bool,
-                 flip_prompts: list[list[int]], flip_tokens: int, progress: _Progress, notes: dict[str, str],
-                 save_to: Path | None) -> dict[str, Any]:
+def _recipe_pass(
+    backend: Any,
+    windows: list[Window],
+    baseline: Baseline | None,
+    want_fid: bool,
+    build_here: bool,
+    flip_prompts: list[list[int]],
+    flip_tokens: int,
+    progress: _Progress,
+    notes: dict[str, str],
+    save_to: Path | None,
+) -> dict[str, Any]:
     lp_all: list[np.ndarray] = []
     kl_all: list[np.ndarray] = []
     agree_all: list[np.ndarray] = []
@@ -452,7 +525,7 @@ def _recipe_pass(backend: Any, windows: list[Window], baseline: Baseline | None,
     k = baseline_top_k(getattr(backend, "name", "")) if build_here else 1
     for w in windows:
         sc = _score_window(backend, w.tokens, k, caps, notes)
-        lp = sc.token_logprobs[w.skip:]
+        lp = sc.token_logprobs[w.skip :]
         lp_all.append(lp)
         n = len(lp)
         if want_fid and build_here and sc.top_ids is None:
@@ -460,16 +533,16 @@ def _recipe_pass(backend: Any, windows: list[Window], baseline: Baseline | None,
             want_fid = False
         if want_fid:
             if build_here:
-                base_ids, base_lp = sc.top_ids[w.skip:], sc.top_logprobs[w.skip:]
+                base_ids, base_lp = sc.top_ids[w.skip :], sc.top_logprobs[w.skip :]
                 built.append((base_ids, base_lp))
             else:
-                base_ids, base_lp = baseline.top_ids[row:row + n], baseline.top_logprobs[row:row + n]
+                base_ids, base_lp = baseline.top_ids[row : row + n], baseline.top_logprobs[row : row + n]
             if caps["full"]:
-                full = sc.full[w.skip:]
+                full = sc.full[w.skip :]
                 kl_all.append(kl_rows(base_ids, base_lp, full))
                 agree_all.append(full.argmax(axis=1) == base_ids[:, 0])
             elif sc.top_ids is not None and top1_ok:
-                agree_all.append(sc.top_ids[w.skip:, 0] == base_ids[:, 0])
+                agree_all.append(sc.top_ids[w.skip :, 0] == base_ids[:, 0])
             else:
                 top1_ok = False
         row += n
@@ -491,18 +564,26 @@ def _recipe_pass(backend: Any, windows: list[Window], baseline: Baseline | None,
         return out
     if build_here:
         progress.set(0, 0, "greedy continuations (reference)")
-        baseline = Baseline(top_ids=np.concatenate([b[0] for b in built]).astype(np.int64),
-                            top_logprobs=np.concatenate([b[1] for b in built]).astype(np.float32),
-                            token_logprobs=lp.astype(np.float32),
-                            greedy=greedy_continuations(backend, flip_prompts, flip_tokens))
+        baseline = Baseline(
+            top_ids=np.concatenate([b[0] for b in built]).astype(np.int64),
+            top_logprobs=np.concatenate([b[1] for b in built]).astype(np.float32),
+            token_logprobs=lp.astype(np.float32),
+            greedy=greedy_continuations(backend, flip_prompts, flip_tokens),
+        )
         if save_to is not None:
             baseline.save(save_to)
     out["baseline_perplexity"] = float(math.exp(-float(baseline.token_logprobs.astype(np.float64).mean())))
     if kl_all and len(kl_all) == len(windows):
         kl = np.concatenate(kl_all)
-        out.update({"kl_mean": float(kl.mean()), "kl_p99": float(np.percentile(kl, 99)),
-                    "kl_stderr": _stderr_of_mean(kl), "kl_positions": int(kl.size),
-                    "kl_top_k": int(baseline.top_ids.shape[1])})
+        out.update(
+            {
+                "kl_mean": float(kl.mean()),
+                "kl_p99": float(np.percentile(kl, 99)),
+                "kl_stderr": _stderr_of_mean(kl),
+                "kl_positions": int(kl.size),
+                "kl_top_k": int(baseline.top_ids.shape[1]),
+            }
+        )
     if top1_ok and agree_all:
         agree = np.concatenate(agree_all).astype(np.float64)
         out.update({"top1_agreement": float(agree.mean()), "top1_agreement_stderr": _stderr_of_mean(agree)})
@@ -520,11 +601,14 @@ def _flips(backend: Any, prompts: list[list[int]], greedy: np.ndarray, progress:
     flips = []
     for i, sc in enumerate(backend.score(seqs, top_k=1)):
         start = len(prompts[i]) - 1  # row predicting the first continuation token
-        choice = sc.top_ids[start:start + greedy.shape[1], 0]
+        choice = sc.top_ids[start : start + greedy.shape[1], 0]
         flips.append(choice != greedy[i])
     flat = np.concatenate(flips).astype(np.float64)
-    return {"greedy_flip_rate": float(flat.mean()), "greedy_flip_tokens": int(flat.size),
-            "greedy_flip_prompts": len(prompts)}
+    return {
+        "greedy_flip_rate": float(flat.mean()),
+        "greedy_flip_tokens": int(flat.size),
+        "greedy_flip_prompts": len(prompts),
+    }
 
 
 def summary_line(quality: dict[str, Any] | None) -> str:
@@ -532,12 +616,19 @@ def summary_line(quality: dict[str, Any] | None) -> str:
     if not quality:
         return "no accuracy measured"
     parts = []
-    for key, fmt in (("perplexity", "ppl {:.3f}"), ("kl_mean", "KL {:.4f}"), ("top1_agreement", "top-1 {:.1%}"),
-                     ("greedy_flip_rate", "flips {:.1%}")):
+    for key, fmt in (
+        ("perplexity", "ppl {:.3f}"),
+        ("kl_mean", "KL {:.4f}"),
+        ("top1_agreement", "top-1 {:.1%}"),
+        ("greedy_flip_rate", "flips {:.1%}"),
+    ):
         if isinstance(quality.get(key), (int, float)):
             parts.append(fmt.format(quality[key]))
-    parts += [f"{k} {v:.1%}" for k, v in quality.items()
-              if k.startswith("task:") and k.count(":") == 1 and isinstance(v, (int, float))]
+    parts += [
+        f"{k} {v:.1%}"
+        for k, v in quality.items()
+        if k.startswith("task:") and k.count(":") == 1 and isinstance(v, (int, float))
+    ]
     if not parts and quality.get("notes"):
         return "; ".join(f"{k}: {v}" for k, v in quality["notes"].items())
     return ", ".join(parts) or "no accuracy measured"

@@ -37,8 +37,18 @@ def result_object(run: Any) -> dict[str, Any]:
         obj[group] = metrics.get(group)
     for key in SCALARS:
         obj[key] = metrics.get(key)
-    for key in ("queue_ms", "goodput_fraction", "mean_tokens_per_chunk", "completed", "failed",
-                "warmup_excluded", "total_output_tokens", "duration_s", "warmup_s", "quality_s"):
+    for key in (
+        "queue_ms",
+        "goodput_fraction",
+        "mean_tokens_per_chunk",
+        "completed",
+        "failed",
+        "warmup_excluded",
+        "total_output_tokens",
+        "duration_s",
+        "warmup_s",
+        "quality_s",
+    ):
         obj[key] = metrics.get(key)
     if metrics.get("load") is not None:  # serving runs: configured vs achieved rate, concurrency, SLOs
         obj["load"] = metrics["load"]
@@ -80,7 +90,9 @@ def render_table(obj: dict[str, Any]) -> str:
     for group in LATENCY_GROUPS:
         stats = obj.get(group) or {}
         label = f"{LABELS[group]} [ms]"
-        lines.append(f"{label:<34}" + "".join(f"{_fmt(stats.get(k)):>10}" for k in ("mean", "p50", "p90", "p95", "p99")))
+        lines.append(
+            f"{label:<34}" + "".join(f"{_fmt(stats.get(k)):>10}" for k in ("mean", "p50", "p90", "p95", "p99"))
+        )
     lines.append("")
     lines.append(f"{'output tokens/s':<34}{_fmt(obj.get('output_tokens_per_s'))}")
     lines.append(f"{'requests/s':<34}{_fmt(obj.get('requests_per_s'), 3)}")
@@ -93,10 +105,14 @@ def render_table(obj: dict[str, Any]) -> str:
     )
     load = obj.get("load")
     if load:
-        lines.append(f"{'load':<34}arrival={load.get('arrival')}  configured rate={_fmt(load.get('configured_rate'))}/s  "
-                     f"achieved={_fmt(load.get('achieved_rate'))}/s  peak concurrency={load.get('peak_concurrency')}")
-        lines.append(f"{'goodput':<34}{_fmt(obj.get('goodput_requests_per_s'), 3)} req/s, "
-                     f"{_fmt(obj.get('goodput_fraction'), 3)} met the SLO {obj.get('slo')}")
+        lines.append(
+            f"{'load':<34}arrival={load.get('arrival')}  configured rate={_fmt(load.get('configured_rate'))}/s  "
+            f"achieved={_fmt(load.get('achieved_rate'))}/s  peak concurrency={load.get('peak_concurrency')}"
+        )
+        lines.append(
+            f"{'goodput':<34}{_fmt(obj.get('goodput_requests_per_s'), 3)} req/s, "
+            f"{_fmt(obj.get('goodput_fraction'), 3)} met the SLO {obj.get('slo')}"
+        )
     lines.extend(_quality_lines(obj.get("quality")))
     return "\n".join(lines)
 

@@ -144,8 +144,9 @@ def _batches(n: int, size: int) -> list[range]:
     return [range(i, min(i + size, n)) for i in range(0, n, size)]
 
 
-def _run_requests(backend: Any, prompts: list[list[int]], spec: JobSpec, state: ProgressState,
-                  warmup: bool, first_index: int) -> tuple[list[RequestRecord], int, int]:
+def _run_requests(
+    backend: Any, prompts: list[list[int]], spec: JobSpec, state: ProgressState, warmup: bool, first_index: int
+) -> tuple[list[RequestRecord], int, int]:
     """Send ``prompts`` in static batches; returns records and the phase's bounds."""
     wl = spec.workload
     params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
@@ -153,8 +154,9 @@ def _run_requests(backend: Any, prompts: list[list[int]], spec: JobSpec, state: 
     records: list[RequestRecord] = []
     for batch in _batches(len(prompts), wl.batch_size):
         batch_records = [
-            RequestRecord(index=first_index + i, arrival_ns=start_ns, send_ns=0,
-                          prompt_tokens=len(prompts[i]), warmup=warmup)
+            RequestRecord(
+                index=first_index + i, arrival_ns=start_ns, send_ns=0, prompt_tokens=len(prompts[i]), warmup=warmup
+            )
             for i in batch
         ]
         sink = _Sink(batch_records, state)
@@ -209,15 +211,14 @@ def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = pr
             phase = run_load(backend, prompts[wl.warmup :], wl, load_params, state, first_index=wl.warmup)
             measured, start_ns, end_ns = phase.records, phase.start_ns, phase.end_ns
         else:
-            measured, start_ns, end_ns = _run_requests(
-                backend, prompts[wl.warmup :], spec, state, False, wl.warmup
-            )
+            measured, start_ns, end_ns = _run_requests(backend, prompts[wl.warmup :], spec, state, False, wl.warmup)
         ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         failed = [r for r in measured if r.output_tokens == 0]
         for r in failed:
             r.error = r.error or "no tokens returned"
-        metrics = compute_metrics(RunRecord(start_ns=start_ns, end_ns=end_ns, requests=warm + measured),
-                                  slo_of(wl))  # goodput against the workload's SLOs (none: every completed request)
+        metrics = compute_metrics(
+            RunRecord(start_ns=start_ns, end_ns=end_ns, requests=warm + measured), slo_of(wl)
+        )  # goodput against the workload's SLOs (none: every completed request)
         if serving:
             metrics["load"] = phase.stats  # configured vs achieved rate, concurrency
             if metrics["failed"]:
@@ -239,21 +240,30 @@ def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = pr
         if spec.quality.enabled:  # after the latency numbers are taken; timed apart
             quality_result = _evaluate(spec, backend, resolved, prompts[wl.warmup :], state, log, report)
             metrics["quality_s"] = quality_result.get("timings_s", {}).get("total_s")
-        return BenchmarkResult(run_id=None, metrics=metrics, provenance=prov, requests=warm + measured,
-                               quality=quality_result)
+        return BenchmarkResult(
+            run_id=None, metrics=metrics, provenance=prov, requests=warm + measured, quality=quality_result
+        )
     finally:
         backend.unload()
 
 
-def _evaluate(spec: JobSpec, backend: Any, resolved: Any, prompts: list[list[int]], state: ProgressState,
-              log: Callable[[str], None], report: Any) -> dict[str, Any]:
+def _evaluate(
+    spec: JobSpec,
+    backend: Any,
+    resolved: Any,
+    prompts: list[list[int]],
+    state: ProgressState,
+    log: Callable[[str], None],
+    report: Any,
+) -> dict[str, Any]:
     """The evaluating phase: accuracy of the same recipe through the same backend."""
     from engine import quality
 
     def load_reference() -> Any:
         ref = get_backend(spec.recipe.engine)
-        ref.load(resolved, quality.reference_recipe(spec.recipe), spec.device,
-                 lambda msg, _f: setattr(state, "note", msg))
+        ref.load(
+            resolved, quality.reference_recipe(spec.recipe), spec.device, lambda msg, _f: setattr(state, "note", msg)
+        )
         return ref
 
     state.tokens_done, state.tokens_total, state.requests_done, state.requests_total = 0, 0, 0, 0
@@ -276,9 +286,14 @@ def failure_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 
-def run_benchmark(spec: JobSpec, db: Any | None = None, state: ProgressState | None = None,
-                  log: Callable[[str], None] = print, job_id: int | None = None,
-                  sweep: str | None = None) -> BenchmarkResult:
+def run_benchmark(
+    spec: JobSpec,
+    db: Any | None = None,
+    state: ProgressState | None = None,
+    log: Callable[[str], None] = print,
+    job_id: int | None = None,
+    sweep: str | None = None,
+) -> BenchmarkResult:
     """Pre-flight, execute and store. SpecError before anything is stored; BenchmarkFailed after."""
     preflight(spec)
     state = state or ProgressState()
@@ -292,15 +307,34 @@ def run_benchmark(spec: JobSpec, db: Any | None = None, state: ProgressState | N
         run_id = _store(db, spec, "failed", None, {"error_type": type(exc).__name__}, [], reason, job_id, sweep)
         raise BenchmarkFailed(reason, run_id) from exc
     state.enter("saving")
-    result.run_id = _store(db, spec, "done", result.metrics, result.provenance, result.requests, None, job_id, sweep,
-                           quality=result.quality)
+    result.run_id = _store(
+        db,
+        spec,
+        "done",
+        result.metrics,
+        result.provenance,
+        result.requests,
+        None,
+        job_id,
+        sweep,
+        quality=result.quality,
+    )
     state.enter("done")
     return result
 
 
-def _store(db: Any | None, spec: JobSpec, status: str, metrics: dict[str, Any] | None, prov: dict[str, Any],
-           requests: list[RequestRecord], error: str | None, job_id: int | None, sweep: str | None,
-           quality: dict[str, Any] | None = None) -> int | None:
+def _store(
+    db: Any | None,
+    spec: JobSpec,
+    status: str,
+    metrics: dict[str, Any] | None,
+    prov: dict[str, Any],
+    requests: list[RequestRecord],
+    error: str | None,
+    job_id: int | None,
+    sweep: str | None,
+    quality: dict[str, Any] | None = None,
+) -> int | None:
     if db is None:
         return None
     from storage.runs import NewRun, save_run

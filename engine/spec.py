@@ -117,11 +117,15 @@ class TransformersRecipe(_Strict):
     """
 
     engine: Literal["transformers"] = "transformers"
-    dtype: DType = Field(default="auto", description="Weight/activation precision (auto: float32 on CPU, bfloat16 on GPU)")
+    dtype: DType = Field(
+        default="auto", description="Weight/activation precision (auto: float32 on CPU, bfloat16 on GPU)"
+    )
     attn_implementation: Attention = Field(default="auto", description="Attention kernel (auto: sdpa)")
     quantization: Quantization = Field(default="none", description="Weight quantization method")
     gptq_bits: Literal[2, 3, 4, 8] = Field(default=4, description="GPTQ: bits per weight")
-    gptq_group_size: int = Field(default=128, ge=-1, le=4096, description="GPTQ: weights per scale group (-1: per column)")
+    gptq_group_size: int = Field(
+        default=128, ge=-1, le=4096, description="GPTQ: weights per scale group (-1: per column)"
+    )
     gptq_desc_act: bool = Field(default=False, description="GPTQ: quantize columns in order of decreasing activation")
     gptq_calibration_file: str | None = Field(
         default=None, description="GPTQ: calibration text file (empty: the bundled default corpus)"
@@ -135,7 +139,9 @@ class TransformersRecipe(_Strict):
         default="none", description="Quantized KV cache (backend and bits)"
     )
     speculative: Speculative = Field(default="none", description="Speculative decoding method")
-    prompt_lookup_ngram: int = Field(default=3, ge=1, le=16, description="Prompt lookup: n-gram size matched in the prompt")
+    prompt_lookup_ngram: int = Field(
+        default=3, ge=1, le=16, description="Prompt lookup: n-gram size matched in the prompt"
+    )
     num_speculative_tokens: int = Field(default=10, ge=1, le=64, description="Draft tokens proposed per step")
     assistant_model: str | None = Field(
         default=None, description="Assistant (draft) model source with the same tokenizer, e.g. 'demo' or a folder"
@@ -145,12 +151,15 @@ class TransformersRecipe(_Strict):
     )
     drop_layers: int = Field(default=0, ge=0, le=1024, description="Pruning: decoder layers removed")
     drop_layers_from: Literal["end", "middle", "start"] = Field(
-        default="middle", description="Pruning: which layers are removed (the first and last layer are kept for 'middle')"
+        default="middle",
+        description="Pruning: which layers are removed (the first and last layer are kept for 'middle')",
     )
     batching: Literal["static", "continuous"] = Field(
         default="static", description="Static batches, or transformers' continuous batching (paged cache)"
     )
-    tensor_parallel: bool = Field(default=False, description="Tensor parallelism (tp_plan='auto') across the GPUs picked")
+    tensor_parallel: bool = Field(
+        default=False, description="Tensor parallelism (tp_plan='auto') across the GPUs picked"
+    )
     sliding_window: int | None = Field(
         default=None, ge=1, le=1_048_576, description="Sliding-window attention span, for models that support it"
     )
@@ -170,7 +179,9 @@ class TransformersRecipe(_Strict):
         if self.attn_implementation != "auto":
             parts.append(f"attn={self.attn_implementation}")
         if self.quantization == "gptq":
-            parts.append(f"gptq int{self.gptq_bits} g{self.gptq_group_size}" + (" desc_act" if self.gptq_desc_act else ""))
+            parts.append(
+                f"gptq int{self.gptq_bits} g{self.gptq_group_size}" + (" desc_act" if self.gptq_desc_act else "")
+            )
         elif self.quantization != "none":
             parts.append(self.quantization)
         if self.cache_implementation != "dynamic":
@@ -198,14 +209,25 @@ class TransformersRecipe(_Strict):
 
 # Knobs added after the first runs were stored: at their defaults they stay out of fingerprints.
 TRANSFORMERS_KNOB_DEFAULTS: dict[str, Any] = {
-    name: info.default for name, info in TransformersRecipe.model_fields.items()
+    name: info.default
+    for name, info in TransformersRecipe.model_fields.items()
     if name not in ("engine", "dtype", "attn_implementation")
 }
 
 
 VllmQuantization = Literal[
-    "none", "fp8", "fp8_per_channel", "int8_per_channel_weight_only", "gptq", "gptq_marlin", "awq", "awq_marlin",
-    "compressed-tensors", "torchao", "experts_int8", "modelopt",
+    "none",
+    "fp8",
+    "fp8_per_channel",
+    "int8_per_channel_weight_only",
+    "gptq",
+    "gptq_marlin",
+    "awq",
+    "awq_marlin",
+    "compressed-tensors",
+    "torchao",
+    "experts_int8",
+    "modelopt",
 ]
 VllmKVCacheDType = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"]
 VllmSpeculative = Literal["none", "ngram", "draft", "eagle", "eagle3"]
@@ -219,15 +241,22 @@ class _VllmKnobs(_Strict):
     is said by :meth:`job_problems` (pure).
     """
 
-    dtype: DType = Field(default="auto", description="Weight/activation precision (auto: float32 on CPU, the model's on GPU)")
+    dtype: DType = Field(
+        default="auto", description="Weight/activation precision (auto: float32 on CPU, the model's on GPU)"
+    )
     quantization: VllmQuantization = Field(default="none", description="vLLM quantization method (none: as stored)")
     kv_cache_dtype: VllmKVCacheDType = Field(default="auto", description="KV cache precision")
     max_num_seqs: int | None = Field(default=None, ge=1, le=65_536, description="Most sequences batched per step")
-    max_num_batched_tokens: int | None = Field(default=None, ge=16, le=10_000_000,
-                                               description="Most tokens per engine step")
+    max_num_batched_tokens: int | None = Field(
+        default=None, ge=16, le=10_000_000, description="Most tokens per engine step"
+    )
     max_model_len: int | None = Field(default=None, ge=16, le=10_000_000, description="Context length served")
-    enable_prefix_caching: Toggle = Field(default="auto", description="Reuse KV blocks of shared prefixes (auto: vLLM's default)")
-    enable_chunked_prefill: Toggle = Field(default="auto", description="Split long prefills across steps (auto: vLLM's default)")
+    enable_prefix_caching: Toggle = Field(
+        default="auto", description="Reuse KV blocks of shared prefixes (auto: vLLM's default)"
+    )
+    enable_chunked_prefill: Toggle = Field(
+        default="auto", description="Split long prefills across steps (auto: vLLM's default)"
+    )
     block_size: int | None = Field(default=None, ge=1, le=1024, description="KV cache block size in tokens")
     speculative: VllmSpeculative = Field(default="none", description="Speculative decoding method")
     num_speculative_tokens: int = Field(default=3, ge=1, le=64, description="Draft tokens proposed per step")
@@ -237,8 +266,9 @@ class _VllmKnobs(_Strict):
     tensor_parallel_size: int = Field(default=1, ge=1, le=64, description="GPUs a model is split across")
     enforce_eager: Toggle = Field(default="auto", description="Eager mode (auto: eager on CPU, CUDA graphs on GPU)")
     gpu_memory_utilization: float = Field(default=0.9, gt=0.0, le=1.0, description="Share of GPU memory vLLM may use")
-    cpu_kvcache_space_gib: int = Field(default=1, ge=1, le=4096,
-                                         description="CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE)")
+    cpu_kvcache_space_gib: int = Field(
+        default=1, ge=1, le=4096, description="CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE)"
+    )
 
     @field_validator("enable_prefix_caching", "enable_chunked_prefill", "enforce_eager", mode="before")
     @classmethod
@@ -273,20 +303,33 @@ class _VllmKnobs(_Strict):
             if self.tensor_parallel_size > 1:
                 problems.append("tensor_parallel_size > 1 needs that many CUDA GPUs (device cuda:0,1,...)")
         elif self.tensor_parallel_size != gpus:
-            problems.append(f"tensor_parallel_size={self.tensor_parallel_size} but {gpus} GPU(s) picked; "
-                            f"pick a device with {self.tensor_parallel_size} GPU(s)")
+            problems.append(
+                f"tensor_parallel_size={self.tensor_parallel_size} but {gpus} GPU(s) picked; "
+                f"pick a device with {self.tensor_parallel_size} GPU(s)"
+            )
         if model_kind == "synthetic":
-            problems.append("the vLLM engines load weights from a folder; synthetic weights are not supported "
-                            "(use demo, a folder or org/name)")
+            problems.append(
+                "the vLLM engines load weights from a folder; synthetic weights are not supported "
+                "(use demo, a folder or org/name)"
+            )
         return problems
 
     def describe(self) -> str:
         """The recipe in words, naming only the knobs that differ from the defaults."""
         parts = [self.engine, f"dtype={self.dtype}"]  # type: ignore[attr-defined]
         defaults = type(self).model_fields
-        for key in ("quantization", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
-                    "enable_prefix_caching", "enable_chunked_prefill", "block_size", "tensor_parallel_size",
-                    "enforce_eager"):
+        for key in (
+            "quantization",
+            "kv_cache_dtype",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "max_model_len",
+            "enable_prefix_caching",
+            "enable_chunked_prefill",
+            "block_size",
+            "tensor_parallel_size",
+            "enforce_eager",
+        ):
             value = getattr(self, key)
             if value != defaults[key].default:
                 parts.append(f"{key}={value}")
@@ -308,7 +351,9 @@ class VllmServerRecipe(_VllmKnobs):
 
     engine: Literal["vllm-server"] = "vllm-server"
     endpoint: Literal["completions", "chat"] = Field(default="completions", description="API endpoint measured")
-    extra_args: str | None = Field(default=None, description="More server command-line arguments, e.g. '--swap-space 4'")
+    extra_args: str | None = Field(
+        default=None, description="More server command-line arguments, e.g. '--swap-space 4'"
+    )
     startup_timeout_s: float = Field(default=900.0, gt=0, le=7200, description="Seconds to wait for /health")
 
 
@@ -360,9 +405,7 @@ class OpenAIRecipe(_Strict):
         return f"openai {self.endpoint} {self.model_name} @ {self.base_url}"
 
 
-Recipe = Annotated[
-    TransformersRecipe | VllmRecipe | VllmServerRecipe | OpenAIRecipe, Field(discriminator="engine")
-]
+Recipe = Annotated[TransformersRecipe | VllmRecipe | VllmServerRecipe | OpenAIRecipe, Field(discriminator="engine")]
 ENGINES: tuple[str, ...] = ("transformers", "vllm", "vllm-server", "openai")
 SERVING_ENGINES: tuple[str, ...] = ("vllm", "vllm-server", "openai")
 
@@ -371,8 +414,15 @@ Arrival = Literal["batch", "poisson", "gamma", "concurrency", "max"]
 PromptLength = Literal["fixed", "uniform", "normal"]
 # Workload fields whose defaults are left out of fingerprints (runs from before they existed keep theirs).
 SERVING_DEFAULTS: dict[str, Any] = {
-    "arrival": "batch", "rate": None, "burstiness": 1.0, "max_concurrency": None, "prompt_length": "fixed",
-    "prompt_length_spread": 0.0, "slo_ttft_ms": None, "slo_tpot_ms": None, "slo_e2el_ms": None,
+    "arrival": "batch",
+    "rate": None,
+    "burstiness": 1.0,
+    "max_concurrency": None,
+    "prompt_length": "fixed",
+    "prompt_length_spread": 0.0,
+    "slo_ttft_ms": None,
+    "slo_tpot_ms": None,
+    "slo_e2el_ms": None,
 }
 
 

@@ -159,7 +159,7 @@ def continuation_ids(tokenizer: Any, context: str, continuation: str) -> tuple[l
     ctx = _encode(tokenizer, context)
     whole = _encode(tokenizer, context + continuation)
     if whole[: len(ctx)] == ctx and len(whole) > len(ctx):
-        return ctx, whole[len(ctx):]
+        return ctx, whole[len(ctx) :]
     return ctx, _encode(tokenizer, continuation)
 
 
@@ -169,7 +169,7 @@ def loglikelihood(backend: Any, tokenizer: Any, context: str, continuations: lis
     seqs = [ctx + cont for ctx, cont in pairs]
     out = []
     for (ctx, cont), sc in zip(pairs, backend.score(seqs), strict=True):
-        out.append(float(sc.token_logprobs[len(ctx) - 1: len(ctx) - 1 + len(cont)].sum()))
+        out.append(float(sc.token_logprobs[len(ctx) - 1 : len(ctx) - 1 + len(cont)].sum()))
     return out
 
 
@@ -182,7 +182,9 @@ def _greedy_text(backend: Any, tokenizer: Any, ex: Example) -> str:
     def stop(ids: list[int]) -> bool:
         return "\n" in tokenizer.decode(ids, skip_special_tokens=True).lstrip("\n")
 
-    ids = greedy_ids(backend, _encode(tokenizer, ex.prompt), ex.max_tokens, stop, getattr(tokenizer, "eos_token_id", None))
+    ids = greedy_ids(
+        backend, _encode(tokenizer, ex.prompt), ex.max_tokens, stop, getattr(tokenizer, "eos_token_id", None)
+    )
     return tokenizer.decode(ids, skip_special_tokens=True)
 
 
@@ -196,8 +198,9 @@ def is_lm_eval_yaml(name: str) -> bool:
     return name.endswith((".yaml", ".yml"))
 
 
-def greedy_ids(backend: Any, prompt: list[int], max_tokens: int, stop: Callable[[list[int]], bool],
-               eos: int | None) -> list[int]:
+def greedy_ids(
+    backend: Any, prompt: list[int], max_tokens: int, stop: Callable[[list[int]], bool], eos: int | None
+) -> list[int]:
     """Greedy continuation of ``prompt`` by repeated scoring, until EOS, ``stop`` or ``max_tokens``."""
     from engine.quality import PLACEHOLDER_TOKEN
 
@@ -210,9 +213,9 @@ def greedy_ids(backend: Any, prompt: list[int], max_tokens: int, stop: Callable[
         if token == eos:
             break
         seq.append(token)
-        if stop(seq[len(prompt):]):
+        if stop(seq[len(prompt) :]):
             break
-    return seq[len(prompt):]
+    return seq[len(prompt) :]
 
 
 def _engine_lm(backend: Any, progress: Progress | None) -> Any:
@@ -251,7 +254,7 @@ def _engine_lm(backend: Any, progress: Progress | None) -> Any:
                 total = 0.0
                 for w in make_windows(ids, 1024, 1024 - 1):
                     (sc,) = backend.score([w.tokens])
-                    total += float(sc.token_logprobs[w.skip:].sum())
+                    total += float(sc.token_logprobs[w.skip :].sum())
                 out.append(total)
                 self._tick(i, len(requests), "lm-eval rolling loglikelihood")
             return out
@@ -283,8 +286,9 @@ def _engine_lm(backend: Any, progress: Progress | None) -> Any:
 _PRIMARY_METRICS = ("acc", "exact_match", "acc_norm", "f1", "mcc", "bleu", "word_perplexity")
 
 
-def _run_lm_eval(name: str, backend: Any = None, limit: int | None = None,
-                 progress: Progress | None = None) -> dict[str, Any]:
+def _run_lm_eval(
+    name: str, backend: Any = None, limit: int | None = None, progress: Progress | None = None
+) -> dict[str, Any]:
     """One lm-evaluation-harness task through the engine; data it cannot reach is a QualityError."""
     try:
         from lm_eval import simple_evaluate
@@ -300,8 +304,14 @@ def _run_lm_eval(name: str, backend: Any = None, limit: int | None = None,
         task_name = _yaml_task_name(path)
     try:
         manager = TaskManager(include_path=include, verbosity="ERROR")
-        results = simple_evaluate(model=_engine_lm(backend, progress), tasks=[task_name], limit=limit,
-                                  task_manager=manager, log_samples=False, bootstrap_iters=1000)
+        results = simple_evaluate(
+            model=_engine_lm(backend, progress),
+            tasks=[task_name],
+            limit=limit,
+            task_manager=manager,
+            log_samples=False,
+            bootstrap_iters=1000,
+        )
     except KeyError as exc:
         raise _quality_error(f"task {name!r} is unavailable: lm-evaluation-harness has no task {exc}") from exc
     except Exception as exc:  # hub unreachable, dataset missing, bad task definition: one reason
@@ -312,16 +322,21 @@ def _run_lm_eval(name: str, backend: Any = None, limit: int | None = None,
     scores = results["results"][task_name]
     metric = next((f"{m},none" for m in _PRIMARY_METRICS if f"{m},none" in scores), None)
     if metric is None:
-        metric = next((k for k in scores if k != "alias" and "_stderr" not in k
-                       and isinstance(scores[k], (int, float))), None)
+        metric = next(
+            (k for k in scores if k != "alias" and "_stderr" not in k and isinstance(scores[k], (int, float))), None
+        )
     if metric is None:
         raise _quality_error(f"task {name!r} reported no numeric metric")
     base, _, flt = metric.partition(",")
     stderr = scores.get(f"{base}_stderr,{flt}")
     key = f"task:{task_key(name)}"
     n = (results.get("n-samples") or {}).get(task_name, {}).get("effective")
-    return {key: float(scores[metric]), f"{key}:stderr": stderr if isinstance(stderr, (int, float)) else None,
-            f"{key}:n": n, f"{key}:kind": f"lm-eval {metric}"}
+    return {
+        key: float(scores[metric]),
+        f"{key}:stderr": stderr if isinstance(stderr, (int, float)) else None,
+        f"{key}:n": n,
+        f"{key}:kind": f"lm-eval {metric}",
+    }
 
 
 def _yaml_task_name(path: Path) -> str:

@@ -124,9 +124,19 @@ class Slot:
 class Worker:
     """Serves jobs for ``devices`` from the database at ``db_url`` until stopped."""
 
-    def __init__(self, db_url: str, devices: list[str], *, worker_id: str | None = None, poll_s: float = 0.25,
-                 heartbeat_s: float = 2.0, stale_after_s: float = 20.0, grace_s: float = 5.0,
-                 log_dir: Path | None = None, once: bool = False) -> None:
+    def __init__(
+        self,
+        db_url: str,
+        devices: list[str],
+        *,
+        worker_id: str | None = None,
+        poll_s: float = 0.25,
+        heartbeat_s: float = 2.0,
+        stale_after_s: float = 20.0,
+        grace_s: float = 5.0,
+        log_dir: Path | None = None,
+        once: bool = False,
+    ) -> None:
         from storage import open_database
 
         self.db_url = db_url
@@ -212,8 +222,9 @@ class Worker:
         for w in jobs.list_workers(self.db):
             if w.id != self.id and not w.stopped and w.host == self.host and not _pid_alive(w.pid):
                 dead.append(w.id)
-        for r in jobs.recover_stale(self.db, stale_after_s=self.stale_after_s, dead_worker_ids=dead,
-                                    exclude_worker=self.id):
+        for r in jobs.recover_stale(
+            self.db, stale_after_s=self.stale_after_s, dead_worker_ids=dead, exclude_worker=self.id
+        ):
             _say(f"job {r.job_id} of lost worker {r.worker_id}: {r.action}")
 
     def shutdown(self) -> None:
@@ -259,13 +270,28 @@ class Worker:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         slot.log_path = self.log_dir / f"job-{job.id}.log"
         with slot.log_path.open("ab") as log:
-            log.write(f"--- attempt {job.attempts} on {self.id}, device {job.device}, "
-                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+            log.write(
+                f"--- attempt {job.attempts} on {self.id}, device {job.device}, "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode()
+            )
             log.flush()
             slot.proc = subprocess.Popen(
-                [sys.executable, "-m", "engine.job_process", "--job", str(job.id), "--db", self.db_url,
-                 "--parent-pid", str(os.getpid())],
-                cwd=str(REPO_ROOT), env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                [
+                    sys.executable,
+                    "-m",
+                    "engine.job_process",
+                    "--job",
+                    str(job.id),
+                    "--db",
+                    self.db_url,
+                    "--parent-pid",
+                    str(os.getpid()),
+                ],
+                cwd=str(REPO_ROOT),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         slot.job, slot.started = job, time.monotonic()

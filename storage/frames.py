@@ -14,8 +14,14 @@ from storage.models import RunRow
 
 STAT_KEYS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99")
 SCALAR_KEYS: tuple[str, ...] = (
-    "output_tokens_per_s", "requests_per_s", "tokens_per_s_per_user", "goodput_requests_per_s",
-    "peak_memory_bytes", "load_s", "completed", "failed",
+    "output_tokens_per_s",
+    "requests_per_s",
+    "tokens_per_s_per_user",
+    "goodput_requests_per_s",
+    "peak_memory_bytes",
+    "load_s",
+    "completed",
+    "failed",
 )
 
 
@@ -49,9 +55,19 @@ def runs_frame(db: Database, limit: int | None = None) -> pd.DataFrame:
     once, so 10,000 runs take a fraction of a second.
     """
     stmt = select(
-        RunRow.id, RunRow.created_at, RunRow.status, RunRow.name, RunRow.sweep, RunRow.model,
-        RunRow.engine, RunRow.device, RunRow.device_name, RunRow.spec_json, RunRow.metrics_json,
-        RunRow.quality_json, RunRow.error,
+        RunRow.id,
+        RunRow.created_at,
+        RunRow.status,
+        RunRow.name,
+        RunRow.sweep,
+        RunRow.model,
+        RunRow.engine,
+        RunRow.device,
+        RunRow.device_name,
+        RunRow.spec_json,
+        RunRow.metrics_json,
+        RunRow.quality_json,
+        RunRow.error,
     ).order_by(RunRow.id.desc())
     if limit:
         stmt = stmt.limit(limit)
@@ -74,8 +90,11 @@ def runs_frame(db: Database, limit: int | None = None) -> pd.DataFrame:
         column[i] = value
 
     for i, r in enumerate(rows):
-        for name, value in zip(base, (r.id, r.created_at, r.status, r.name, r.sweep, r.model, r.engine, r.device,
-                                      r.device_name, r.error), strict=True):
+        for name, value in zip(
+            base,
+            (r.id, r.created_at, r.status, r.name, r.sweep, r.model, r.engine, r.device, r.device_name, r.error),
+            strict=True,
+        ):
             columns[name][i] = value
         parts = spec_parts.get(r.spec_json)
         if parts is None:

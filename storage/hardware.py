@@ -39,18 +39,33 @@ class HardwareMeasurement(NewMeasurement):
 def _from_row(row: HardwareMeasurementRow) -> HardwareMeasurement:
     created = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC)
     return HardwareMeasurement(
-        id=row.id, created_at=created, host=row.host, device=row.device, device_name=row.device_name,
-        copy_gbs=row.copy_gbs, matmul_tflops=json.loads(row.matmul_json), duration_s=row.duration_s,
-        memory_bytes=row.memory_bytes, threads=row.threads, details=json.loads(row.details_json or "{}"),
+        id=row.id,
+        created_at=created,
+        host=row.host,
+        device=row.device,
+        device_name=row.device_name,
+        copy_gbs=row.copy_gbs,
+        matmul_tflops=json.loads(row.matmul_json),
+        duration_s=row.duration_s,
+        memory_bytes=row.memory_bytes,
+        threads=row.threads,
+        details=json.loads(row.details_json or "{}"),
     )
 
 
 def save_measurement(db: Database, m: NewMeasurement) -> int:
     """Store one measurement; returns its id."""
     row = HardwareMeasurementRow(
-        created_at=datetime.now(UTC), host=m.host, device=m.device, device_name=m.device_name,
-        memory_bytes=m.memory_bytes, copy_gbs=m.copy_gbs, matmul_json=json.dumps(m.matmul_tflops),
-        threads=m.threads, duration_s=m.duration_s, details_json=json.dumps(m.details, default=str),
+        created_at=datetime.now(UTC),
+        host=m.host,
+        device=m.device,
+        device_name=m.device_name,
+        memory_bytes=m.memory_bytes,
+        copy_gbs=m.copy_gbs,
+        matmul_json=json.dumps(m.matmul_tflops),
+        threads=m.threads,
+        duration_s=m.duration_s,
+        details_json=json.dumps(m.details, default=str),
     )
     with db.session() as s:
         s.add(row)

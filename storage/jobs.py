@@ -197,15 +197,23 @@ def claim(db: Database, worker_id: str, devices: list[str]) -> JobInfo | None:
         return None
     now = _now()
     values: dict[str, Any] = {
-        "status": RUNNING, "worker_id": worker_id, "claimed_at": now, "heartbeat_at": now, "updated_at": now,
-        "attempts": JobRow.attempts + 1, "phase": "claimed", "progress": 0.0, "progress_note": None,
-        "eta_s": None, "started_at": None, "finished_at": None, "error": None, "measuring_started": False,
+        "status": RUNNING,
+        "worker_id": worker_id,
+        "claimed_at": now,
+        "heartbeat_at": now,
+        "updated_at": now,
+        "attempts": JobRow.attempts + 1,
+        "phase": "claimed",
+        "progress": 0.0,
+        "progress_note": None,
+        "eta_s": None,
+        "started_at": None,
+        "finished_at": None,
+        "error": None,
+        "measuring_started": False,
     }
     candidate = (
-        select(JobRow.id)
-        .where(JobRow.status == QUEUED, JobRow.device.in_(devices))
-        .order_by(JobRow.id)
-        .limit(1)
+        select(JobRow.id).where(JobRow.status == QUEUED, JobRow.device.in_(devices)).order_by(JobRow.id).limit(1)
     )
     with db.session() as s:
         if db.is_sqlite:
@@ -221,8 +229,12 @@ def claim(db: Database, worker_id: str, devices: list[str]) -> JobInfo | None:
         else:
             job_id = s.execute(candidate.with_for_update(skip_locked=True)).scalar_one_or_none()
             if job_id is not None:
-                s.execute(update(JobRow).where(JobRow.id == job_id).values(**values)
-                          .execution_options(synchronize_session=False))
+                s.execute(
+                    update(JobRow)
+                    .where(JobRow.id == job_id)
+                    .values(**values)
+                    .execution_options(synchronize_session=False)
+                )
         if job_id is None:
             return None
         return _job(s.get(JobRow, job_id, populate_existing=True))
@@ -232,16 +244,31 @@ def mark_started(db: Database, job_id: int, worker_id: str) -> None:
     """The job's process was spawned now (the start of its elapsed time)."""
     with db.session() as s:
         now = _now()
-        s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.worker_id == worker_id, JobRow.status == RUNNING)
-                  .values(started_at=now, updated_at=now, phase="starting"))
+        s.execute(
+            update(JobRow)
+            .where(JobRow.id == job_id, JobRow.worker_id == worker_id, JobRow.status == RUNNING)
+            .values(started_at=now, updated_at=now, phase="starting")
+        )
 
 
-def progress(db: Database, job_id: int, *, phase: str, fraction: float, note: str | None = None,
-             eta_s: float | None = None, measuring_started: bool = False) -> bool:
+def progress(
+    db: Database,
+    job_id: int,
+    *,
+    phase: str,
+    fraction: float,
+    note: str | None = None,
+    eta_s: float | None = None,
+    measuring_started: bool = False,
+) -> bool:
     """Store live progress; False when the job is no longer running (cancelled or recovered)."""
-    values: dict[str, Any] = {"phase": phase[:32], "progress": max(0.0, min(1.0, float(fraction))),
-                              "progress_note": (note or None) and note[:500], "eta_s": eta_s,
-                              "updated_at": _now()}
+    values: dict[str, Any] = {
+        "phase": phase[:32],
+        "progress": max(0.0, min(1.0, float(fraction))),
+        "progress_note": (note or None) and note[:500],
+        "eta_s": eta_s,
+        "updated_at": _now(),
+    }
     if measuring_started:
         values["measuring_started"] = True
     with db.session() as s:
@@ -266,8 +293,9 @@ def set_log_tail(db: Database, job_id: int, tail: str) -> None:
         s.execute(update(JobRow).where(JobRow.id == job_id).values(log_tail=tail))
 
 
-def finish(db: Database, job_id: int, worker_id: str, status: str, *, error: str | None = None,
-           log_tail: str | None = None) -> JobInfo | None:
+def finish(
+    db: Database, job_id: int, worker_id: str, status: str, *, error: str | None = None, log_tail: str | None = None
+) -> JobInfo | None:
     """End a running job that ``worker_id`` holds; None if it is no longer theirs."""
     if status not in FINAL:
         raise ValueError(f"finish status must be one of {sorted(FINAL)}")
@@ -292,14 +320,32 @@ def finish(db: Database, job_id: int, worker_id: str, status: str, *, error: str
 def requeue(db: Database, job_id: int, worker_id: str, *, count_attempt: bool = False) -> bool:
     """Give a running job back to the queue (a worker shutting down cleanly)."""
     with db.session() as s:
-        values: dict[str, Any] = {"status": QUEUED, "worker_id": None, "claimed_at": None, "heartbeat_at": None,
-                                  "started_at": None, "phase": None, "progress": 0.0, "progress_note": None,
-                                  "eta_s": None, "measuring_started": False, "run_id": None, "updated_at": _now()}
+        values: dict[str, Any] = {
+            "status": QUEUED,
+            "worker_id": None,
+            "claimed_at": None,
+            "heartbeat_at": None,
+            "started_at": None,
+            "phase": None,
+            "progress": 0.0,
+            "progress_note": None,
+            "eta_s": None,
+            "measuring_started": False,
+            "run_id": None,
+            "updated_at": _now(),
+        }
         if not count_attempt:
             values["attempts"] = JobRow.attempts - 1
-        result = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.worker_id == worker_id,
-                                                JobRow.status == RUNNING, JobRow.cancel_requested.is_(False))
-                           .values(**values))
+        result = s.execute(
+            update(JobRow)
+            .where(
+                JobRow.id == job_id,
+                JobRow.worker_id == worker_id,
+                JobRow.status == RUNNING,
+                JobRow.cancel_requested.is_(False),
+            )
+            .values(**values)
+        )
         return result.rowcount == 1
 
 
@@ -329,10 +375,21 @@ def retry(db: Database, job_id: int) -> int | None:
         if row is None or row.status not in (FAILED, CANCELLED):
             return None
         now = _now()
-        new = JobRow(created_at=now, updated_at=now, status=QUEUED, name=row.name, sweep=row.sweep,
-                     spec_json=row.spec_json, fingerprint=row.fingerprint, device=row.device,
-                     timeout_s=row.timeout_s, attempts=0, progress=0.0, measuring_started=False,
-                     cancel_requested=False)
+        new = JobRow(
+            created_at=now,
+            updated_at=now,
+            status=QUEUED,
+            name=row.name,
+            sweep=row.sweep,
+            spec_json=row.spec_json,
+            fingerprint=row.fingerprint,
+            device=row.device,
+            timeout_s=row.timeout_s,
+            attempts=0,
+            progress=0.0,
+            measuring_started=False,
+            cancel_requested=False,
+        )
         s.add(new)
         s.flush()
         return new.id
@@ -345,8 +402,9 @@ def get_job(db: Database, job_id: int) -> JobInfo | None:
         return None if row is None else _job(row)
 
 
-def list_jobs(db: Database, *, limit: int = 200, statuses: list[str] | None = None,
-              sweep: str | None = None) -> list[JobInfo]:
+def list_jobs(
+    db: Database, *, limit: int = 200, statuses: list[str] | None = None, sweep: str | None = None
+) -> list[JobInfo]:
     """Newest first."""
     with db.session() as s:
         query = select(JobRow).order_by(JobRow.id.desc()).limit(limit)
@@ -371,8 +429,17 @@ def register_worker(db: Database, worker_id: str, host: str, pid: int, devices: 
     with db.session() as s:
         row = s.get(WorkerRow, worker_id)
         if row is None:
-            s.add(WorkerRow(id=worker_id, host=host, pid=pid, devices=";".join(devices), started_at=now,
-                            heartbeat_at=now, stopped=False))
+            s.add(
+                WorkerRow(
+                    id=worker_id,
+                    host=host,
+                    pid=pid,
+                    devices=";".join(devices),
+                    started_at=now,
+                    heartbeat_at=now,
+                    stopped=False,
+                )
+            )
         else:
             row.host, row.pid, row.devices = host, pid, ";".join(devices)
             row.started_at, row.heartbeat_at, row.stopped = now, now, False
@@ -385,8 +452,11 @@ def heartbeat(db: Database, worker_id: str, job_ids: list[int] | None = None) ->
         s.execute(update(WorkerRow).where(WorkerRow.id == worker_id).values(heartbeat_at=now))
         if not job_ids:
             return []
-        s.execute(update(JobRow).where(JobRow.id.in_(job_ids), JobRow.worker_id == worker_id,
-                                       JobRow.status == RUNNING).values(heartbeat_at=now))
+        s.execute(
+            update(JobRow)
+            .where(JobRow.id.in_(job_ids), JobRow.worker_id == worker_id, JobRow.status == RUNNING)
+            .values(heartbeat_at=now)
+        )
         return list(s.scalars(select(JobRow.id).where(JobRow.id.in_(job_ids), JobRow.cancel_requested.is_(True))))
 
 
@@ -409,13 +479,15 @@ def list_workers(db: Database, *, alive_within_s: float | None = None) -> list[W
     with db.session() as s:
         query = select(WorkerRow).order_by(WorkerRow.started_at.desc())
         if alive_within_s is not None:
-            query = query.where(WorkerRow.stopped.is_(False),
-                                WorkerRow.heartbeat_at >= _now() - timedelta(seconds=alive_within_s))
+            query = query.where(
+                WorkerRow.stopped.is_(False), WorkerRow.heartbeat_at >= _now() - timedelta(seconds=alive_within_s)
+            )
         return [_worker(r) for r in s.scalars(query)]
 
 
-def recover_stale(db: Database, *, stale_after_s: float, dead_worker_ids: list[str] | None = None,
-                  exclude_worker: str | None = None) -> list[Recovered]:
+def recover_stale(
+    db: Database, *, stale_after_s: float, dead_worker_ids: list[str] | None = None, exclude_worker: str | None = None
+) -> list[Recovered]:
     """Recover running jobs whose worker is gone.
 
     A worker is gone when its heartbeat is older than ``stale_after_s`` (any host), or it
@@ -438,18 +510,34 @@ def recover_stale(db: Database, *, stale_after_s: float, dead_worker_ids: list[s
             now = _now()
             if not row.measuring_started and (row.attempts or 0) <= 1 and not row.cancel_requested:
                 values: dict[str, Any] = {
-                    "status": QUEUED, "worker_id": None, "claimed_at": None, "heartbeat_at": None, "started_at": None,
-                    "phase": None, "progress": 0.0, "progress_note": f"re-queued: {WORKER_LOST}", "eta_s": None,
-                    "updated_at": now}
+                    "status": QUEUED,
+                    "worker_id": None,
+                    "claimed_at": None,
+                    "heartbeat_at": None,
+                    "started_at": None,
+                    "phase": None,
+                    "progress": 0.0,
+                    "progress_note": f"re-queued: {WORKER_LOST}",
+                    "eta_s": None,
+                    "updated_at": now,
+                }
                 action = "requeued"
             else:
-                values = {"status": CANCELLED if row.cancel_requested else FAILED, "finished_at": now,
-                          "updated_at": now, "eta_s": None, "error": WORKER_LOST}
+                values = {
+                    "status": CANCELLED if row.cancel_requested else FAILED,
+                    "finished_at": now,
+                    "updated_at": now,
+                    "eta_s": None,
+                    "error": WORKER_LOST,
+                }
                 action = "failed"
             job_id, owner = row.id, row.worker_id
-            result = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status == RUNNING,
-                                                    JobRow.worker_id == owner).values(**values)
-                               .execution_options(synchronize_session=False))
+            result = s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.status == RUNNING, JobRow.worker_id == owner)
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
             if result.rowcount == 1:
                 out.append(Recovered(job_id=job_id, worker_id=owner, action=action))
         if dead:

@@ -18,13 +18,15 @@ def task_table(quality: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for key, value in quality.items():
         if key.startswith("task:") and key.count(":") == 1 and isinstance(value, (int, float)):
-            rows.append({
-                "task": key.removeprefix("task:"),
-                "accuracy": value,
-                "stderr": quality.get(f"{key}:stderr"),
-                "examples": quality.get(f"{key}:n"),
-                "kind": quality.get(f"{key}:kind"),
-            })
+            rows.append(
+                {
+                    "task": key.removeprefix("task:"),
+                    "accuracy": value,
+                    "stderr": quality.get(f"{key}:stderr"),
+                    "examples": quality.get(f"{key}:n"),
+                    "kind": quality.get(f"{key}:kind"),
+                }
+            )
     return pd.DataFrame(rows, columns=["task", "accuracy", "stderr", "examples", "kind"])
 
 
@@ -44,14 +46,23 @@ def render_quality(run: Any) -> None:
     if quality.get("perplexity_stderr") is not None:
         ppl_help += f", ± {quality['perplexity_stderr']:.3f} (std. error)"
     cols[0].metric("Perplexity", _fmt(quality.get("perplexity"), ",.3f"), help=ppl_help)
-    cols[1].metric("KL mean / p99", f"{_fmt(quality.get('kl_mean'), '.4f')} / {_fmt(quality.get('kl_p99'), '.3f')}",
-                   help="KL(reference || this recipe) of next-token distributions, nats per token")
+    cols[1].metric(
+        "KL mean / p99",
+        f"{_fmt(quality.get('kl_mean'), '.4f')} / {_fmt(quality.get('kl_p99'), '.3f')}",
+        help="KL(reference || this recipe) of next-token distributions, nats per token",
+    )
     top1 = quality.get("top1_agreement")
-    cols[2].metric("Top-1 agreement", "-" if top1 is None else f"{top1:.1%}",
-                   help="share of corpus positions where the most likely token matches the reference recipe's")
+    cols[2].metric(
+        "Top-1 agreement",
+        "-" if top1 is None else f"{top1:.1%}",
+        help="share of corpus positions where the most likely token matches the reference recipe's",
+    )
     flips = quality.get("greedy_flip_rate")
-    cols[3].metric("Greedy flips", "-" if flips is None else f"{flips:.1%}",
-                   help=f"of {quality.get('greedy_flip_tokens', 0)} reference greedy tokens on the workload's prompts")
+    cols[3].metric(
+        "Greedy flips",
+        "-" if flips is None else f"{flips:.1%}",
+        help=f"of {quality.get('greedy_flip_tokens', 0)} reference greedy tokens on the workload's prompts",
+    )
     if quality.get("baseline_perplexity") is not None:
         st.caption(
             f"Reference recipe (same engine, default knobs, native precision, same device): perplexity "

@@ -16,7 +16,9 @@ def metric_table(obj: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for group in LATENCY_GROUPS:
         stats = obj.get(group) or {}
-        rows.append({"metric": f"{LABELS[group]} [ms]", **{k: stats.get(k) for k in ("mean", "p50", "p90", "p95", "p99")}})
+        rows.append(
+            {"metric": f"{LABELS[group]} [ms]", **{k: stats.get(k) for k in ("mean", "p50", "p90", "p95", "p99")}}
+        )
     return pd.DataFrame(rows)
 
 
@@ -41,7 +43,9 @@ def render_run(run: Any) -> None:
             metric_table(obj),
             hide_index=True,
             width="stretch",
-            column_config={k: st.column_config.NumberColumn(k, format="%.2f") for k in ("mean", "p50", "p90", "p95", "p99")},
+            column_config={
+                k: st.column_config.NumberColumn(k, format="%.2f") for k in ("mean", "p50", "p90", "p95", "p99")
+            },
         )
         st.caption(
             f"{obj.get('completed')} requests measured, {obj.get('failed')} failed, "

@@ -20,11 +20,19 @@ DISTRIBUTIONS = (("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("ttft_ms", "TTFT
 
 def _choose_runs(frame, ids: list[int]) -> list[int]:
     """A multiselect of runs that writes ``?runs=``; returns the chosen ids."""
-    labels = {int(r.run_id): f"{r.run_id} · {r.name if pd.notna(r.name) and r.name else r.model} · {r.engine} · {r.status}"
-              for r in frame.head(1000).itertuples()}
+    labels = {
+        int(r.run_id): f"{r.run_id} · {r.name if pd.notna(r.name) and r.name else r.model} · {r.engine} · {r.status}"
+        for r in frame.head(1000).itertuples()
+    }
     options = list(dict.fromkeys([*ids, *labels]))
-    chosen = st.multiselect("Runs to compare (2 to 8)", options, default=ids, max_selections=MAX_RUNS,
-                            format_func=lambda i: labels.get(int(i), f"{i} · (not found)"), key="compare_runs")
+    chosen = st.multiselect(
+        "Runs to compare (2 to 8)",
+        options,
+        default=ids,
+        max_selections=MAX_RUNS,
+        format_func=lambda i: labels.get(int(i), f"{i} · (not found)"),
+        key="compare_runs",
+    )
     if chosen:
         st.query_params["runs"] = ",".join(map(str, chosen))
     elif "runs" in st.query_params:
@@ -38,12 +46,27 @@ def _downloads(db, runs, baseline_id: int) -> None:
     link = permalink(get_settings().public_base_url, "compare", params)
     stem = "latencylab-compare-" + "-".join(map(str, ids))
     c1, c2, c3 = st.columns(3)
-    c1.download_button("HTML report", data=lambda: comparison_html(runs, load_requests(db, ids), baseline_id, link),
-                       file_name=f"{stem}.html", mime="text/html", icon=":material/download:")
-    c2.download_button("CSV table", data=partial(comparison_csv, runs, baseline_id), file_name=f"{stem}.csv",
-                       mime="text/csv", icon=":material/download:")
-    c3.download_button("JSON with raw stamps", data=lambda: runs_json(runs, load_requests(db, ids)),
-                       file_name=f"{stem}.json", mime="application/json", icon=":material/download:")
+    c1.download_button(
+        "HTML report",
+        data=lambda: comparison_html(runs, load_requests(db, ids), baseline_id, link),
+        file_name=f"{stem}.html",
+        mime="text/html",
+        icon=":material/download:",
+    )
+    c2.download_button(
+        "CSV table",
+        data=partial(comparison_csv, runs, baseline_id),
+        file_name=f"{stem}.csv",
+        mime="text/csv",
+        icon=":material/download:",
+    )
+    c3.download_button(
+        "JSON with raw stamps",
+        data=lambda: runs_json(runs, load_requests(db, ids)),
+        file_name=f"{stem}.json",
+        mime="application/json",
+        icon=":material/download:",
+    )
 
 
 def main() -> None:
@@ -75,13 +98,19 @@ def main() -> None:
 
     baseline_q, problem = query_int("baseline")
     if problem or (baseline_q is not None and baseline_q not in ids):
-        st.warning(f"The baseline {st.query_params.get('baseline')!r} is not one of the compared runs; "
-                   f"using run {ids[0]}.")
+        st.warning(
+            f"The baseline {st.query_params.get('baseline')!r} is not one of the compared runs; using run {ids[0]}."
+        )
     default = baseline_q if baseline_q in ids else ids[0]
     if st.session_state.get("compare_baseline") not in ids:
         st.session_state.pop("compare_baseline", None)
-    baseline_id = st.selectbox("Baseline", ids, index=ids.index(default), key="compare_baseline",
-                               format_func=lambda i: next(f"{r.id} · {r.name or r.model}" for r in runs if r.id == i))
+    baseline_id = st.selectbox(
+        "Baseline",
+        ids,
+        index=ids.index(default),
+        key="compare_baseline",
+        format_func=lambda i: next(f"{r.id} · {r.name or r.model}" for r in runs if r.id == i),
+    )
     st.query_params["baseline"] = str(baseline_id)
 
     comparison = compare_runs(runs, baseline_id)
@@ -90,8 +119,10 @@ def main() -> None:
     st.markdown("\n".join(f"- {s}" for s in comparison.summaries.values()))
     with st.expander("Recipes", expanded=False):
         for r in runs:
-            st.markdown(f"- [run {r.id}](run?run={r.id}){' (baseline)' if r.id == baseline_id else ''}: "
-                        f"{r.model} · {recipe_in_words(r.spec, r.engine)}")
+            st.markdown(
+                f"- [run {r.id}](run?run={r.id}){' (baseline)' if r.id == baseline_id else ''}: "
+                f"{r.model} · {recipe_in_words(r.spec, r.engine)}"
+            )
 
     st.subheader("Side by side")
     st.dataframe(comparison_frame(comparison, formatted=True), hide_index=True)

@@ -131,8 +131,12 @@ def _open_clicked(event, fig) -> None:
     if len(ids) == 1:
         st.switch_page("views/run.py", query_params={"run": str(ids[0])})
     elif ids:
-        st.page_link("views/compare.py", label=f"Compare the {min(len(ids), 8)} selected runs",
-                     icon=":material/compare_arrows:", query_params={"runs": ",".join(map(str, ids[:8]))})
+        st.page_link(
+            "views/compare.py",
+            label=f"Compare the {min(len(ids), 8)} selected runs",
+            icon=":material/compare_arrows:",
+            query_params={"runs": ",".join(map(str, ids[:8]))},
+        )
 
 
 def _front_table(frame: pd.DataFrame, front: list[int], x: str, y: str) -> None:
@@ -143,25 +147,37 @@ def _front_table(frame: pd.DataFrame, front: list[int], x: str, y: str) -> None:
     cols = [c for c in ("run_id", "name", "model", "engine", "device", x, y) if c in frame.columns]
     table = frame[frame["run_id"].isin(front)][cols].sort_values(x)
     table.insert(0, "open", [f"run?run={i}" for i in table["run_id"]])
-    st.dataframe(table, hide_index=True, column_config={
-        "open": st.column_config.LinkColumn("run", display_text=r"run\?run=(\d+)"),
-        x: st.column_config.NumberColumn(_label(x), format="%.4g"),
-        y: st.column_config.NumberColumn(_label(y), format="%.4g"),
-    })
-    st.page_link("views/compare.py", label="Compare the front", icon=":material/compare_arrows:",
-                 query_params={"runs": ",".join(map(str, table["run_id"].head(8)))})
+    st.dataframe(
+        table,
+        hide_index=True,
+        column_config={
+            "open": st.column_config.LinkColumn("run", display_text=r"run\?run=(\d+)"),
+            x: st.column_config.NumberColumn(_label(x), format="%.4g"),
+            y: st.column_config.NumberColumn(_label(y), format="%.4g"),
+        },
+    )
+    st.page_link(
+        "views/compare.py",
+        label="Compare the front",
+        icon=":material/compare_arrows:",
+        query_params={"runs": ",".join(map(str, table["run_id"].head(8)))},
+    )
 
 
 def scatter_view(frame: pd.DataFrame) -> None:
     present = set(frame.columns)
     perf = [c for c in (*LATENCY_METRICS, *THROUGHPUT_METRICS, *OTHER_METRICS) if c in present]
     quality = sorted(c for c in present if c.startswith("quality."))
-    groups = [NONE] + [c for c in GROUP_COLUMNS if c in present] + sorted(
-        c for c in present if c.startswith(("recipe.", "workload.")))
+    groups = (
+        [NONE]
+        + [c for c in GROUP_COLUMNS if c in present]
+        + sorted(c for c in present if c.startswith(("recipe.", "workload.")))
+    )
     c1, c2, c3, c4 = st.columns(4)
     x = _select(c1, "x axis (latency / throughput)", perf, "x", "tpot_ms_p50")
-    y_default = "quality.perplexity" if "quality.perplexity" in quality else (quality[0] if quality else
-                                                                               "output_tokens_per_s")
+    y_default = (
+        "quality.perplexity" if "quality.perplexity" in quality else (quality[0] if quality else "output_tokens_per_s")
+    )
     y = _select(c2, "y axis (accuracy or another metric)", quality + perf, "y", y_default)
     color = _select(c3, "Colour by", groups, "color", "engine")
     symbol = _select(c4, "Symbol by", groups, "symbol", NONE)
@@ -171,29 +187,47 @@ def scatter_view(frame: pd.DataFrame) -> None:
     fig = explore_scatter(frame, x, y, color or None, symbol or None)
     front = front_run_ids(frame, x, y)
     shown = int((frame[x].notna() & frame[y].notna()).sum())
-    st.caption(f"{shown} of {len(frame)} runs have both values (the others are left out). "
-               "Click a point to open its run; box- or lasso-select several to compare them.")
+    st.caption(
+        f"{shown} of {len(frame)} runs have both values (the others are left out). "
+        "Click a point to open its run; box- or lasso-select several to compare them."
+    )
     event = st.plotly_chart(fig, on_select="rerun", selection_mode=("points", "box", "lasso"), key="explore_chart")
     _open_clicked(event, fig)
     _front_table(frame, front, x, y)
     link = permalink(get_settings().public_base_url, "explore", current_params())
     e1, e2 = st.columns(2)
-    e1.download_button("Download HTML report", data=partial(explore_html, frame, x, y, color or None,
-                                                           symbol or None, link),
-                       file_name="latencylab-explore.html", mime="text/html", icon=":material/download:")
-    e2.download_button("Download CSV", data=partial(table_csv, frame), file_name="latencylab-runs.csv",
-                       mime="text/csv", icon=":material/download:")
+    e1.download_button(
+        "Download HTML report",
+        data=partial(explore_html, frame, x, y, color or None, symbol or None, link),
+        file_name="latencylab-explore.html",
+        mime="text/html",
+        icon=":material/download:",
+    )
+    e2.download_button(
+        "Download CSV",
+        data=partial(table_csv, frame),
+        file_name="latencylab-runs.csv",
+        mime="text/csv",
+        icon=":material/download:",
+    )
 
 
 def sweeps_view(frame: pd.DataFrame) -> None:
     swept = frame[frame["sweep"].notna()] if "sweep" in frame.columns else frame.iloc[0:0]
     c1, c2 = st.columns(2)
     x = _select(c1, "x axis (load)", ["requests_per_s", "output_tokens_per_s"], "sx", "requests_per_s")
-    y = _select(c2, "y axis (latency)", [c for c in LATENCY_METRICS if c in frame.columns] or ["ttft_ms_p99"],
-                "sy", "ttft_ms_p99")
+    y = _select(
+        c2,
+        "y axis (latency)",
+        [c for c in LATENCY_METRICS if c in frame.columns] or ["ttft_ms_p99"],
+        "sy",
+        "ttft_ms_p99",
+    )
     if swept.empty:
-        st.info("No sweeps among these runs. A sweep is a set of runs stored with the same sweep name "
-                "(e.g. one per request rate or concurrency).")
+        st.info(
+            "No sweeps among these runs. A sweep is a set of runs stored with the same sweep name "
+            "(e.g. one per request rate or concurrency)."
+        )
         return
     st.plotly_chart(sweep_curves(swept, x, y), key="sweep_chart")
     st.caption(f"{swept['sweep'].nunique()} sweeps, {len(swept)} runs; {axis_label(x)} against {axis_label(y)}.")
@@ -210,8 +244,12 @@ def main() -> None:
         return
     views = {"scatter": "Trade-offs (Pareto)", "sweeps": "Latency vs throughput (sweeps)"}
     raw = st.query_params.get("view")
-    view = st.segmented_control("View", list(views), format_func=views.get, key="explore_view",
-                                default=raw if raw in views else "scatter") or "scatter"
+    view = (
+        st.segmented_control(
+            "View", list(views), format_func=views.get, key="explore_view", default=raw if raw in views else "scatter"
+        )
+        or "scatter"
+    )
     st.query_params["view"] = view
     data = filtered(frame)
     if view == "sweeps":

@@ -15,8 +15,13 @@ from storage import StorageError
 from ui.common import database, viewer_mode
 
 REFRESH_S = 1.0
-STATUS_ICONS = {"queued": ":material/schedule:", "running": ":material/progress_activity:",
-                "done": ":material/check_circle:", "failed": ":material/error:", "cancelled": ":material/cancel:"}
+STATUS_ICONS = {
+    "queued": ":material/schedule:",
+    "running": ":material/progress_activity:",
+    "done": ":material/check_circle:",
+    "failed": ":material/error:",
+    "cancelled": ":material/cancel:",
+}
 
 
 def _duration(seconds: float | None) -> str:
@@ -36,8 +41,10 @@ def _describe(spec: dict[str, Any]) -> str:
     wl = spec.get("workload") or {}
     knobs = ", ".join(f"{k}={v}" for k, v in recipe.items() if k != "engine" and v not in (None, "auto"))
     prompt = wl.get("prompt_tokens") or "file"
-    return (f"{model} · {recipe.get('engine', '?')}{' (' + knobs + ')' if knobs else ''} · "
-            f"{prompt} in / {wl.get('output_tokens')} out × {wl.get('requests')} (batch {wl.get('batch_size')})")
+    return (
+        f"{model} · {recipe.get('engine', '?')}{' (' + knobs + ')' if knobs else ''} · "
+        f"{prompt} in / {wl.get('output_tokens')} out × {wl.get('requests')} (batch {wl.get('batch_size')})"
+    )
 
 
 def _act(action: str, job_id: int) -> None:
@@ -62,14 +69,23 @@ def render_job(job: Any, read_only: bool) -> None:
     with st.container(border=True):
         head, actions = st.columns([5, 1])
         with head:
-            title = f"**Job {job.id}**" + (f" · {job.name}" if job.name else "") + (
-                f" · sweep *{job.sweep}*" if job.sweep else "")
+            title = (
+                f"**Job {job.id}**"
+                + (f" · {job.name}" if job.name else "")
+                + (f" · sweep *{job.sweep}*" if job.sweep else "")
+            )
             st.markdown(f"{STATUS_ICONS.get(job.status, '')} {title} · `{job.status}` on `{job.device}`")
             st.caption(_describe(job.spec))
         with actions:
             if not read_only and job.status in ("queued", "running"):
-                st.button("Cancel", key=f"cancel_{job.id}", on_click=_act, args=("cancel", job.id),
-                          disabled=job.cancel_requested, help="SIGTERM, then SIGKILL after a grace period")
+                st.button(
+                    "Cancel",
+                    key=f"cancel_{job.id}",
+                    on_click=_act,
+                    args=("cancel", job.id),
+                    disabled=job.cancel_requested,
+                    help="SIGTERM, then SIGKILL after a grace period",
+                )
             if not read_only and job.status in ("failed", "cancelled"):
                 st.button("Retry", key=f"retry_{job.id}", on_click=_act, args=("retry", job.id))
         if job.status == "running":
@@ -85,8 +101,10 @@ def render_job(job: Any, read_only: bool) -> None:
             note = " (re-queued after its worker was lost)" if job.progress_note else ""
             st.caption(f"waiting for a worker that serves {job.device}{note}")
         else:
-            st.caption(f"{job.status} after {_duration(job.elapsed_s)}"
-                       + (f" · attempt {job.attempts}" if job.attempts > 1 else ""))
+            st.caption(
+                f"{job.status} after {_duration(job.elapsed_s)}"
+                + (f" · attempt {job.attempts}" if job.attempts > 1 else "")
+            )
         if job.error and job.status != "done":
             st.error(job.error, icon=":material/error:")
         if job.run_id is not None:
@@ -115,7 +133,9 @@ def live_jobs(statuses: list[str], sweep: str | None, read_only: bool) -> None:
     if workers:
         st.caption("Live workers: " + "; ".join(f"{w.id} ({', '.join(w.devices)})" for w in workers))
     else:
-        st.warning("No live worker: queued jobs wait until one starts (`python -m engine worker`; make run starts one).")
+        st.warning(
+            "No live worker: queued jobs wait until one starts (`python -m engine worker`; make run starts one)."
+        )
     if not rows:
         st.info("No jobs yet. Launch one from the Launch page or with `python -m engine submit --model demo`.")
         return

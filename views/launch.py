@@ -53,8 +53,11 @@ def recipe_classes() -> dict[str, type[BaseModel]]:
     annotation = JobSpec.model_fields["recipe"].annotation
     if typing.get_origin(annotation) is typing.Annotated:
         annotation = typing.get_args(annotation)[0]
-    classes = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+    classes = (
+        typing.get_args(annotation)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType)
         else (annotation,)
+    )
     out: dict[str, type[BaseModel]] = {}
     for cls in classes:
         engine_field = cls.model_fields.get("engine")
@@ -95,24 +98,49 @@ def field_widget(name: str, info: Any, default: Any, key: str, disabled: bool = 
     if kind == "literal":
         options = ([None] if optional else []) + choices
         index = options.index(default) if default in options else 0
-        return st.selectbox(label, options, index=index, key=key, help=help_text, disabled=disabled,
-                            format_func=lambda v: "(none)" if v is None else str(v))
+        return st.selectbox(
+            label,
+            options,
+            index=index,
+            key=key,
+            help=help_text,
+            disabled=disabled,
+            format_func=lambda v: "(none)" if v is None else str(v),
+        )
     if kind == "bool":
         return st.checkbox(label, value=bool(default), key=key, help=help_text, disabled=disabled)
     if kind in ("int", "float"):
         lo, hi = _bounds(info)
         cast = int if kind == "int" else float
         if optional:
-            use = st.checkbox(f"set {label}", value=default is not None, key=f"{key}__set", disabled=disabled,
-                              help=help_text or "unset: the engine's default")
+            use = st.checkbox(
+                f"set {label}",
+                value=default is not None,
+                key=f"{key}__set",
+                disabled=disabled,
+                help=help_text or "unset: the engine's default",
+            )
             if not use:
                 return None
         value = default if default is not None else (lo if lo is not None else cast(0))
-        return st.number_input(label, min_value=None if lo is None else cast(lo),
-                               max_value=None if hi is None else cast(hi), value=cast(value),
-                               step=cast(1) if kind == "int" else None, key=key, help=help_text, disabled=disabled)
-    text = st.text_input(label, value="" if default is None else str(default), key=key, help=help_text,
-                         disabled=disabled, placeholder="(none)" if optional else None)
+        return st.number_input(
+            label,
+            min_value=None if lo is None else cast(lo),
+            max_value=None if hi is None else cast(hi),
+            value=cast(value),
+            step=cast(1) if kind == "int" else None,
+            key=key,
+            help=help_text,
+            disabled=disabled,
+        )
+    text = st.text_input(
+        label,
+        value="" if default is None else str(default),
+        key=key,
+        help=help_text,
+        disabled=disabled,
+        placeholder="(none)" if optional else None,
+    )
     return text or (None if optional else text)
 
 
@@ -182,15 +210,19 @@ def prefill_from_link() -> None:
 
 # -- the page -----------------------------------------------------------------------------
 def model_picker(disabled: bool) -> str:
-    kind = st.radio("Model", list(MODEL_KINDS), format_func=MODEL_KINDS.get, key="model_kind",
-                    horizontal=True, disabled=disabled)
+    kind = st.radio(
+        "Model", list(MODEL_KINDS), format_func=MODEL_KINDS.get, key="model_kind", horizontal=True, disabled=disabled
+    )
     if kind == "demo":
         return "demo"
     if kind == "synthetic":
         arch = st.selectbox("Architecture", sorted(SYNTHETIC_ARCHITECTURES), key="model_arch", disabled=disabled)
         return f"synthetic:{arch}"
-    prompts = {"local": ("Folder", "/path/to/model-folder"), "hf": ("Hugging Face id", "org/name"),
-               "gguf": ("GGUF file", "/path/to/model.gguf")}
+    prompts = {
+        "local": ("Folder", "/path/to/model-folder"),
+        "hf": ("Hugging Face id", "org/name"),
+        "gguf": ("GGUF file", "/path/to/model.gguf"),
+    }
     label, placeholder = prompts[kind]
     return st.text_input(label, key=f"model_{kind}", placeholder=placeholder, disabled=disabled).strip()
 
@@ -202,20 +234,39 @@ def accuracy_picker(source: str, disabled: bool) -> dict[str, Any] | None:
         st.caption("Synthetic weights are random: they have no accuracy, only latency.")
         return None
     metrics = st.multiselect(
-        "Measure", ["ppl", "fidelity"], key="quality_metrics", disabled=disabled,
-        format_func={"ppl": "perplexity on a corpus", "fidelity": "fidelity to the reference recipe (KL, top-1, flips)"}.get,
+        "Measure",
+        ["ppl", "fidelity"],
+        key="quality_metrics",
+        disabled=disabled,
+        format_func={
+            "ppl": "perplexity on a corpus",
+            "fidelity": "fidelity to the reference recipe (KL, top-1, flips)",
+        }.get,
         help="Measured by the same engine with the same recipe, after the latency measurement.",
     )
-    task = st.text_input("Task (optional)", key="quality_task", disabled=disabled,
-                         placeholder="a local .jsonl task file or an lm-evaluation-harness task name").strip()
+    task = st.text_input(
+        "Task (optional)",
+        key="quality_task",
+        disabled=disabled,
+        placeholder="a local .jsonl task file or an lm-evaluation-harness task name",
+    ).strip()
     if not metrics and not task:
         return None
-    corpus = st.text_input("Corpus", value="default", key="quality_corpus", disabled=disabled,
-                           help="default (standard-library docstrings, offline), a text file, or hf:<dataset>")
-    budget = st.number_input("Token budget", min_value=16, max_value=1_000_000, value=2048, step=256,
-                             key="quality_budget", disabled=disabled)
-    return {"metrics": [*metrics, *([f"task:{task}"] if task else [])], "corpus": corpus or "default",
-            "budget_tokens": int(budget)}
+    corpus = st.text_input(
+        "Corpus",
+        value="default",
+        key="quality_corpus",
+        disabled=disabled,
+        help="default (standard-library docstrings, offline), a text file, or hf:<dataset>",
+    )
+    budget = st.number_input(
+        "Token budget", min_value=16, max_value=1_000_000, value=2048, step=256, key="quality_budget", disabled=disabled
+    )
+    return {
+        "metrics": [*metrics, *([f"task:{task}"] if task else [])],
+        "corpus": corpus or "default",
+        "budget_tokens": int(budget),
+    }
 
 
 def device_picker(db: Any, disabled: bool) -> str:
@@ -227,12 +278,23 @@ def device_picker(db: Any, disabled: bool) -> str:
     for d in devices:
         extra = f" (running job {running[d.id]})" if d.id in running else ""
         labels[d.id] = d.label + extra
-    device = st.selectbox("Hardware", list(labels), format_func=labels.get, key="device", disabled=disabled,
-                          help="The CPU and every CUDA GPU NVML sees; a busy GPU runs another program.")
+    device = st.selectbox(
+        "Hardware",
+        list(labels),
+        format_func=labels.get,
+        key="device",
+        disabled=disabled,
+        help="The CPU and every CUDA GPU NVML sees; a busy GPU runs another program.",
+    )
     gpus = [d.id for d in devices if d.kind == "cuda"]
     if len(gpus) > 1:
-        group = st.multiselect("or a GPU group (tensor parallelism)", gpus, key="device_group", disabled=disabled,
-                               help="Two or more GPUs run the job together as one worker slot (cuda:0+1).")
+        group = st.multiselect(
+            "or a GPU group (tensor parallelism)",
+            gpus,
+            key="device_group",
+            disabled=disabled,
+            help="Two or more GPUs run the job together as one worker slot (cuda:0+1).",
+        )
         if len(group) > 1:
             return "cuda:" + ",".join(g.split(":", 1)[1] for g in sorted(group, key=lambda g: int(g.split(":")[1])))
     return device
@@ -296,8 +358,9 @@ def page() -> None:
         recipe: dict[str, Any] = {"engine": engine}
         recipe_fields = {n: f for n, f in (recipe_cls.model_fields.items() if recipe_cls else []) if n != "engine"}
         for name, info in recipe_fields.items():
-            value = field_widget(name, info, info.get_default(call_default_factory=True), f"recipe_{engine}_{name}",
-                                 read_only)
+            value = field_widget(
+                name, info, info.get_default(call_default_factory=True), f"recipe_{engine}_{name}", read_only
+            )
             recipe[name] = value
     with right:
         st.subheader("Workload")
@@ -309,15 +372,26 @@ def page() -> None:
             workload[name] = field_widget(name, info, default, f"wl_{preset}_{name}", read_only)
         quality = accuracy_picker(source, read_only)
         name = st.text_input("Name (optional)", key="job_name", disabled=read_only) or None
-        timeout = st.number_input("Timeout (s)", min_value=10, max_value=7 * 24 * 3600, value=3600, step=60,
-                                  key="timeout", disabled=read_only)
+        timeout = st.number_input(
+            "Timeout (s)", min_value=10, max_value=7 * 24 * 3600, value=3600, step=60, key="timeout", disabled=read_only
+        )
 
     with st.expander("Sweep: several values for some fields", expanded=False):
         sweepable = {("recipe", n): f for n, f in recipe_fields.items()}
-        sweepable.update({("workload", n): f for n, f in wl_fields.items()
-                          if field_kind(f.annotation)[0] in ("int", "float", "bool", "literal")})
-        chosen = st.multiselect("Fields to sweep", list(sweepable), format_func=lambda k: f"{k[0]}.{k[1]}",
-                                key="sweep_fields", disabled=read_only)
+        sweepable.update(
+            {
+                ("workload", n): f
+                for n, f in wl_fields.items()
+                if field_kind(f.annotation)[0] in ("int", "float", "bool", "literal")
+            }
+        )
+        chosen = st.multiselect(
+            "Fields to sweep",
+            list(sweepable),
+            format_func=lambda k: f"{k[0]}.{k[1]}",
+            key="sweep_fields",
+            disabled=read_only,
+        )
         sweep: dict[tuple[str, str], list[Any]] = {}
         sweep_problem = None
         for key in chosen:
@@ -328,16 +402,25 @@ def page() -> None:
             elif kind == "bool":
                 sweep[key] = st.multiselect(label, [False, True], key=f"sweep_{key[0]}_{key[1]}", disabled=read_only)
             else:
-                text = st.text_input(f"{label} (comma-separated)", key=f"sweep_{key[0]}_{key[1]}",
-                                     placeholder="1, 4, 16", disabled=read_only)
+                text = st.text_input(
+                    f"{label} (comma-separated)",
+                    key=f"sweep_{key[0]}_{key[1]}",
+                    placeholder="1, 4, 16",
+                    disabled=read_only,
+                )
                 try:
                     sweep[key] = parse_values(kind, text)
                 except SpecError as exc:
                     sweep_problem = f"{key[0]}.{key[1]}: {exc}"
             if not sweep.get(key) and sweep_problem is None:
                 sweep_problem = f"give at least one value for {key[0]}.{key[1]}"
-        sweep_name = st.text_input("Sweep name", key="sweep_name", disabled=read_only,
-                                   placeholder=f"sweep {datetime.now():%Y-%m-%d %H:%M}") if chosen else None
+        sweep_name = (
+            st.text_input(
+                "Sweep name", key="sweep_name", disabled=read_only, placeholder=f"sweep {datetime.now():%Y-%m-%d %H:%M}"
+            )
+            if chosen
+            else None
+        )
 
     base = {"model": {"source": source}, "recipe": recipe, "workload": workload, "device": device}
     if quality:
@@ -380,12 +463,17 @@ def submit(db: Any, specs: list[JobSpec], swept: list[Any], sweep_name: str | No
         return
     served = {d for w in jobs.list_workers(db, alive_within_s=30) for d in w.devices}
     which = ", ".join(str(i) for i in ids)
-    st.success(f"Queued job{'s' if len(ids) > 1 else ''} {which}" + (f" as sweep '{sweep}'" if sweep else "")
-               + ". Follow it on the Jobs page.")
+    st.success(
+        f"Queued job{'s' if len(ids) > 1 else ''} {which}"
+        + (f" as sweep '{sweep}'" if sweep else "")
+        + ". Follow it on the Jobs page."
+    )
     st.page_link("views/jobs.py", label="Open the Jobs page", icon=":material/pending_actions:")
     if specs and specs[0].device not in served:
-        st.warning(f"No live worker serves {specs[0].device} right now; start one with "
-                   f"`python -m engine worker --devices {specs[0].device}` (make run starts one).")
+        st.warning(
+            f"No live worker serves {specs[0].device} right now; start one with "
+            f"`python -m engine worker --devices {specs[0].device}` (make run starts one)."
+        )
 
 
 page()

@@ -20,10 +20,15 @@ def _pick_run(db, token) -> None:
         st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
         return
     options = frame["run_id"].head(500).tolist()
-    labels = {int(r.run_id): f"run {r.run_id} · {r.name if pd.notna(r.name) and r.name else r.model} · {r.engine} · {r.status}"
-              for r in frame.head(500).itertuples()}
-    choice = st.selectbox("Open a run", options, index=None, format_func=lambda i: labels[int(i)],
-                          placeholder="choose a run")
+    labels = {
+        int(
+            r.run_id
+        ): f"run {r.run_id} · {r.name if pd.notna(r.name) and r.name else r.model} · {r.engine} · {r.status}"
+        for r in frame.head(500).itertuples()
+    }
+    choice = st.selectbox(
+        "Open a run", options, index=None, format_func=lambda i: labels[int(i)], placeholder="choose a run"
+    )
     if choice is not None:
         st.query_params["run"] = str(choice)
         st.rerun()
@@ -95,8 +100,12 @@ def main() -> None:
             st.plotly_chart(timeline_figure(requests), key="timeline")
             st.caption("Grey: queued (due → sent); orange: sent → first token; blue: first → last token.")
     _log(db, run)
-    st.page_link("views/compare.py", label="Compare with other runs", icon=":material/compare_arrows:",
-                 query_params={"runs": str(run.id), "baseline": str(run.id)})
+    st.page_link(
+        "views/compare.py",
+        label="Compare with other runs",
+        icon=":material/compare_arrows:",
+        query_params={"runs": str(run.id), "baseline": str(run.id)},
+    )
     share_link("run")
     _delete(db, run)
 

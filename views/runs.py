@@ -28,8 +28,21 @@ if db is not None:
         st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
     else:
         frame = frame.assign(link=[f"run?run={i}" for i in frame["run_id"]])
-        cols = ["link", "created_at", "status", "name", "model", "engine", "device",
-                "ttft_ms_p50", "tpot_ms_p50", "itl_ms_p50", "e2el_ms_p50", "output_tokens_per_s", "error"]
+        cols = [
+            "link",
+            "created_at",
+            "status",
+            "name",
+            "model",
+            "engine",
+            "device",
+            "ttft_ms_p50",
+            "tpot_ms_p50",
+            "itl_ms_p50",
+            "e2el_ms_p50",
+            "output_tokens_per_s",
+            "error",
+        ]
         st.dataframe(
             frame[cols],
             hide_index=True,

@@ -33,8 +33,17 @@ from ui.run_view import runs_changed_token, share_link
 
 MODELS = ["demo"] + [f"synthetic:{a}" for a in SYNTHETIC_ARCHITECTURES]
 LOCAL_FOLDER = "local folder..."
-DEFAULTS: dict[str, Any] = {"model": "synthetic:llama-3-8b", "engine": "transformers", "dtype": "auto",
-                            "kv": "auto", "bs": 1, "tp": 1, "prompt": 128, "output": 32, "conc": 0}
+DEFAULTS: dict[str, Any] = {
+    "model": "synthetic:llama-3-8b",
+    "engine": "transformers",
+    "dtype": "auto",
+    "kv": "auto",
+    "bs": 1,
+    "tp": 1,
+    "prompt": 128,
+    "output": 32,
+    "conc": 0,
+}
 INTS = {"bs": (1, 4096), "tp": (1, 16), "prompt": (1, 10_000_000), "output": (1, 1_000_000), "conc": (0, 100_000)}
 LAUNCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "auto": "auto"}
 
@@ -72,9 +81,14 @@ def read_params(hardware_keys: list[str]) -> tuple[dict[str, Any], list[str]]:
         keys = [k.strip().lower() for k in raw_hw.split(",") if k.strip()]
         unknown = [k for k in keys if k not in hardware_keys]
         if unknown:
-            problems.append(f"unknown hardware {', '.join(unknown)} left out"
-                            + (" (measure local devices with the button below)" if any(
-                                k.startswith("local:") for k in unknown) else ""))
+            problems.append(
+                f"unknown hardware {', '.join(unknown)} left out"
+                + (
+                    " (measure local devices with the button below)"
+                    if any(k.startswith("local:") for k in unknown)
+                    else ""
+                )
+            )
         values["hw"] = [k for k in dict.fromkeys(keys) if k in hardware_keys] or default_hw
     else:
         values["hw"] = default_hw
@@ -101,36 +115,72 @@ def cached_calibration(_db: Any, db_url: str, token: tuple[Any, ...]) -> Calibra
 
 def chart(rows: list[dict[str, Any]]) -> go.Figure:
     """TTFT, TPOT (with error bands and measured markers) and memory per device."""
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("TTFT [ms]", "TPOT [ms] (GenAI-Perf: ITL)",
-                                                        "Memory per device [GB]"))
+    fig = make_subplots(
+        rows=1, cols=3, subplot_titles=("TTFT [ms]", "TPOT [ms] (GenAI-Perf: ITL)", "Memory per device [GB]")
+    )
     x = [r["hardware"] for r in rows]
     for col, key, band in ((1, "ttft_ms", "band_ttft_pct"), (2, "tpot_ms", "band_tpot_pct")):
         err = [(r[band] or 0) / 100 * r[key] for r in rows]
-        fig.add_trace(go.Bar(x=x, y=[r[key] for r in rows], name="predicted" if col == 1 else None,
-                             showlegend=col == 1, marker_color="#4c78a8", legendgroup="pred",
-                             error_y={"type": "data", "array": err, "visible": any(err)}), row=1, col=col)
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=[r[key] for r in rows],
+                name="predicted" if col == 1 else None,
+                showlegend=col == 1,
+                marker_color="#4c78a8",
+                legendgroup="pred",
+                error_y={"type": "data", "array": err, "visible": any(err)},
+            ),
+            row=1,
+            col=col,
+        )
         mx = [r["hardware"] for r in rows if r[f"measured_{key}"] is not None]
         my = [r[f"measured_{key}"] for r in rows if r[f"measured_{key}"] is not None]
         if mx:
-            fig.add_trace(go.Scatter(x=mx, y=my, mode="markers", name="measured" if col == 1 else None,
-                                     showlegend=col == 1, legendgroup="meas",
-                                     marker={"symbol": "diamond", "size": 12, "color": "#e45756"}), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=mx,
+                    y=my,
+                    mode="markers",
+                    name="measured" if col == 1 else None,
+                    showlegend=col == 1,
+                    legendgroup="meas",
+                    marker={"symbol": "diamond", "size": 12, "color": "#e45756"},
+                ),
+                row=1,
+                col=col,
+            )
         fig.update_yaxes(type="log", row=1, col=col)
-    for part, color in (("weights_gb", "#72b7b2"), ("kv_gb", "#f58518"), ("activations_gb", "#b279a2"),
-                        ("overhead_gb", "#bab0ac")):
-        fig.add_trace(go.Bar(x=x, y=[r[part] for r in rows], name=part.removesuffix("_gb"),
-                             marker_color=color), row=1, col=3)
-    fig.add_trace(go.Scatter(x=x, y=[r["usable_gb"] for r in rows], mode="markers", name="usable capacity",
-                             marker={"symbol": "line-ew-open", "size": 30, "color": "black"}), row=1, col=3)
-    fig.update_layout(barmode="stack", height=430, margin={"t": 40, "b": 10},
-                      legend={"orientation": "h", "y": -0.15})
+    for part, color in (
+        ("weights_gb", "#72b7b2"),
+        ("kv_gb", "#f58518"),
+        ("activations_gb", "#b279a2"),
+        ("overhead_gb", "#bab0ac"),
+    ):
+        fig.add_trace(
+            go.Bar(x=x, y=[r[part] for r in rows], name=part.removesuffix("_gb"), marker_color=color), row=1, col=3
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[r["usable_gb"] for r in rows],
+            mode="markers",
+            name="usable capacity",
+            marker={"symbol": "line-ew-open", "size": 30, "color": "black"},
+        ),
+        row=1,
+        col=3,
+    )
+    fig.update_layout(barmode="stack", height=430, margin={"t": 40, "b": 10}, legend={"orientation": "h", "y": -0.15})
     return fig
 
 
 def page() -> None:
     st.title("What-if: hardware you don't own")
-    st.caption("Roofline estimates (prefill compute-bound, decode memory-bound, plus the engine's per-step "
-               "overhead), calibrated by the runs measured here. Data-sheet figures are vendor claims.")
+    st.caption(
+        "Roofline estimates (prefill compute-bound, decode memory-bound, plus the engine's per-step "
+        "overhead), calibrated by the runs measured here. Data-sheet figures are vendor claims."
+    )
     db = database()
     entries = catalog(db)
     values, problems = read_params(list(entries))
@@ -143,8 +193,9 @@ def page() -> None:
     model = model_choice
     if model_choice == LOCAL_FOLDER:
         model = c1.text_input("Folder with config.json", key="wi_folder").strip()
-    engine = c2.selectbox("Engine", list(ENGINES), key="wi_engine",
-                          help="transformers: eager HF (launch-bound); ideal: bare roofline")
+    engine = c2.selectbox(
+        "Engine", list(ENGINES), key="wi_engine", help="transformers: eager HF (launch-bound); ideal: bare roofline"
+    )
     dtype = c3.selectbox("Weights", list(WEIGHT_DTYPES), key="wi_dtype")
     kv = c4.selectbox("KV cache", list(KV_DTYPES), key="wi_kv")
     c1, c2, c3, c4, c5 = st.columns(5)
@@ -153,12 +204,22 @@ def page() -> None:
     prompt = c3.number_input("Prompt tokens", 1, 10_000_000, key="wi_prompt")
     output = c4.number_input("Output tokens", 1, 1_000_000, key="wi_output")
     conc = c5.number_input("Concurrency (0 = one batch)", 0, 100_000, key="wi_conc")
-    hw_keys = st.multiselect("Hardware", list(entries), key="wi_hw",
-                             format_func=lambda k: f"{k}: {entries[k].name}")
+    hw_keys = st.multiselect("Hardware", list(entries), key="wi_hw", format_func=lambda k: f"{k}: {entries[k].name}")
 
-    st.query_params.from_dict({"model": model, "engine": engine, "dtype": dtype, "kv": kv, "bs": str(bs),
-                               "tp": str(tp), "prompt": str(prompt), "output": str(output),
-                               "conc": str(conc), "hw": ",".join(hw_keys)})
+    st.query_params.from_dict(
+        {
+            "model": model,
+            "engine": engine,
+            "dtype": dtype,
+            "kv": kv,
+            "bs": str(bs),
+            "tp": str(tp),
+            "prompt": str(prompt),
+            "output": str(output),
+            "conc": str(conc),
+            "hw": ",".join(hw_keys),
+        }
+    )
     st.session_state["_whatif_written"] = st.query_params.to_dict()
     if not model:
         st.info("Give a local folder that holds a config.json, or pick a catalog model.")
@@ -169,8 +230,7 @@ def page() -> None:
     try:
         shape = model_shape(model)
         recipe = EstimateRecipe(engine=engine, dtype=dtype, kv_dtype=kv, batch_size=int(bs), tp=int(tp))
-        workload = EstimateWorkload(prompt_tokens=int(prompt), output_tokens=int(output),
-                                    concurrency=int(conc) or None)
+        workload = EstimateWorkload(prompt_tokens=int(prompt), output_tokens=int(output), concurrency=int(conc) or None)
         cal = Calibration(groups=[])
         if db is not None:
             from storage.hardware import latest_per_device
@@ -183,27 +243,53 @@ def page() -> None:
         return
 
     rows = table_rows(result)
-    st.caption(f"{model}: {shape.params / 1e9:.3f} B parameters, {shape.layers} layers, "
-               f"KV {shape.kv_heads} heads x {shape.head_dim}")
+    st.caption(
+        f"{model}: {shape.params / 1e9:.3f} B parameters, {shape.layers} layers, "
+        f"KV {shape.kv_heads} heads x {shape.head_dim}"
+    )
     frame = pd.DataFrame(rows)
-    cols = ["hardware", "fits", "ttft_ms", "tpot_ms", "output_tokens_per_s", "band_ttft_pct", "band_tpot_pct",
-            "measured_ttft_ms", "measured_tpot_ms", "memory_gb", "usable_gb", "weights_gb", "kv_gb",
-            "kv_per_token_kb", "activations_gb", "max_batch", "max_context", "bound", "precision", "notes"]
-    st.dataframe(frame[cols], hide_index=True, width="stretch", column_config={
-        "ttft_ms": st.column_config.NumberColumn("TTFT [ms]", format="%.1f"),
-        "tpot_ms": st.column_config.NumberColumn("TPOT [ms]", format="%.2f"),
-        "output_tokens_per_s": st.column_config.NumberColumn("tokens/s", format="%.1f"),
-        "band_ttft_pct": st.column_config.NumberColumn("TTFT ±%", format="%.0f"),
-        "band_tpot_pct": st.column_config.NumberColumn("TPOT ±%", format="%.0f"),
-        "measured_ttft_ms": st.column_config.NumberColumn("measured TTFT", format="%.1f"),
-        "measured_tpot_ms": st.column_config.NumberColumn("measured TPOT", format="%.2f"),
-        "memory_gb": st.column_config.NumberColumn("memory [GB]", format="%.2f"),
-        "usable_gb": st.column_config.NumberColumn("usable [GB]", format="%.1f"),
-        "weights_gb": st.column_config.NumberColumn("weights [GB]", format="%.2f"),
-        "kv_gb": st.column_config.NumberColumn("KV [GB]", format="%.3f"),
-        "kv_per_token_kb": st.column_config.NumberColumn("KV/token [KiB]", format="%.1f"),
-        "activations_gb": st.column_config.NumberColumn("activations [GB]", format="%.3f"),
-    })
+    cols = [
+        "hardware",
+        "fits",
+        "ttft_ms",
+        "tpot_ms",
+        "output_tokens_per_s",
+        "band_ttft_pct",
+        "band_tpot_pct",
+        "measured_ttft_ms",
+        "measured_tpot_ms",
+        "memory_gb",
+        "usable_gb",
+        "weights_gb",
+        "kv_gb",
+        "kv_per_token_kb",
+        "activations_gb",
+        "max_batch",
+        "max_context",
+        "bound",
+        "precision",
+        "notes",
+    ]
+    st.dataframe(
+        frame[cols],
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "ttft_ms": st.column_config.NumberColumn("TTFT [ms]", format="%.1f"),
+            "tpot_ms": st.column_config.NumberColumn("TPOT [ms]", format="%.2f"),
+            "output_tokens_per_s": st.column_config.NumberColumn("tokens/s", format="%.1f"),
+            "band_ttft_pct": st.column_config.NumberColumn("TTFT ±%", format="%.0f"),
+            "band_tpot_pct": st.column_config.NumberColumn("TPOT ±%", format="%.0f"),
+            "measured_ttft_ms": st.column_config.NumberColumn("measured TTFT", format="%.1f"),
+            "measured_tpot_ms": st.column_config.NumberColumn("measured TPOT", format="%.2f"),
+            "memory_gb": st.column_config.NumberColumn("memory [GB]", format="%.2f"),
+            "usable_gb": st.column_config.NumberColumn("usable [GB]", format="%.1f"),
+            "weights_gb": st.column_config.NumberColumn("weights [GB]", format="%.2f"),
+            "kv_gb": st.column_config.NumberColumn("KV [GB]", format="%.3f"),
+            "kv_per_token_kb": st.column_config.NumberColumn("KV/token [KiB]", format="%.1f"),
+            "activations_gb": st.column_config.NumberColumn("activations [GB]", format="%.3f"),
+        },
+    )
     st.plotly_chart(chart(rows), width="stretch")
     for label in dict.fromkeys(r["calibration"] for r in rows):
         (st.info if label.startswith("uncalibrated") else st.caption)(label)
@@ -212,12 +298,23 @@ def page() -> None:
             st.dataframe(pd.DataFrame(result.calibration.skipped, columns=["run", "reason"]), hide_index=True)
 
     st.subheader("Measure here")
-    launch = urlencode({"model": model, "engine": engine if engine != "ideal" else "transformers",
-                        "dtype": LAUNCH_DTYPE.get(dtype, "auto"), "batch_size": int(bs),
-                        "prompt_tokens": int(prompt), "output_tokens": int(output), "device": "cpu"})
+    launch = urlencode(
+        {
+            "model": model,
+            "engine": engine if engine != "ideal" else "transformers",
+            "dtype": LAUNCH_DTYPE.get(dtype, "auto"),
+            "batch_size": int(bs),
+            "prompt_tokens": int(prompt),
+            "output_tokens": int(output),
+            "device": "cpu",
+        }
+    )
     st.markdown(f"[:material/rocket_launch: Launch the real benchmark on a local device](launch?{launch})")
-    if st.button("Run the calibration micro-benchmark (CPU, a few seconds)", disabled=viewer_mode() or db is None,
-                 help="copy bandwidth and matmul throughput of this machine's CPU, stored for local:cpu"):
+    if st.button(
+        "Run the calibration micro-benchmark (CPU, a few seconds)",
+        disabled=viewer_mode() or db is None,
+        help="copy bandwidth and matmul throughput of this machine's CPU, stored for local:cpu",
+    ):
         with st.spinner("measuring..."):
             ok, message = measure_in_subprocess(db.url, "cpu")
         if ok:
@@ -226,12 +323,24 @@ def page() -> None:
         else:
             st.error(f"The micro-benchmark failed: {message}")
     with st.expander("Hardware sources"):
-        st.dataframe(pd.DataFrame([{"key": k, "name": entries[k].name, "memory GB": entries[k].memory_gb,
-                                    "bandwidth GB/s": entries[k].bandwidth_gbs,
-                                    "bf16 TFLOP/s": entries[k].tflops.get("bf16"),
-                                    "fp8 TFLOP/s": entries[k].tflops.get("fp8"),
-                                    "interconnect": entries[k].interconnect, "source": entries[k].source}
-                                   for k in hw_keys]), hide_index=True)
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "key": k,
+                        "name": entries[k].name,
+                        "memory GB": entries[k].memory_gb,
+                        "bandwidth GB/s": entries[k].bandwidth_gbs,
+                        "bf16 TFLOP/s": entries[k].tflops.get("bf16"),
+                        "fp8 TFLOP/s": entries[k].tflops.get("fp8"),
+                        "interconnect": entries[k].interconnect,
+                        "source": entries[k].source,
+                    }
+                    for k in hw_keys
+                ]
+            ),
+            hide_index=True,
+        )
     share_link("whatif")
 
 

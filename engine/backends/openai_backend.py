@@ -69,17 +69,28 @@ class OpenAIBackend:
             key = os.environ.get(recipe.api_key_env)
             if not key:
                 raise BackendError(f"the API key variable {recipe.api_key_env} is not set in the environment")
-        self._configure(recipe.base_url, recipe.model_name, recipe.endpoint, key, recipe.send_ignore_eos,
-                        recipe.timeout_s)
+        self._configure(
+            recipe.base_url, recipe.model_name, recipe.endpoint, key, recipe.send_ignore_eos, recipe.timeout_s
+        )
         self._tokenizer = _load_tokenizer(model, progress)
         progress(f"probing {self._base_url}/models", None)
         self.run_async(self._probe_models())
-        return LoadReport(load_s=time.perf_counter() - t0, device_name=f"server {self._base_url}",
-                          applied={"endpoint": self._endpoint, "model_name": self._model_name},
-                          vocab_size=len(self._tokenizer) if self._tokenizer is not None else None)
+        return LoadReport(
+            load_s=time.perf_counter() - t0,
+            device_name=f"server {self._base_url}",
+            applied={"endpoint": self._endpoint, "model_name": self._model_name},
+            vocab_size=len(self._tokenizer) if self._tokenizer is not None else None,
+        )
 
-    def _configure(self, base_url: str, model_name: str, endpoint: str, api_key: str | None,
-                   send_ignore_eos: bool = True, timeout_s: float = 600.0) -> None:
+    def _configure(
+        self,
+        base_url: str,
+        model_name: str,
+        endpoint: str,
+        api_key: str | None,
+        send_ignore_eos: bool = True,
+        timeout_s: float = 600.0,
+    ) -> None:
         self._base_url = base_url.rstrip("/")
         self._model_name = model_name
         self._endpoint = endpoint
@@ -104,7 +115,9 @@ class OpenAIBackend:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(
-                connector=connector, timeout=aiohttp.ClientTimeout(total=self._timeout_s), trust_env=False,
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=self._timeout_s),
+                trust_env=False,
                 read_bufsize=2**16,
             )
         return self._session
@@ -114,8 +127,9 @@ class OpenAIBackend:
 
         session = await self._ensure_session()
         try:
-            async with session.get(self._base_url + "/models", headers=self._headers,
-                                   timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            async with session.get(
+                self._base_url + "/models", headers=self._headers, timeout=aiohttp.ClientTimeout(total=10)
+            ) as resp:
                 if resp.status == 200:
                     data = await resp.json(content_type=None)
                     self._server_models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
@@ -279,12 +293,15 @@ class OpenAIBackend:
     def generate(self, prompts: list[list[int]], params: GenerationParams, sink: Any) -> int:
         """One batch sent at once; chunks go to ``sink`` after the batch (stamps are unchanged)."""
         send_ns = time.perf_counter_ns()
-        records = [RequestRecord(index=i, arrival_ns=send_ns, send_ns=send_ns, prompt_tokens=len(p))
-                   for i, p in enumerate(prompts)]
+        records = [
+            RequestRecord(index=i, arrival_ns=send_ns, send_ns=send_ns, prompt_tokens=len(p))
+            for i, p in enumerate(prompts)
+        ]
 
         async def all_() -> list[BaseException | None]:
-            return await asyncio.gather(*(self.stream(p, params, r) for p, r in zip(prompts, records, strict=True)),
-                                        return_exceptions=True)
+            return await asyncio.gather(
+                *(self.stream(p, params, r) for p, r in zip(prompts, records, strict=True)), return_exceptions=True
+            )
 
         outcomes = self.run_async(all_())
         for row, (rec, out) in enumerate(zip(records, outcomes, strict=True)):
@@ -312,13 +329,20 @@ async def _score_echo(backend: OpenAIBackend, sequences: list[list[int]], top_k:
     session = await backend._ensure_session()
     out = []
     for seq in sequences:
-        body = {"model": backend._model_name, "prompt": seq, "max_tokens": 1, "echo": True,
-                "logprobs": max(top_k, 1), "temperature": 0.0}
+        body = {
+            "model": backend._model_name,
+            "prompt": seq,
+            "max_tokens": 1,
+            "echo": True,
+            "logprobs": max(top_k, 1),
+            "temperature": 0.0,
+        }
         async with session.post(backend._base_url + "/completions", json=body, headers=backend._headers) as resp:
             text = await resp.text()
             if resp.status != 200:
-                raise BackendError(f"scoring (echo + logprobs) is not supported by this server: "
-                                   f"{_http_reason(resp.status, text)}")
+                raise BackendError(
+                    f"scoring (echo + logprobs) is not supported by this server: {_http_reason(resp.status, text)}"
+                )
         try:
             lp = json.loads(text)["choices"][0]["logprobs"]
             token_lps = lp["token_logprobs"][1 : len(seq)]

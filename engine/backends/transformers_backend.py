@@ -100,8 +100,10 @@ class TransformersBackend:
         try:
             if model.synthetic_config is not None:
                 if recipe.tensor_parallel:
-                    raise BackendError("tensor parallelism shards weights at load time; synthetic weights are built "
-                                       "in place on one device (use a real model)")
+                    raise BackendError(
+                        "tensor parallelism shards weights at load time; synthetic weights are built "
+                        "in place on one device (use a real model)"
+                    )
                 progress("building random weights", None)
                 cfg_kwargs = dict(model.synthetic_config)
                 config = AutoConfig.for_model(cfg_kwargs.pop("model_type"), **cfg_kwargs)
@@ -114,13 +116,20 @@ class TransformersBackend:
                 path = model.path
                 assert path is not None
                 self._tokenizer = AutoTokenizer.from_pretrained(path, revision=model.spec.revision)
-                load_kwargs: dict[str, Any] = {"revision": model.spec.revision, "dtype": dtype,
-                                               "attn_implementation": attn}
+                load_kwargs: dict[str, Any] = {
+                    "revision": model.spec.revision,
+                    "dtype": dtype,
+                    "attn_implementation": attn,
+                }
                 if recipe.quantization == "gptq":
-                    folder, gptq_applied = knobs.gptq_folder(path, recipe, get_settings().cache_dir, self._device, progress)
+                    folder, gptq_applied = knobs.gptq_folder(
+                        path, recipe, get_settings().cache_dir, self._device, progress
+                    )
                     applied.update(gptq_applied)
-                    path, load_kwargs = str(folder), {"dtype": dtype, "attn_implementation": attn,
-                                                      "device_map": str(self._device)}
+                    path, load_kwargs = (
+                        str(folder),
+                        {"dtype": dtype, "attn_implementation": attn, "device_map": str(self._device)},
+                    )
                 if recipe.tensor_parallel:
                     load_kwargs["tp_plan"] = "auto"
                     applied["tensor_parallel"] = "tp_plan=auto"
@@ -138,7 +147,9 @@ class TransformersBackend:
         except (OSError, ValueError, ImportError, NotImplementedError, RuntimeError) as exc:
             if isinstance(exc, BackendError):
                 raise
-            raise BackendError(f"could not load {model.label} with {recipe.describe()}: {str(exc).splitlines()[0]}") from exc
+            raise BackendError(
+                f"could not load {model.label} with {recipe.describe()}: {str(exc).splitlines()[0]}"
+            ) from exc
         self._model.eval()
         self._sync()
         load_s = time.perf_counter() - start
@@ -214,8 +225,10 @@ class TransformersBackend:
         assistant = AutoModelForCausalLM.from_pretrained(resolved.path, dtype=dtype, attn_implementation=attn)
         main_vocab = self._model.config.vocab_size
         if assistant.config.vocab_size != main_vocab:
-            raise BackendError(f"the assistant's vocabulary ({assistant.config.vocab_size}) differs from the main "
-                               f"model's ({main_vocab}); it must share the tokenizer")
+            raise BackendError(
+                f"the assistant's vocabulary ({assistant.config.vocab_size}) differs from the main "
+                f"model's ({main_vocab}); it must share the tokenizer"
+            )
         return assistant.to(self._device).eval()
 
     def _torch_device(self, device: str) -> torch.device:
@@ -292,11 +305,15 @@ class TransformersBackend:
                 auto_switch_to_flash=on_cuda,
             )
             self._cb_manager = self._model.init_continuous_batching(
-                generation_config=self._model.generation_config, continuous_batching_config=config)
+                generation_config=self._model.generation_config, continuous_batching_config=config
+            )
             self._cb_manager.start()
             self._applied["attn_implementation"] = self._model.config._attn_implementation
-            self._applied["continuous_batching"] = {"page_size": page, "num_blocks": config.num_blocks,
-                                                    "max_batch_tokens": config.max_batch_tokens}
+            self._applied["continuous_batching"] = {
+                "page_size": page,
+                "num_blocks": config.num_blocks,
+                "max_batch_tokens": config.max_batch_tokens,
+            }
         manager = self._cb_manager
         self._cb_calls += 1
         rows = {f"c{self._cb_calls}_{i}": i for i in range(len(prompts))}
@@ -304,8 +321,9 @@ class TransformersBackend:
         eos = -1 if params.ignore_eos else None
         send_ns = time.perf_counter_ns()
         for rid, row in rows.items():
-            manager.add_request(prompts[row], request_id=rid, max_new_tokens=params.max_new_tokens,
-                                streaming=True, eos_token_id=eos)
+            manager.add_request(
+                prompts[row], request_id=rid, max_new_tokens=params.max_new_tokens, streaming=True, eos_token_id=eos
+            )
         pending = set(rows)
         deadline = time.monotonic() + 600.0
         while pending:
@@ -411,12 +429,14 @@ class TransformersBackend:
                     if top_k > 0:
                         top = torch.topk(logp, min(top_k, logp.shape[-1]), dim=-1)
                         top_ids, top_lp = top.indices.cpu().numpy(), top.values.cpu().numpy()
-                    out.append(TokenScores(
-                        token_logprobs=token_lp.cpu().numpy(),
-                        top_ids=top_ids,
-                        top_logprobs=top_lp,
-                        full=logp.cpu().numpy() if full else None,
-                    ))
+                    out.append(
+                        TokenScores(
+                            token_logprobs=token_lp.cpu().numpy(),
+                            top_ids=top_ids,
+                            top_logprobs=top_lp,
+                            full=logp.cpu().numpy() if full else None,
+                        )
+                    )
                 del logits
         except torch.OutOfMemoryError as exc:
             raise BackendError(f"out of memory while scoring: {str(exc).splitlines()[0]}") from exc

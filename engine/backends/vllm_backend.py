@@ -39,11 +39,13 @@ def speculative_config(recipe: Any) -> dict[str, Any] | None:
         return None
     cfg: dict[str, Any] = {"num_speculative_tokens": recipe.num_speculative_tokens}
     if recipe.speculative == "ngram":
-        cfg.update(method="ngram", prompt_lookup_min=recipe.prompt_lookup_min,
-                   prompt_lookup_max=recipe.prompt_lookup_max)
+        cfg.update(
+            method="ngram", prompt_lookup_min=recipe.prompt_lookup_min, prompt_lookup_max=recipe.prompt_lookup_max
+        )
     else:
-        cfg.update(method={"draft": "draft_model"}.get(recipe.speculative, recipe.speculative),
-                   model=recipe.speculative_model)
+        cfg.update(
+            method={"draft": "draft_model"}.get(recipe.speculative, recipe.speculative), model=recipe.speculative_model
+        )
     return cfg
 
 
@@ -151,8 +153,15 @@ class VllmBackend:
             raise BackendError("vLLM loads weights from a folder; synthetic weights are not supported")
         t0 = time.perf_counter()
         env = vllm_env(recipe, device)
-        for key in ("VLLM_CACHE_ROOT", "TMPDIR", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
-                    "VLLM_CPU_KVCACHE_SPACE", "CUDA_VISIBLE_DEVICES"):
+        for key in (
+            "VLLM_CACHE_ROOT",
+            "TMPDIR",
+            "HF_HUB_OFFLINE",
+            "VLLM_NO_USAGE_STATS",
+            "DO_NOT_TRACK",
+            "VLLM_CPU_KVCACHE_SPACE",
+            "CUDA_VISIBLE_DEVICES",
+        ):
             if key in env:
                 self._saved_env.setdefault(key, os.environ.get(key))
                 os.environ[key] = env[key]
@@ -194,8 +203,13 @@ class VllmBackend:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        return SamplingParams(max_tokens=params.max_new_tokens, ignore_eos=params.ignore_eos, temperature=0.0,
-                              output_kind=RequestOutputKind.DELTA, **extra)
+        return SamplingParams(
+            max_tokens=params.max_new_tokens,
+            ignore_eos=params.ignore_eos,
+            temperature=0.0,
+            output_kind=RequestOutputKind.DELTA,
+            **extra,
+        )
 
     async def stream(self, prompt: list[int], params: GenerationParams, record: RequestRecord) -> None:
         """One request; each delta's stamp and new-token count go into ``record``."""
@@ -204,8 +218,9 @@ class VllmBackend:
         sampling = self._sampling(params)
         perf = time.perf_counter_ns
         record.send_ns = perf()
-        async for out in self._engine.generate(TokensPrompt(prompt_token_ids=prompt), sampling,
-                                               request_id=uuid.uuid4().hex):
+        async for out in self._engine.generate(
+            TokensPrompt(prompt_token_ids=prompt), sampling, request_id=uuid.uuid4().hex
+        ):
             t = perf()
             n = len(out.outputs[0].token_ids) if out.outputs else 0
             if n:
@@ -238,8 +253,9 @@ class VllmBackend:
 
         async def one(seq: list[int]) -> TokenScores:
             final = None
-            async for out in self._engine.generate(TokensPrompt(prompt_token_ids=seq), sampling,
-                                                   request_id=uuid.uuid4().hex):
+            async for out in self._engine.generate(
+                TokensPrompt(prompt_token_ids=seq), sampling, request_id=uuid.uuid4().hex
+            ):
                 if out.prompt_logprobs is not None:
                     final = out
             if final is None:
@@ -251,8 +267,9 @@ class VllmBackend:
                 top_ids = np.zeros((len(rows), k), dtype=np.int64)
                 top_lps = np.full((len(rows), k), -np.inf, dtype=np.float32)
                 for i, row in enumerate(rows):
-                    ranked = sorted(((lp.rank or 0, tid, lp.logprob) for tid, lp in row.items() if lp.rank),
-                                    key=lambda x: x[0])[:k]
+                    ranked = sorted(
+                        ((lp.rank or 0, tid, lp.logprob) for tid, lp in row.items() if lp.rank), key=lambda x: x[0]
+                    )[:k]
                     for j, (_, tid, lp) in enumerate(ranked):
                         top_ids[i, j], top_lps[i, j] = tid, lp
             return TokenScores(token_logprobs=lps, top_ids=top_ids, top_logprobs=top_lps)
@@ -269,9 +286,13 @@ class VllmBackend:
         """vLLM version, engine arguments and speculative-decoding acceptance where used."""
         import torch
 
-        out: dict[str, Any] = {"engine": self.name, "vllm": vllm_version(), "torch": torch.__version__,
-                               "device_name": self._device, "engine_args": {k: v for k, v in self._kwargs.items()
-                                                                            if k != "model"}}
+        out: dict[str, Any] = {
+            "engine": self.name,
+            "vllm": vllm_version(),
+            "torch": torch.__version__,
+            "device_name": self._device,
+            "engine_args": {k: v for k, v in self._kwargs.items() if k != "model"},
+        }
         spec = _spec_decode_stats()
         if spec:
             out["spec_decode"] = spec

@@ -50,9 +50,17 @@ class ManagedServer:
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.served_name = served_name
         self.args = [
-            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-            "--host", "127.0.0.1", "--port", str(self.port), "--served-model-name", served_name,
-            *server_args(recipe, device, model_path), *shlex.split(getattr(recipe, "extra_args", None) or ""),
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--served-model-name",
+            served_name,
+            *server_args(recipe, device, model_path),
+            *shlex.split(getattr(recipe, "extra_args", None) or ""),
         ]
         self.env = vllm_env(recipe, device)
         fd, log = tempfile.mkstemp(prefix="vllm-server-", suffix=".log", dir=self.env["TMPDIR"])
@@ -65,9 +73,15 @@ class ManagedServer:
         """Start and wait for ``/health``; returns seconds taken. Tears down and raises on failure."""
         t0 = time.perf_counter()
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.args, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen(
+                self.args,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         self.pgid = self.proc.pid  # its own session and process group
         _LIVE.add(self)
         try:
@@ -200,9 +214,12 @@ class VllmServerBackend(OpenAIBackend):
         except BaseException:
             self.unload()
             raise
-        return LoadReport(load_s=time.perf_counter() - t0, device_name=device,
-                          applied={"server_args": self._server.args[3:], "endpoint": recipe.endpoint},
-                          vocab_size=len(self._tokenizer) if self._tokenizer is not None else None)
+        return LoadReport(
+            load_s=time.perf_counter() - t0,
+            device_name=device,
+            applied={"server_args": self._server.args[3:], "endpoint": recipe.endpoint},
+            vocab_size=len(self._tokenizer) if self._tokenizer is not None else None,
+        )
 
     def info(self) -> dict[str, Any]:
         """The client's facts plus vLLM's version, the server command and spec-decode acceptance."""

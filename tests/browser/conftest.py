@@ -22,8 +22,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 
 
 def _apt_install() -> None:
@@ -99,12 +105,33 @@ def live_app(tmp_path: Path):
     logs = tmp_path / "procs.log"
     with logs.open("wb") as log:
         app = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.port", str(port),
-             "--server.address", "127.0.0.1", "--server.headless", "true",
-             "--browser.gatherUsageStats", "false"],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-        worker = subprocess.Popen([sys.executable, "-m", "engine", "worker", "--devices", "cpu"],
-                                  cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                str(REPO / "app.py"),
+                "--server.port",
+                str(port),
+                "--server.address",
+                "127.0.0.1",
+                "--server.headless",
+                "true",
+                "--browser.gatherUsageStats",
+                "false",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "engine", "worker", "--devices", "cpu"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

@@ -23,8 +23,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 
 
 def _ensure_chromium() -> None:
@@ -54,13 +60,32 @@ def permalink_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
     db_url = f"sqlite:///{folder / 'app.db'}"
     ids = seed_basic(open_database(db_url))
     port = _free_port()
-    env = {**os.environ, "LATENCYLAB_DB_URL": db_url, "LATENCYLAB_DATA_DIR": str(folder),
-           "LATENCYLAB_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}"}
+    env = {
+        **os.environ,
+        "LATENCYLAB_DB_URL": db_url,
+        "LATENCYLAB_DATA_DIR": str(folder),
+        "LATENCYLAB_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+    }
     log = open(folder / "streamlit.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:

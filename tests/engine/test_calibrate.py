@@ -11,10 +11,23 @@ from engine.calibrate import Calibration, calibrate, collect_points, fit_factors
 from engine.estimate import EstimateRecipe, EstimateWorkload, Factors, model_shape, phase_times, prior, work
 from engine.hardware import CATALOG, Hardware
 
-CPU = Hardware(key="local:cpu", name="Test CPU (local, measured)", vendor="local", kind="cpu", memory_gb=32,
-               bandwidth_gbs=20, tflops={"fp32": 0.2}, measured=True)
-TRUE = Factors(eff_bandwidth=0.45, eff_compute_prefill=0.6, eff_compute_decode=0.35, step_overhead_ms=12.0,
-               prefill_overhead_ms=30.0)
+CPU = Hardware(
+    key="local:cpu",
+    name="Test CPU (local, measured)",
+    vendor="local",
+    kind="cpu",
+    memory_gb=32,
+    bandwidth_gbs=20,
+    tflops={"fp32": 0.2},
+    measured=True,
+)
+TRUE = Factors(
+    eff_bandwidth=0.45,
+    eff_compute_prefill=0.6,
+    eff_compute_decode=0.35,
+    step_overhead_ms=12.0,
+    prefill_overhead_ms=30.0,
+)
 GRID = [(b, p) for b in (1, 4, 16, 64) for p in (32, 256, 1024)]
 
 
@@ -37,8 +50,18 @@ def _store_runs(db, noise: float = 0.0, seed: int = 0) -> list[int]:
     from storage.hardware import NewMeasurement, save_measurement
     from storage.runs import NewRun, save_run
 
-    save_measurement(db, NewMeasurement(host="testhost", device="cpu", device_name="Test CPU", copy_gbs=20.0,
-                                        matmul_tflops={"fp32": 0.2}, duration_s=1.0, memory_bytes=32_000_000_000))
+    save_measurement(
+        db,
+        NewMeasurement(
+            host="testhost",
+            device="cpu",
+            device_name="Test CPU",
+            copy_gbs=20.0,
+            matmul_tflops={"fp32": 0.2},
+            duration_s=1.0,
+            memory_bytes=32_000_000_000,
+        ),
+    )
     rng = random.Random(seed)
     ids = []
     for i, (b, p) in enumerate(GRID):
@@ -46,12 +69,27 @@ def _store_runs(db, noise: float = 0.0, seed: int = 0) -> list[int]:
         ttft, tpot = _truth(model, b, p)
         ttft *= 1 + rng.uniform(-noise, noise)
         tpot *= 1 + rng.uniform(-noise, noise)
-        spec = {"model": {"source": model}, "recipe": {"engine": "transformers", "dtype": "auto"},
-                "workload": {"prompt_tokens": p, "output_tokens": 16, "batch_size": b, "requests": b}, "device": "cpu"}
-        ids.append(save_run(db, NewRun(
-            status="done", spec=spec, fingerprint=f"f{i}", model=model, engine="transformers", device="cpu",
-            provenance={"host": "testhost", "applied": {"dtype": "float32"}},
-            metrics={"ttft_ms": {"p50": ttft}, "tpot_ms": {"p50": tpot}})))
+        spec = {
+            "model": {"source": model},
+            "recipe": {"engine": "transformers", "dtype": "auto"},
+            "workload": {"prompt_tokens": p, "output_tokens": 16, "batch_size": b, "requests": b},
+            "device": "cpu",
+        }
+        ids.append(
+            save_run(
+                db,
+                NewRun(
+                    status="done",
+                    spec=spec,
+                    fingerprint=f"f{i}",
+                    model=model,
+                    engine="transformers",
+                    device="cpu",
+                    provenance={"host": "testhost", "applied": {"dtype": "float32"}},
+                    metrics={"ttft_ms": {"p50": ttft}, "tpot_ms": {"p50": tpot}},
+                ),
+            )
+        )
     return ids
 
 
@@ -96,8 +134,14 @@ def test_cpu_factors_do_not_cross_to_gpu_but_measured_runs_overlay(db):
     from engine.hardware import catalog
 
     entries = catalog(db)
-    result = what_if(model_shape("demo"), "demo", [entries["local:cpu"], CATALOG["a100-80gb"]],
-                     EstimateRecipe(batch_size=4), EstimateWorkload(prompt_tokens=32, output_tokens=16), db=db)
+    result = what_if(
+        model_shape("demo"),
+        "demo",
+        [entries["local:cpu"], CATALOG["a100-80gb"]],
+        EstimateRecipe(batch_size=4),
+        EstimateWorkload(prompt_tokens=32, output_tokens=16),
+        db=db,
+    )
     local, gpu = table_rows(result)
     assert local["measured_tpot_ms"] == pytest.approx(_truth("demo", 4, 32)[1])
     assert local["band_tpot_pct"] is not None and gpu["measured_tpot_ms"] is None
@@ -106,9 +150,18 @@ def test_cpu_factors_do_not_cross_to_gpu_but_measured_runs_overlay(db):
 def test_runs_without_a_device_measurement_are_skipped_with_a_reason(db):
     from storage.runs import NewRun, save_run
 
-    rid = save_run(db, NewRun(status="done", spec={"model": {"source": "demo"}, "workload": {"prompt_tokens": 8}},
-                              fingerprint="x", model="demo", engine="transformers", device="cpu",
-                              metrics={"ttft_ms": {"p50": 10.0}, "tpot_ms": {"p50": 5.0}}))
+    rid = save_run(
+        db,
+        NewRun(
+            status="done",
+            spec={"model": {"source": "demo"}, "workload": {"prompt_tokens": 8}},
+            fingerprint="x",
+            model="demo",
+            engine="transformers",
+            device="cpu",
+            metrics={"ttft_ms": {"p50": 10.0}, "tpot_ms": {"p50": 5.0}},
+        ),
+    )
     points, skipped = collect_points(db)
     assert points == [] and skipped == [(rid, "no micro-benchmark of cpu (run: python -m engine calibrate)")]
     assert isinstance(calibrate(db), Calibration)

@@ -21,8 +21,14 @@ A100 = DeviceFacts(cuda_available=True, gpu_count=1, compute_capability=(8, 0), 
 
 
 def _spec(recipe: dict, device: str = "cpu", workload: dict | None = None, model: str = "demo"):
-    return parse_job_spec({"model": {"source": model}, "recipe": {"engine": "transformers", **recipe},
-                           "device": device, "workload": workload or {}})
+    return parse_job_spec(
+        {
+            "model": {"source": model},
+            "recipe": {"engine": "transformers", **recipe},
+            "device": device,
+            "workload": workload or {},
+        }
+    )
 
 
 def test_defaults_keep_todays_recipe():
@@ -45,39 +51,48 @@ def test_unknown_knob_is_refused():
         _spec({"turbo": True})
 
 
-@pytest.mark.parametrize("recipe, match", [
-    ({"compile": True}, "compile needs cache_implementation=static"),
-    ({"cache_implementation": "static", "kv_cache_quantization": "quanto_int4"}, "quantized KV cache is a dynamic"),
-    ({"speculative": "assistant"}, "needs assistant_model"),
-    ({"speculative": "early_exit"}, "needs early_exit_layer"),
-    ({"early_exit_layer": 3}, "only used with speculative=early_exit"),
-    ({"speculative": "prompt_lookup", "cache_implementation": "static"}, "dynamic cache"),
-    ({"batching": "continuous", "speculative": "prompt_lookup"}, "continuous batching does not"),
-    ({"quantization": "torch_dynamic_int8", "dtype": "bfloat16"}, "float32"),
-])
+@pytest.mark.parametrize(
+    "recipe, match",
+    [
+        ({"compile": True}, "compile needs cache_implementation=static"),
+        ({"cache_implementation": "static", "kv_cache_quantization": "quanto_int4"}, "quantized KV cache is a dynamic"),
+        ({"speculative": "assistant"}, "needs assistant_model"),
+        ({"speculative": "early_exit"}, "needs early_exit_layer"),
+        ({"early_exit_layer": 3}, "only used with speculative=early_exit"),
+        ({"speculative": "prompt_lookup", "cache_implementation": "static"}, "dynamic cache"),
+        ({"batching": "continuous", "speculative": "prompt_lookup"}, "continuous batching does not"),
+        ({"quantization": "torch_dynamic_int8", "dtype": "bfloat16"}, "float32"),
+    ],
+)
 def test_contradicting_knobs_say_why(recipe, match):
     with pytest.raises(SpecError, match=match):
         _spec(recipe)
 
 
-@pytest.mark.parametrize("recipe, match", [
-    ({"quantization": "bnb_nf4"}, "needs a CUDA device"),
-    ({"quantization": "bnb_int8"}, "needs a CUDA device"),
-    ({"quantization": "torchao_float8"}, "compute capability >= 8.9"),
-    ({"quantization": "torchao_int4_weight_only", "dtype": "bfloat16"}, "no CPU kernel"),
-    ({"dtype": "float16"}, "float16 is not supported on the CPU"),
-    ({"attn_implementation": "flash_attention_2"}, "needs a CUDA device"),
-    ({"tensor_parallel": True}, "two or more CUDA GPUs"),
-])
+@pytest.mark.parametrize(
+    "recipe, match",
+    [
+        ({"quantization": "bnb_nf4"}, "needs a CUDA device"),
+        ({"quantization": "bnb_int8"}, "needs a CUDA device"),
+        ({"quantization": "torchao_float8"}, "compute capability >= 8.9"),
+        ({"quantization": "torchao_int4_weight_only", "dtype": "bfloat16"}, "no CPU kernel"),
+        ({"dtype": "float16"}, "float16 is not supported on the CPU"),
+        ({"attn_implementation": "flash_attention_2"}, "needs a CUDA device"),
+        ({"tensor_parallel": True}, "two or more CUDA GPUs"),
+    ],
+)
 def test_cuda_only_knobs_are_refused_on_the_cpu(recipe, match):
     with pytest.raises(SpecError, match=match):
         _spec(recipe, "cpu")
 
 
 def test_cuda_knobs_validate_on_a_gpu_spec():
-    for recipe in ({"quantization": "bnb_nf4"}, {"quantization": "torchao_float8"},
-                   {"quantization": "torchao_int4_weight_only"}, {"cache_implementation": "static", "compile": True,
-                                                                  "compile_mode": "reduce-overhead"}):
+    for recipe in (
+        {"quantization": "bnb_nf4"},
+        {"quantization": "torchao_float8"},
+        {"quantization": "torchao_int4_weight_only"},
+        {"cache_implementation": "static", "compile": True, "compile_mode": "reduce-overhead"},
+    ):
         assert _spec(recipe, "cuda:0").recipe.quantization == recipe.get("quantization", "none")
     assert _spec({"tensor_parallel": True}, "cuda:0,1").recipe.tensor_parallel
     with pytest.raises(SpecError, match="two or more GPUs"):
@@ -105,8 +120,12 @@ def test_runtime_facts():
     assert gptq == ["gptq needs the gptqmodel package (and optimum): pip install gptqmodel optimum"]
     assert "torchrun" in runtime_problems(TransformersRecipe(tensor_parallel=True), "cuda:0,1", H200)[0]
     assert "CUDA is not available" in runtime_problems(TransformersRecipe(), "cuda:0", DeviceFacts())[0]
-    assert runtime_problems(TransformersRecipe(kv_cache_quantization="quanto_int4"), "cpu",
-                            DeviceFacts(installed=frozenset({"quanto"}))) == []
+    assert (
+        runtime_problems(
+            TransformersRecipe(kv_cache_quantization="quanto_int4"), "cpu", DeviceFacts(installed=frozenset({"quanto"}))
+        )
+        == []
+    )
 
 
 def test_options_for_forms():
@@ -124,11 +143,25 @@ def test_notes_warn_about_slow_paths():
 
 
 def test_describe_names_each_knob():
-    r = TransformersRecipe(dtype="bfloat16", quantization="gptq", gptq_bits=8, cache_implementation="static",
-                           compile=True, compile_mode="max-autotune", drop_layers=2, drop_layers_from="end",
-                           sliding_window=512)
+    r = TransformersRecipe(
+        dtype="bfloat16",
+        quantization="gptq",
+        gptq_bits=8,
+        cache_implementation="static",
+        compile=True,
+        compile_mode="max-autotune",
+        drop_layers=2,
+        drop_layers_from="end",
+        sliding_window=512,
+    )
     text = r.describe()
-    for part in ("gptq int8 g128", "static cache", "compile(max-autotune)", "drop 2 layers (end)", "sliding window 512"):
+    for part in (
+        "gptq int8 g128",
+        "static cache",
+        "compile(max-autotune)",
+        "drop 2 layers (end)",
+        "sliding window 512",
+    ):
         assert part in text
 
 
@@ -145,6 +178,11 @@ def test_checking_a_gpu_spec_never_imports_torch():
         "try:\n    preflight(spec)\nexcept SpecError:\n    pass\n"
         "print('torch' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]),
+    )
     assert out.stdout.strip() == "False"

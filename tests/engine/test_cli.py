@@ -19,20 +19,54 @@ REPO = Path(__file__).resolve().parents[2]
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "engine", *args], cwd=REPO, capture_output=True, text=True, timeout=600,
+        [sys.executable, "-m", "engine", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, **(env or {})},
     )
 
 
 @pytest.mark.slow
 def test_run_json_then_runs_and_show(db_url):
-    proc = cli("run", "--model", "demo", "--engine", "transformers", "--prompt-tokens", "16", "--output-tokens", "4",
-               "--requests", "2", "--batch-size", "2", "--json", "--db", db_url)
+    proc = cli(
+        "run",
+        "--model",
+        "demo",
+        "--engine",
+        "transformers",
+        "--prompt-tokens",
+        "16",
+        "--output-tokens",
+        "4",
+        "--requests",
+        "2",
+        "--batch-size",
+        "2",
+        "--json",
+        "--db",
+        db_url,
+    )
     assert proc.returncode == 0, proc.stderr
     obj = json.loads(proc.stdout)  # stdout holds only the JSON object
-    for key in ("run_id", "status", "spec", "provenance", "ttft_ms", "tpot_ms", "itl_ms", "e2el_ms",
-                "output_tokens_per_s", "requests_per_s", "tokens_per_s_per_user", "goodput_requests_per_s",
-                "peak_memory_bytes", "load_s", "quality"):
+    for key in (
+        "run_id",
+        "status",
+        "spec",
+        "provenance",
+        "ttft_ms",
+        "tpot_ms",
+        "itl_ms",
+        "e2el_ms",
+        "output_tokens_per_s",
+        "requests_per_s",
+        "tokens_per_s_per_user",
+        "goodput_requests_per_s",
+        "peak_memory_bytes",
+        "load_s",
+        "quality",
+    ):
         assert key in obj
     assert set(obj["ttft_ms"]) == {"mean", "p50", "p90", "p95", "p99"}
     assert obj["status"] == "done" and obj["spec"]["workload"]["output_tokens"] == 4
@@ -88,15 +122,28 @@ def test_bad_db_url_is_one_line(capsys):
 def test_knob_option_sets_any_recipe_field():
     from engine.cli import build_parser, spec_from_args
 
-    args = build_parser().parse_args(["run", "--model", "demo", "--knob", "drop_layers=4",
-                                      "--knob", "quantization=torchao_int8_weight_only", "--knob", "compile=false"])
+    args = build_parser().parse_args(
+        [
+            "run",
+            "--model",
+            "demo",
+            "--knob",
+            "drop_layers=4",
+            "--knob",
+            "quantization=torchao_int8_weight_only",
+            "--knob",
+            "compile=false",
+        ]
+    )
     spec = spec_from_args(args)
     assert spec.recipe.drop_layers == 4 and spec.recipe.quantization == "torchao_int8_weight_only"
     assert spec.recipe.compile is False
 
 
-@pytest.mark.parametrize(("knob", "fragment"), [("quantization=warp", "quantization"), ("nonsense", "NAME=VALUE"),
-                                                ("turbo=1", "unknown field")])
+@pytest.mark.parametrize(
+    ("knob", "fragment"),
+    [("quantization=warp", "quantization"), ("nonsense", "NAME=VALUE"), ("turbo=1", "unknown field")],
+)
 def test_bad_knob_exits_2(knob, fragment, db_url, capsys):
     assert main(["run", "--model", "demo", "--knob", knob, "--db", db_url]) == 2
     err = capsys.readouterr().err.strip()

@@ -16,9 +16,27 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_estimate_json(capsys, db_url):
-    code, out, err = run(capsys, "estimate", "--db", db_url, "--model", "synthetic:llama-3-8b",
-                         "--hardware", "a100-80gb,h100-sxm", "--dtype", "bf16", "--kv-dtype", "fp8",
-                         "--batch-size", "2", "--prompt-tokens", "256", "--output-tokens", "64", "--json")
+    code, out, err = run(
+        capsys,
+        "estimate",
+        "--db",
+        db_url,
+        "--model",
+        "synthetic:llama-3-8b",
+        "--hardware",
+        "a100-80gb,h100-sxm",
+        "--dtype",
+        "bf16",
+        "--kv-dtype",
+        "fp8",
+        "--batch-size",
+        "2",
+        "--prompt-tokens",
+        "256",
+        "--output-tokens",
+        "64",
+        "--json",
+    )
     assert code == 0, err
     data = json.loads(out)
     assert data["parameters"] == 8_030_261_248 and data["calibrated"] is False
@@ -38,17 +56,20 @@ def test_estimate_table_and_catalog_listing(capsys, db_url):
     assert code == 0 and "mi300x" in out and "source:" in out
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--model", "synthetic:gpt-9"], "unknown architecture"),
-    (["--model", "demo", "--hardware", "b200"], "unknown hardware 'b200'"),
-    (["--model", "demo", "--dtype", "int3"], "precision 'int3'"),
-    (["--model", "demo", "--tp", "3"], "tensor parallelism"),
-    (["--model", "demo", "--batch-size", "x"], "invalid int value"),
-    (["--model", "demo", "--hardware", ","], "--hardware is empty"),
-    (["--model", "demo", "--engine", "tensorrt"], "unknown engine 'tensorrt'"),
-    (["--hardware", "l4"], "--model is required"),
-    (["--model", "./no/such/folder"], "local folder with config.json"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--model", "synthetic:gpt-9"], "unknown architecture"),
+        (["--model", "demo", "--hardware", "b200"], "unknown hardware 'b200'"),
+        (["--model", "demo", "--dtype", "int3"], "precision 'int3'"),
+        (["--model", "demo", "--tp", "3"], "tensor parallelism"),
+        (["--model", "demo", "--batch-size", "x"], "invalid int value"),
+        (["--model", "demo", "--hardware", ","], "--hardware is empty"),
+        (["--model", "demo", "--engine", "tensorrt"], "unknown engine 'tensorrt'"),
+        (["--hardware", "l4"], "--model is required"),
+        (["--model", "./no/such/folder"], "local folder with config.json"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(capsys, db_url, argv, needle):
     code, out, err = run(capsys, "estimate", "--db", db_url, *argv)
     assert code == 2 and out == ""

@@ -48,10 +48,13 @@ def _fake_nvml(monkeypatch, gpus):
 
 
 def test_gpus_by_index_name_memory_and_busy(monkeypatch):
-    _fake_nvml(monkeypatch, [
-        {"name": "NVIDIA H200", "total": 141 * 2**30, "used": 0, "procs": []},
-        {"name": "NVIDIA H200", "total": 141 * 2**30, "used": 2**30, "procs": [4242]},
-    ])
+    _fake_nvml(
+        monkeypatch,
+        [
+            {"name": "NVIDIA H200", "total": 141 * 2**30, "used": 0, "procs": []},
+            {"name": "NVIDIA H200", "total": 141 * 2**30, "used": 2**30, "procs": [4242]},
+        ],
+    )
     found = devices.detect_devices()
     assert [d.id for d in found] == ["cpu", "cuda:0", "cuda:1"]
     gpu0, gpu1 = found[1], found[2]
@@ -70,8 +73,16 @@ def test_no_driver_means_no_gpus(monkeypatch):
 
 
 def _gpu(i, busy=False):
-    return Device(id=f"cuda:{i}", kind="cuda", index=i, name="G", memory_total_bytes=1, memory_used_bytes=0,
-                  busy=busy, busy_reason="1 process(es) running" if busy else None)
+    return Device(
+        id=f"cuda:{i}",
+        kind="cuda",
+        index=i,
+        name="G",
+        memory_total_bytes=1,
+        memory_used_bytes=0,
+        busy=busy,
+        busy_reason="1 process(es) running" if busy else None,
+    )
 
 
 def test_check_device():

@@ -41,8 +41,13 @@ def test_smollm2_shape_matches_the_demo():
 
 def test_decode_is_weights_plus_kv_over_bandwidth():
     hw = CATALOG["h100-sxm"]
-    est = estimate(LLAMA8, hw, EstimateRecipe(engine="ideal", dtype="bf16"),
-                   EstimateWorkload(prompt_tokens=128, output_tokens=32), factors=IDEAL)
+    est = estimate(
+        LLAMA8,
+        hw,
+        EstimateRecipe(engine="ideal", dtype="bf16"),
+        EstimateWorkload(prompt_tokens=128, output_tokens=32),
+        factors=IDEAL,
+    )
     embed = 128_256 * 4096 * 2  # untied input embedding is gathered, not streamed
     ctx = 128 + 32 / 2
     expected_s = (16_060_522_496 - embed + ctx * 131_072) / 3.35e12
@@ -54,8 +59,13 @@ def test_decode_is_weights_plus_kv_over_bandwidth():
 def test_prefill_is_compute_bound_flops_over_peak():
     hw = CATALOG["a100-80gb"]
     p = 2048
-    est = estimate(LLAMA8, hw, EstimateRecipe(engine="ideal", dtype="bf16"),
-                   EstimateWorkload(prompt_tokens=p, output_tokens=2), factors=IDEAL)
+    est = estimate(
+        LLAMA8,
+        hw,
+        EstimateRecipe(engine="ideal", dtype="bf16"),
+        EstimateWorkload(prompt_tokens=p, output_tokens=2),
+        factors=IDEAL,
+    )
     linear = LLAMA8.linear_params
     flops = 2 * linear * p + 4 * 32 * 4096 * p * (p + 1) / 2 + 2 * 128_256 * 4096
     assert est.prefill_bound == "compute"
@@ -84,8 +94,7 @@ def test_memory_fit_and_tensor_parallel_split():
 
 
 def test_largest_batch_and_context_by_hand():
-    hw = Hardware(key="t", name="t", vendor="t", kind="gpu", memory_gb=24, bandwidth_gbs=1000,
-                  tflops={"bf16": 100.0})
+    hw = Hardware(key="t", name="t", vendor="t", kind="gpu", memory_gb=24, bandwidth_gbs=1000, tflops={"bf16": 100.0})
     recipe = EstimateRecipe(dtype="bf16", batch_size=2)
     max_batch, max_ctx = largest_fit(LLAMA8, hw, recipe, 1000, 1000)
     free = 24e9 * 0.95 - 16_060_522_496 - 1e9
@@ -118,22 +127,33 @@ def test_concurrency_beyond_the_batch_queues():
 def test_precision_fallback_and_auto():
     est = estimate(LLAMA8, CATALOG["a100-80gb"], EstimateRecipe(dtype="fp8"), EstimateWorkload())
     assert est.compute_precision == "bf16" and any("no fp8 path" in n for n in est.notes)
-    cpu = Hardware(key="local:cpu", name="cpu", vendor="local", kind="cpu", memory_gb=32, bandwidth_gbs=20,
-                   tflops={"fp32": 0.2}, measured=True)
+    cpu = Hardware(
+        key="local:cpu",
+        name="cpu",
+        vendor="local",
+        kind="cpu",
+        memory_gb=32,
+        bandwidth_gbs=20,
+        tflops={"fp32": 0.2},
+        measured=True,
+    )
     auto = estimate(LLAMA8, cpu, EstimateRecipe(), EstimateWorkload())
     assert (auto.weight_dtype, auto.kv_dtype) == ("fp32", "fp32")
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda: EstimateRecipe(dtype="int3"), "not one of"),
-    (lambda: EstimateRecipe(tp=3), "tensor parallelism"),
-    (lambda: EstimateRecipe(batch_size=0), "batch size"),
-    (lambda: EstimateWorkload(prompt_tokens=0), "prompt tokens"),
-    (lambda: model_shape("synthetic:gpt-9"), "unknown architecture"),
-    (lambda: model_shape("org/name"), "local folder with config.json"),
-    (lambda: model_shape({"model_type": "mixtral", "num_local_experts": 8}), "mixture-of-experts"),
-    (lambda: model_shape({"hidden_size": 64}), "config lacks"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: EstimateRecipe(dtype="int3"), "not one of"),
+        (lambda: EstimateRecipe(tp=3), "tensor parallelism"),
+        (lambda: EstimateRecipe(batch_size=0), "batch size"),
+        (lambda: EstimateWorkload(prompt_tokens=0), "prompt tokens"),
+        (lambda: model_shape("synthetic:gpt-9"), "unknown architecture"),
+        (lambda: model_shape("org/name"), "local folder with config.json"),
+        (lambda: model_shape({"model_type": "mixtral", "num_local_experts": 8}), "mixture-of-experts"),
+        (lambda: model_shape({"hidden_size": 64}), "config lacks"),
+    ],
+)
 def test_bad_input_is_one_line(make, match):
     with pytest.raises(EstimateError, match=match) as err:
         make()
@@ -141,8 +161,9 @@ def test_bad_input_is_one_line(make, match):
 
 
 def test_tp_needs_an_interconnect():
-    cpu = Hardware(key="local:cpu", name="cpu", vendor="local", kind="cpu", memory_gb=32, bandwidth_gbs=20,
-                   tflops={"fp32": 0.2})
+    cpu = Hardware(
+        key="local:cpu", name="cpu", vendor="local", kind="cpu", memory_gb=32, bandwidth_gbs=20, tflops={"fp32": 0.2}
+    )
     with pytest.raises(EstimateError, match="interconnect"):
         estimate(LLAMA8, cpu, EstimateRecipe(tp=2), EstimateWorkload())
 

@@ -59,8 +59,10 @@ def test_runs_json_has_raw_stamps(db):
 
 
 def test_permalink():
-    assert permalink("http://h:8501/", "compare", {"runs": "1,2", "baseline": 1, "empty": ""}) == \
-        "http://h:8501/compare?runs=1%2C2&baseline=1"
+    assert (
+        permalink("http://h:8501/", "compare", {"runs": "1,2", "baseline": 1, "empty": ""})
+        == "http://h:8501/compare?runs=1%2C2&baseline=1"
+    )
     assert permalink("http://h", "/explore", {"model": ["a", "b"]}) == "http://h/explore?model=a&model=b"
     assert permalink("http://h", "run", {}) == "http://h/run"
 
@@ -79,14 +81,17 @@ def test_export_verb(db, db_url, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)[0]["requests"]
 
 
-@pytest.mark.parametrize("argv", [
-    ["export", "--runs", "1,,x"],
-    ["export"],
-    ["export", "--runs", "1", "--all"],
-    ["export", "--runs", "424242"],
-    ["export", "--runs", "1", "--baseline", "2"],
-    ["export", "--all", "--x", "nope"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "--runs", "1,,x"],
+        ["export"],
+        ["export", "--runs", "1", "--all"],
+        ["export", "--runs", "424242"],
+        ["export", "--runs", "1", "--baseline", "2"],
+        ["export", "--all", "--x", "nope"],
+    ],
+)
 def test_export_bad_input(db, db_url, argv, capsys):
     seed_basic(db)
     assert main([*argv, "--db", db_url]) == 2

@@ -40,7 +40,8 @@ def test_front_directions(db):
     # TPOT (minimise) vs tokens/s (maximise): the fast run dominates
     assert front_run_ids(frame, "tpot_ms_p50", "output_tokens_per_s") == [ids["fast"]]
     assert set(front_run_ids(frame, "tpot_ms_p50", "output_tokens_per_s", minimise_x=False, minimise_y=True)) == {
-        ids["base"]}
+        ids["base"]
+    }
 
 
 def test_scatter_empty_and_missing_columns():

@@ -6,8 +6,19 @@ import pytest
 
 from engine.hardware import CATALOG, UnknownHardware, catalog, from_measurement, get_hardware
 
-REQUIRED = ("h200", "h100-sxm", "h100-pcie", "a100-80gb", "a100-40gb", "l40s", "l4", "a10", "rtx-4090",
-            "rtx-3090", "mi300x")
+REQUIRED = (
+    "h200",
+    "h100-sxm",
+    "h100-pcie",
+    "a100-80gb",
+    "a100-40gb",
+    "l40s",
+    "l4",
+    "a10",
+    "rtx-4090",
+    "rtx-3090",
+    "mi300x",
+)
 
 
 @pytest.mark.parametrize("key", REQUIRED)
@@ -44,12 +55,32 @@ def test_local_device_from_a_stored_measurement(db):
     from storage.hardware import NewMeasurement, latest_per_device, save_measurement
 
     assert "local:cpu" not in catalog(db)
-    save_measurement(db, NewMeasurement(host="h", device="cpu", device_name="Test CPU", copy_gbs=10.0,
-                                        matmul_tflops={"fp32": 0.1}, duration_s=1.0, memory_bytes=8_000_000_000,
-                                        threads=2))
-    newest = save_measurement(db, NewMeasurement(host="h", device="cpu", device_name="Test CPU", copy_gbs=12.0,
-                                                 matmul_tflops={"fp32": 0.2, "bf16": 0.3}, duration_s=1.0,
-                                                 memory_bytes=8_000_000_000, threads=2))
+    save_measurement(
+        db,
+        NewMeasurement(
+            host="h",
+            device="cpu",
+            device_name="Test CPU",
+            copy_gbs=10.0,
+            matmul_tflops={"fp32": 0.1},
+            duration_s=1.0,
+            memory_bytes=8_000_000_000,
+            threads=2,
+        ),
+    )
+    newest = save_measurement(
+        db,
+        NewMeasurement(
+            host="h",
+            device="cpu",
+            device_name="Test CPU",
+            copy_gbs=12.0,
+            matmul_tflops={"fp32": 0.2, "bf16": 0.3},
+            duration_s=1.0,
+            memory_bytes=8_000_000_000,
+            threads=2,
+        ),
+    )
     entries = catalog(db)
     local = entries["local:cpu"]
     assert local.measured and local.kind == "cpu" and local.bandwidth_gbs == 12.0

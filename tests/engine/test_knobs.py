@@ -13,9 +13,17 @@ from engine.spec import TransformersRecipe  # noqa: E402
 def _tiny(model_type: str = "llama", layers: int = 6, **extra):
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    cfg = AutoConfig.for_model(model_type, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
-                               num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
-                               max_position_embeddings=256, **extra)
+    cfg = AutoConfig.for_model(
+        model_type,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=256,
+        max_position_embeddings=256,
+        **extra,
+    )
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, attn_implementation="sdpa").eval()
     model.generation_config.pad_token_id = 0
@@ -25,8 +33,14 @@ def _tiny(model_type: str = "llama", layers: int = 6, **extra):
 def _greedy(model, n: int = 5, **kwargs):
     ids = torch.arange(1, 17)[None]
     with torch.inference_mode():
-        return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
-                              min_new_tokens=n, do_sample=False, **kwargs)
+        return model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=n,
+            min_new_tokens=n,
+            do_sample=False,
+            **kwargs,
+        )
 
 
 @pytest.mark.parametrize("where, expected", [("end", [4, 5]), ("start", [0, 1]), ("middle", [2, 3])])
@@ -85,8 +99,10 @@ def test_torchao_int8_weight_only_quantizes_all_but_the_head():
 def test_torch_dynamic_int8_replaces_linears():
     model, applied = knobs.apply_torch_dynamic_int8(_tiny())
     assert applied["quantized_linears"] == 6 * 7 + 1
-    assert "Dynamic" in type(model.model.layers[0].mlp.up_proj).__name__ or "quantized" in type(
-        model.model.layers[0].mlp.up_proj).__module__
+    assert (
+        "Dynamic" in type(model.model.layers[0].mlp.up_proj).__name__
+        or "quantized" in type(model.model.layers[0].mlp.up_proj).__module__
+    )
     assert _greedy(model).shape == (1, 21)
 
 
@@ -97,7 +113,8 @@ def test_cache_kwargs():
     kwargs, applied = knobs.cache_kwargs(TransformersRecipe(cache_implementation="static"), cpu)
     assert kwargs == {"cache_implementation": "static", "disable_compile": True}
     kwargs, applied = knobs.cache_kwargs(
-        TransformersRecipe(cache_implementation="static", compile=True, compile_mode="max-autotune"), cpu)
+        TransformersRecipe(cache_implementation="static", compile=True, compile_mode="max-autotune"), cpu
+    )
     assert kwargs["compile_config"].mode == "max-autotune" and kwargs["compile_config"]._compile_all_devices
     assert applied["compile"] is True
     kwargs, applied = knobs.cache_kwargs(TransformersRecipe(kv_cache_quantization="hqq_int8"), cpu)
@@ -177,8 +194,15 @@ def test_torchao_cuda_kinds(kind):
     if kind == "torchao_int4_weight_only":
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        cfg = AutoConfig.for_model("llama", hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=256)
+        cfg = AutoConfig.for_model(
+            "llama",
+            hidden_size=256,
+            intermediate_size=512,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=256,
+        )
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).to("cuda").eval()
         model.generation_config.pad_token_id = 0
     applied = knobs.apply_torchao(model, kind)
@@ -213,15 +237,19 @@ def test_gptq_is_built_once_and_cached_by_fingerprint(tmp_path, monkeypatch):
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", staticmethod(lambda *a, **k: FakeModel()))
     calib = tmp_path / "calib.txt"
     calib.write_text("some calibration text. " * 200)
-    recipe = TransformersRecipe(quantization="gptq", gptq_bits=4, gptq_group_size=64, gptq_desc_act=True,
-                                gptq_calibration_file=str(calib))
+    recipe = TransformersRecipe(
+        quantization="gptq", gptq_bits=4, gptq_group_size=64, gptq_desc_act=True, gptq_calibration_file=str(calib)
+    )
     notes: list[str] = []
-    folder, applied = knobs.gptq_folder("/models/x", recipe, tmp_path, torch.device("cpu"), lambda m, _f: notes.append(m))
+    folder, applied = knobs.gptq_folder(
+        "/models/x", recipe, tmp_path, torch.device("cpu"), lambda m, _f: notes.append(m)
+    )
     assert applied["gptq_cached"] is False and (folder / ".complete").exists()
     assert calls[0]["bits"] == 4 and calls[0]["group_size"] == 64 and calls[0]["desc_act"] is True
     assert calls[0]["dataset"] and notes
     again, applied2 = knobs.gptq_folder("/models/x", recipe, tmp_path, torch.device("cpu"), lambda m, _f: None)
     assert again == folder and applied2["gptq_cached"] is True and len(calls) == 1
-    other, _ = knobs.gptq_folder("/models/x", recipe.model_copy(update={"gptq_bits": 8}), tmp_path,
-                                 torch.device("cpu"), lambda m, _f: None)
+    other, _ = knobs.gptq_folder(
+        "/models/x", recipe.model_copy(update={"gptq_bits": 8}), tmp_path, torch.device("cpu"), lambda m, _f: None
+    )
     assert other != folder and len(calls) == 2

@@ -168,13 +168,18 @@ def test_serving_defaults_keep_fingerprints() -> None:
 
 
 def test_recipes_for_serving_engines() -> None:
-    spec = parse_job_spec({"model": {"source": "demo"}, "recipe": {"engine": "vllm-server", "max_num_seqs": 4,
-                                                                    "speculative": "ngram"}})
+    spec = parse_job_spec(
+        {"model": {"source": "demo"}, "recipe": {"engine": "vllm-server", "max_num_seqs": 4, "speculative": "ngram"}}
+    )
     assert "max_num_seqs=4" in spec.recipe.describe() and "ngram" in spec.recipe.describe()
     with pytest.raises(SpecError, match="synthetic weights are not supported"):
         parse_job_spec({"model": {"source": "synthetic:smollm2-135m"}, "recipe": {"engine": "vllm"}})
     with pytest.raises(SpecError, match="needs speculative_model"):
         parse_job_spec({"model": {"source": "demo"}, "recipe": {"engine": "vllm", "speculative": "eagle"}})
     with pytest.raises(SpecError, match="base_url"):
-        parse_job_spec({"model": {"source": "demo"}, "recipe": {"engine": "openai", "base_url": "localhost:8000",
-                                                                 "model_name": "m"}})
+        parse_job_spec(
+            {
+                "model": {"source": "demo"},
+                "recipe": {"engine": "openai", "base_url": "localhost:8000", "model_name": "m"},
+            }
+        )

@@ -10,8 +10,16 @@ from engine.records import RequestRecord, RunRecord
 MS = 1_000_000
 
 
-def req(index: int, send_ms: float, chunks_ms: list[float], tokens: list[int] | None = None, *,
-        arrival_ms: float | None = None, error: str | None = None, warmup: bool = False) -> RequestRecord:
+def req(
+    index: int,
+    send_ms: float,
+    chunks_ms: list[float],
+    tokens: list[int] | None = None,
+    *,
+    arrival_ms: float | None = None,
+    error: str | None = None,
+    warmup: bool = False,
+) -> RequestRecord:
     return RequestRecord(
         index=index,
         arrival_ns=int((send_ms if arrival_ms is None else arrival_ms) * MS),

@@ -15,9 +15,7 @@ def brute_force(xs, ys, min_x=True, min_y=True):
     pts = [(x if min_x else -x, y if min_y else -y) for x, y in zip(xs, ys, strict=True)]
     front = []
     for i, (x, y) in enumerate(pts):
-        dominated = any(
-            (ox <= x and oy <= y and (ox < x or oy < y)) for j, (ox, oy) in enumerate(pts) if j != i
-        )
+        dominated = any((ox <= x and oy <= y and (ox < x or oy < y)) for j, (ox, oy) in enumerate(pts) if j != i)
         if not dominated:
             front.append(i)
     return front
@@ -38,12 +36,15 @@ def test_tie_on_one_axis_keeps_only_best_on_other():
     assert pareto_front([1, 1, 2], [5, 4, 4]) == [1]
 
 
-@pytest.mark.parametrize(("min_x", "min_y", "expected"), [
-    (True, True, [0]),
-    (False, False, [3]),
-    (True, False, [1]),
-    (False, True, [2]),
-])
+@pytest.mark.parametrize(
+    ("min_x", "min_y", "expected"),
+    [
+        (True, True, [0]),
+        (False, False, [3]),
+        (True, False, [1]),
+        (False, True, [2]),
+    ],
+)
 def test_direction_per_axis(min_x, min_y, expected):
     xs = [0, 0, 10, 10]
     ys = [0, 10, 0, 10]

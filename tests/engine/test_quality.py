@@ -17,13 +17,20 @@ WINDOW = 128
 
 
 def _spec(metrics: list[str], **recipe: object):
-    return parse_job_spec({
-        "model": {"source": "demo"},
-        "recipe": {"engine": "transformers", **recipe},
-        "workload": {"prompt_tokens": 32, "output_tokens": 4, "requests": 2},
-        "quality": {"metrics": metrics, "budget_tokens": BUDGET, "window": WINDOW, "flip_prompts": 2,
-                    "flip_tokens": 6},
-    })
+    return parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "recipe": {"engine": "transformers", **recipe},
+            "workload": {"prompt_tokens": 32, "output_tokens": 4, "requests": 2},
+            "quality": {
+                "metrics": metrics,
+                "budget_tokens": BUDGET,
+                "window": WINDOW,
+                "flip_prompts": 2,
+                "flip_tokens": 6,
+            },
+        }
+    )
 
 
 # -- pure parts ---------------------------------------------------------------------------
@@ -66,13 +73,16 @@ def test_default_spec_has_no_quality_phase_and_keeps_its_fingerprint():
     plain = parse_job_spec({"model": {"source": "demo"}})
     assert not plain.quality.enabled
     assert plain.fingerprint() == "1b1512eb5d8b99b6"  # the default demo spec's fingerprint before quality existed
-    assert _spec(["ppl"]).fingerprint() != parse_job_spec(
-        {"model": {"source": "demo"}, "workload": _spec(["ppl"]).workload.model_dump()}).fingerprint()
+    assert (
+        _spec(["ppl"]).fingerprint()
+        != parse_job_spec({"model": {"source": "demo"}, "workload": _spec(["ppl"]).workload.model_dump()}).fingerprint()
+    )
 
 
 def test_preflight_refuses_a_missing_corpus_file(tmp_path: Path):
-    spec = parse_job_spec({"model": {"source": "demo"},
-                           "quality": {"metrics": ["ppl"], "corpus": str(tmp_path / "missing.txt")}})
+    spec = parse_job_spec(
+        {"model": {"source": "demo"}, "quality": {"metrics": ["ppl"], "corpus": str(tmp_path / "missing.txt")}}
+    )
     with pytest.raises(SpecError, match="is not a file"):
         quality.check(spec)
 
@@ -125,7 +135,7 @@ def test_perplexity_equals_a_hand_computation(reference, demo_folder, cache):
     total, count = 0.0, 0
     with torch.no_grad():
         for begin in range(0, BUDGET, WINDOW):  # non-overlapping windows, as the default stride
-            chunk = torch.tensor([ids[begin:begin + WINDOW]])
+            chunk = torch.tensor([ids[begin : begin + WINDOW]])
             logits = model(chunk).logits[0].double()
             for i in range(chunk.shape[1] - 1):
                 row = logits[i]
@@ -145,8 +155,9 @@ def test_reference_is_faithful_to_itself_and_cached_once(reference, resolved, ca
         loads.append(1)
         return _load(resolved, TransformersRecipe())
 
-    first = quality.evaluate(spec, reference, resolved, _prompts(reference, spec), log=lambda _m: None,
-                             load_reference=load_reference)
+    first = quality.evaluate(
+        spec, reference, resolved, _prompts(reference, spec), log=lambda _m: None, load_reference=load_reference
+    )
     assert first["kl_mean"] == pytest.approx(0.0, abs=1e-9) and first["kl_p99"] == pytest.approx(0.0, abs=1e-9)
     assert first["top1_agreement"] == 1.0 and first["greedy_flip_rate"] == 0.0
     assert first["greedy_flip_tokens"] == 12 and first["baseline_cached"] is False
@@ -159,8 +170,9 @@ def test_reference_is_faithful_to_itself_and_cached_once(reference, resolved, ca
     same = _load(resolved, TransformersRecipe(dtype="float32"))
     try:
         spec32 = _spec(["ppl", "fidelity"], dtype="float32")
-        again = quality.evaluate(spec32, same, resolved, _prompts(same, spec32), log=lambda _m: None,
-                                 load_reference=load_reference)
+        again = quality.evaluate(
+            spec32, same, resolved, _prompts(same, spec32), log=lambda _m: None, load_reference=load_reference
+        )
     finally:
         same.unload()
     assert loads == [] and again["baseline_cached"] is True
@@ -170,14 +182,21 @@ def test_reference_is_faithful_to_itself_and_cached_once(reference, resolved, ca
 
 @pytest.mark.slow
 def test_a_damaging_recipe_scores_visibly_worse(reference, resolved, cache):
-    base = quality.evaluate(_spec(["ppl", "fidelity"]), reference, resolved, _prompts(reference, _spec(["ppl"])),
-                            log=lambda _m: None)
+    base = quality.evaluate(
+        _spec(["ppl", "fidelity"]), reference, resolved, _prompts(reference, _spec(["ppl"])), log=lambda _m: None
+    )
     layers = reference._model.config.num_hidden_layers  # the loaded config
     spec = _spec(["ppl", "fidelity"], drop_layers=layers // 2)
     damaged = _load(resolved, spec.recipe)
     try:
-        worse = quality.evaluate(spec, damaged, resolved, _prompts(damaged, spec), log=lambda _m: None,
-                                 load_reference=lambda: pytest.fail("the baseline should be cached"))
+        worse = quality.evaluate(
+            spec,
+            damaged,
+            resolved,
+            _prompts(damaged, spec),
+            log=lambda _m: None,
+            load_reference=lambda: pytest.fail("the baseline should be cached"),
+        )
     finally:
         damaged.unload()
     assert worse["perplexity"] > 2 * base["perplexity"]
@@ -194,12 +213,29 @@ def test_run_page_accuracy_section_renders():
 
         from ui.quality_view import render_quality
 
-        render_quality(SimpleNamespace(spec={"model": {"source": "demo"}}, quality={
-            "perplexity": 20.35, "perplexity_tokens": 2044, "perplexity_stderr": 1.3, "corpus": "default",
-            "kl_mean": 0.0123, "kl_p99": 0.2, "top1_agreement": 0.97, "greedy_flip_rate": 0.02,
-            "greedy_flip_tokens": 64, "baseline_perplexity": 20.1, "baseline_cached": True,
-            "task:counting": 0.75, "task:counting:stderr": 0.1, "task:counting:n": 12,
-            "task:counting:kind": "multiple choice", "notes": {"task:hellaswag": "unavailable here"}}))
+        render_quality(
+            SimpleNamespace(
+                spec={"model": {"source": "demo"}},
+                quality={
+                    "perplexity": 20.35,
+                    "perplexity_tokens": 2044,
+                    "perplexity_stderr": 1.3,
+                    "corpus": "default",
+                    "kl_mean": 0.0123,
+                    "kl_p99": 0.2,
+                    "top1_agreement": 0.97,
+                    "greedy_flip_rate": 0.02,
+                    "greedy_flip_tokens": 64,
+                    "baseline_perplexity": 20.1,
+                    "baseline_cached": True,
+                    "task:counting": 0.75,
+                    "task:counting:stderr": 0.1,
+                    "task:counting:n": 12,
+                    "task:counting:kind": "multiple choice",
+                    "notes": {"task:hellaswag": "unavailable here"},
+                },
+            )
+        )
         render_quality(SimpleNamespace(spec={"model": {"source": "synthetic:smollm2-135m"}}, quality=None))
 
     at = AppTest.from_function(page, default_timeout=30).run()
@@ -254,9 +290,19 @@ class _BigramBackend:
 def test_engines_without_full_distributions_keep_what_they_can(tmp_path: Path, cache, top: bool):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the quick brown fox jumps over the lazy dog. " * 20, encoding="utf-8")
-    spec = parse_job_spec({"model": {"source": "demo"}, "quality": {
-        "metrics": ["ppl", "fidelity"], "corpus": str(corpus), "budget_tokens": 300, "window": 64,
-        "flip_prompts": 2, "flip_tokens": 3}})
+    spec = parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "quality": {
+                "metrics": ["ppl", "fidelity"],
+                "corpus": str(corpus),
+                "budget_tokens": 300,
+                "window": 64,
+                "flip_prompts": 2,
+                "flip_tokens": 3,
+            },
+        }
+    )
     backend = _BigramBackend("vllm" if top else "openai", top)
     prompts = [[ord(c) for c in "hello world"], [ord(c) for c in "latency lab"]]
     result = quality.evaluate(spec, backend, None, prompts, log=lambda _m: None)
@@ -275,8 +321,9 @@ def test_an_unreachable_hub_dataset_is_reported_not_raised(cache, monkeypatch: p
     pytest.importorskip("datasets")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    spec = parse_job_spec({"model": {"source": "demo"},
-                           "quality": {"metrics": ["ppl"], "corpus": "hf:latencylab-nonexistent/corpus"}})
+    spec = parse_job_spec(
+        {"model": {"source": "demo"}, "quality": {"metrics": ["ppl"], "corpus": "hf:latencylab-nonexistent/corpus"}}
+    )
     quality.check(spec)  # the shape is fine; reachability is only known when it runs
     result = quality.evaluate(spec, _BigramBackend("vllm", True), None, [], log=lambda _m: None)
     assert "perplexity" not in result

@@ -55,9 +55,19 @@ def test_failure_half_way_is_stored_as_failed(db, tmp_path):
 def test_prompt_file_workload(db, tmp_path, demo_folder):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "Hello!"}\nWhat is the capital of France, and why is it there?\n')
-    spec = parse_job_spec({"model": {"source": "demo"},
-                           "workload": {"prompt_tokens": None, "prompt_file": str(prompts), "output_tokens": 3,
-                                        "requests": 2, "batch_size": 2, "warmup_requests": 0}})
+    spec = parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "workload": {
+                "prompt_tokens": None,
+                "prompt_file": str(prompts),
+                "output_tokens": 3,
+                "requests": 2,
+                "batch_size": 2,
+                "warmup_requests": 0,
+            },
+        }
+    )
     result = run_benchmark(spec, db=db, log=lambda _m: None)
     reqs = get_requests(db, result.run_id)
     assert len(reqs) == 2 and reqs[0].prompt_tokens < reqs[1].prompt_tokens  # the file's two prompts, in order

@@ -32,8 +32,9 @@ def counting_task(n: int = 12) -> list[dict]:
         wrong = [right + 7, right - 3]
         choices = [f" {right}", f" {wrong[0]}", f" {wrong[1]}"]
         order = rng.permutation(3).tolist()
-        out.append({"prompt": f"Count on: {seq},", "choices": [choices[j] for j in order],
-                    "answer": order.index(0), "id": i})
+        out.append(
+            {"prompt": f"Count on: {seq},", "choices": [choices[j] for j in order], "answer": order.index(0), "id": i}
+        )
     return out
 
 
@@ -75,8 +76,13 @@ class ScriptedBackend:
                     top[i, 0] = ord(self.favourite[len(done)])
                 else:
                     top[i, 0] = ord("\n")
-            out.append(TokenScores(token_logprobs=token_lp, top_ids=top if top_k else None,
-                                   top_logprobs=np.zeros((n, 1), np.float32) if top_k else None))
+            out.append(
+                TokenScores(
+                    token_logprobs=token_lp,
+                    top_ids=top if top_k else None,
+                    top_logprobs=np.zeros((n, 1), np.float32) if top_k else None,
+                )
+            )
         return out
 
 
@@ -103,11 +109,14 @@ def test_answer_may_be_the_choice_text_and_limit_applies(tmp_path: Path):
 
 
 def test_multiple_choice_picks_the_most_likely_continuation(tmp_path: Path):
-    path = write_task(tmp_path / "mc.jsonl", [
-        {"prompt": "Q=", "choices": ["xyz", "abc"], "answer": 1},  # favourite letters: right
-        {"prompt": "Q=", "choices": ["abc", "xyz"], "answer": 1},  # wrong
-        {"prompt": "Q=", "choices": ["zz", "ab", "yy"], "answer": 1},  # right
-    ])
+    path = write_task(
+        tmp_path / "mc.jsonl",
+        [
+            {"prompt": "Q=", "choices": ["xyz", "abc"], "answer": 1},  # favourite letters: right
+            {"prompt": "Q=", "choices": ["abc", "xyz"], "answer": 1},  # wrong
+            {"prompt": "Q=", "choices": ["zz", "ab", "yy"], "answer": 1},  # right
+        ],
+    )
     result = tasks.run_task(ScriptedBackend("abc"), path, None)
     assert result["task:mc"] == pytest.approx(2 / 3)
     assert result["task:mc:n"] == 3 and result["task:mc:kind"] == "multiple choice"
@@ -117,11 +126,14 @@ def test_multiple_choice_picks_the_most_likely_continuation(tmp_path: Path):
 
 
 def test_exact_match_decodes_greedily_until_a_newline(tmp_path: Path):
-    path = write_task(tmp_path / "em.jsonl", [
-        {"prompt": "2+3=", "answer": "42"},
-        {"prompt": "6*7=", "answer": " 42 "},  # compared stripped
-        {"prompt": "1+1=", "answer": "2", "max_tokens": 4},
-    ])
+    path = write_task(
+        tmp_path / "em.jsonl",
+        [
+            {"prompt": "2+3=", "answer": "42"},
+            {"prompt": "6*7=", "answer": " 42 "},  # compared stripped
+            {"prompt": "1+1=", "answer": "2", "max_tokens": 4},
+        ],
+    )
     result = tasks.run_task(ScriptedBackend("42"), path, None)
     assert result["task:em"] == pytest.approx(2 / 3) and result["task:em:kind"] == "exact match"
 
@@ -141,14 +153,21 @@ def test_lm_eval_tasks_say_why_they_are_unavailable(monkeypatch: pytest.MonkeyPa
 def lm_eval_yaml(tmp_path: Path) -> str:
     """A generated lm-eval task definition over a generated local JSON file (works offline)."""
     data = tmp_path / "count_on.jsonl"
-    data.write_text("".join(json.dumps({"q": e["prompt"], "choices": e["choices"], "label": e["answer"]}) + "\n"
-                            for e in counting_task(8)), encoding="utf-8")
+    data.write_text(
+        "".join(
+            json.dumps({"q": e["prompt"], "choices": e["choices"], "label": e["answer"]}) + "\n"
+            for e in counting_task(8)
+        ),
+        encoding="utf-8",
+    )
     yaml = tmp_path / "count_on.yaml"
     yaml.write_text(
         "task: latencylab_count_on\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
         f"    test: {data}\ntest_split: test\noutput_type: multiple_choice\n"
         'doc_to_text: "{{q}}"\ndoc_to_choice: "{{choices}}"\ndoc_to_target: label\n'
-        "metric_list:\n  - metric: acc\n", encoding="utf-8")
+        "metric_list:\n  - metric: acc\n",
+        encoding="utf-8",
+    )
     return str(yaml)
 
 

@@ -38,9 +38,27 @@ def wait_for(predicate, timeout: float = 90.0, step: float = 0.1):
 def start_worker(db_url: str, tmp_path: Path, *extra: str) -> subprocess.Popen:
     env = dict(os.environ, LATENCYLAB_DATA_DIR=str(tmp_path), PYTHONPATH=str(REPO))
     log = open(tmp_path / f"worker-{time.monotonic_ns()}.log", "wb")
-    return subprocess.Popen([sys.executable, "-m", "engine", "worker", "--db", db_url, "--devices", "cpu",
-                             "--grace", "2", "--stale-after", "5", *extra], cwd=REPO, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "engine",
+            "worker",
+            "--db",
+            db_url,
+            "--devices",
+            "cpu",
+            "--grace",
+            "2",
+            "--stale-after",
+            "5",
+            *extra,
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -75,10 +93,12 @@ def _status(db, job_id):
 
 def test_reasons_are_one_line():
     assert signal_reason(-9) == "killed by signal 9 (SIGKILL)"
-    assert failure_outcome(-9, None, "") .startswith("killed by signal 9")
+    assert failure_outcome(-9, None, "").startswith("killed by signal 9")
     assert failure_outcome(1, "ValueError: bad", "x\n") == "ValueError: bad"
     assert failure_outcome(1, None, "a\nRuntimeError: boom\n") == "RuntimeError: boom"
-    assert failure_outcome(1, None, "torch.OutOfMemoryError: CUDA out of memory. Tried").startswith("CUDA out of memory")
+    assert failure_outcome(1, None, "torch.OutOfMemoryError: CUDA out of memory. Tried").startswith(
+        "CUDA out of memory"
+    )
 
 
 def test_read_tail(tmp_path):

@@ -167,8 +167,17 @@ def pg_url():
     init = run(f"{bindir}/initdb", "-D", str(data), "-U", "postgres", "-A", "trust")
     if init.returncode != 0:
         pytest.skip(f"initdb failed: {init.stderr.strip()[-300:]}")
-    start = run(f"{bindir}/pg_ctl", "-D", str(data), "-w", "-l", str(root / "log"), "-o",
-                f"-p {port} -k {sock} -c listen_addresses=''", "start")
+    start = run(
+        f"{bindir}/pg_ctl",
+        "-D",
+        str(data),
+        "-w",
+        "-l",
+        str(root / "log"),
+        "-o",
+        f"-p {port} -k {sock} -c listen_addresses=''",
+        "start",
+    )
     if start.returncode != 0:
         pytest.skip(f"PostgreSQL did not start: {start.stderr.strip()[-300:]}")
     try:

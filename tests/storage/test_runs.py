@@ -10,9 +10,17 @@ from storage.runs import NewRun, count_runs, delete_run, get_requests, get_run, 
 
 def new_run(**over) -> NewRun:
     data = dict(
-        status="done", spec={"model": {"source": "demo"}}, fingerprint="abc", model="demo", engine="transformers",
-        device="cpu", metrics={"ttft_ms": {"p50": 1.0}}, provenance={"host": "h"},
-        requests=[RequestRecord(index=0, arrival_ns=1, send_ns=2, prompt_tokens=3, chunk_ns=[10, 20], chunk_tokens=[1, 2])],
+        status="done",
+        spec={"model": {"source": "demo"}},
+        fingerprint="abc",
+        model="demo",
+        engine="transformers",
+        device="cpu",
+        metrics={"ttft_ms": {"p50": 1.0}},
+        provenance={"host": "h"},
+        requests=[
+            RequestRecord(index=0, arrival_ns=1, send_ns=2, prompt_tokens=3, chunk_ns=[10, 20], chunk_tokens=[1, 2])
+        ],
     )
     data.update(over)
     return NewRun(**data)

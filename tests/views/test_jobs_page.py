@@ -14,8 +14,12 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
 def _spec(seed: int):
-    return parse_job_spec({"model": {"source": "demo"},
-                           "workload": {"prompt_tokens": 16, "output_tokens": 4, "requests": 2, "seed": seed}})
+    return parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "workload": {"prompt_tokens": 16, "output_tokens": 4, "requests": 2, "seed": seed},
+        }
+    )
 
 
 @pytest.fixture
@@ -25,8 +29,7 @@ def queue(db):
     for job_id in (done, failed, running):
         jobs.claim(db, "w1", ["cpu"])
         jobs.mark_started(db, job_id, "w1")
-    jobs.progress(db, running, phase="measuring", fraction=0.42, note="2 request(s)", eta_s=7.0,
-                  measuring_started=True)
+    jobs.progress(db, running, phase="measuring", fraction=0.42, note="2 request(s)", eta_s=7.0, measuring_started=True)
     jobs.set_log_tail(db, running, "loaded demo in 0.5 s\n")
     jobs.set_result(db, done, run_id=17)
     jobs.finish(db, done, "w1", "done", log_tail="done: run 17\n")

@@ -30,8 +30,7 @@ def _submit(at):
 
 
 def test_every_recipe_and_workload_field_has_a_widget(app):
-    labels = {w.label for kind in ("selectbox", "number_input", "checkbox", "text_input")
-              for w in app.get(kind)}
+    labels = {w.label for kind in ("selectbox", "number_input", "checkbox", "text_input") for w in app.get(kind)}
     for name in [*TransformersRecipe.model_fields, *Workload.model_fields]:
         if name == "engine":
             continue
@@ -126,8 +125,15 @@ def test_busy_gpu_is_explained_and_groups_offered(db, db_url, monkeypatch):
 
     def fake(ignore_pids=None):
         gpu = lambda i, busy: devices.Device(  # noqa: E731
-            id=f"cuda:{i}", kind="cuda", index=i, name="NVIDIA H200", memory_total_bytes=141 * 2**30,
-            memory_used_bytes=0, busy=busy, busy_reason="1 process(es) running, 3.0 GiB in use" if busy else None)
+            id=f"cuda:{i}",
+            kind="cuda",
+            index=i,
+            name="NVIDIA H200",
+            memory_total_bytes=141 * 2**30,
+            memory_used_bytes=0,
+            busy=busy,
+            busy_reason="1 process(es) running, 3.0 GiB in use" if busy else None,
+        )
         return [devices.cpu_device(), gpu(0, False), gpu(1, True)]
 
     monkeypatch.setattr(devices, "detect_devices", fake)
@@ -155,8 +161,17 @@ def test_a_what_if_link_prefills_the_form(db, db_url, monkeypatch):
     monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
     at = AppTest.from_file(APP, default_timeout=30)
     at.run()
-    at.query_params.update({"model": "synthetic:llama-3.2-1b", "engine": "transformers", "dtype": "bfloat16",
-                            "batch_size": "4", "prompt_tokens": "64", "output_tokens": "8", "device": "cpu"})
+    at.query_params.update(
+        {
+            "model": "synthetic:llama-3.2-1b",
+            "engine": "transformers",
+            "dtype": "bfloat16",
+            "batch_size": "4",
+            "prompt_tokens": "64",
+            "output_tokens": "8",
+            "device": "cpu",
+        }
+    )
     at.switch_page("views/launch.py")
     at.run()
     assert not at.exception

@@ -41,8 +41,10 @@ def test_opens_one_run(app, demo_run):
     assert "TTFT p50" in labels and "TPOT p50" in labels
 
 
-@pytest.mark.parametrize(("value", "fragment"), [("abc", "not a valid run id"), ("999999", "There is no run 999999"),
-                                                 ("-4", "not a valid run id")])
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [("abc", "not a valid run id"), ("999999", "There is no run 999999"), ("-4", "not a valid run id")],
+)
 def test_bad_links_are_friendly(app, value, fragment):
     app.query_params["run"] = value
     at = app.run()

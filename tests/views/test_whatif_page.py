@@ -27,8 +27,9 @@ def open_whatif(**params: str) -> AppTest:
 
 
 def test_renders_table_and_chart_from_the_url(app_db):
-    at = open_whatif(model="synthetic:llama-3-8b", dtype="bf16", bs="2", prompt="256", output="64",
-                     hw="a100-80gb,rtx-4090,l4")
+    at = open_whatif(
+        model="synthetic:llama-3-8b", dtype="bf16", bs="2", prompt="256", output="64", hw="a100-80gb,rtx-4090,l4"
+    )
     assert not at.exception and not at.warning
     frame = at.dataframe[0].value
     assert list(frame["hardware"]) == ["a100-80gb", "rtx-4090", "l4"]
@@ -42,8 +43,18 @@ def test_renders_table_and_chart_from_the_url(app_db):
 
 
 def test_query_params_round_trip(app_db):
-    params = {"model": "synthetic:qwen2.5-7b", "engine": "vllm", "dtype": "fp8", "kv": "fp8", "bs": "8", "tp": "2",
-              "prompt": "1024", "output": "128", "conc": "16", "hw": "h100-sxm,mi300x"}
+    params = {
+        "model": "synthetic:qwen2.5-7b",
+        "engine": "vllm",
+        "dtype": "fp8",
+        "kv": "fp8",
+        "bs": "8",
+        "tp": "2",
+        "prompt": "1024",
+        "output": "128",
+        "conc": "16",
+        "hw": "h100-sxm,mi300x",
+    }
     at = open_whatif(**params)
     assert not at.exception and not at.warning
     assert {k: at.query_params[k] for k in params} == params
@@ -51,12 +62,15 @@ def test_query_params_round_trip(app_db):
     assert at.query_params["bs"] == "4" and at.query_params["hw"] == "h100-sxm,mi300x"
 
 
-@pytest.mark.parametrize("params, needle", [
-    ({"bs": "abc"}, "'abc' is not a valid bs"),
-    ({"hw": "b200,l4"}, "unknown hardware b200"),
-    ({"dtype": "int3"}, "unknown precision 'int3'"),
-    ({"engine": "tensorrt"}, "unknown engine 'tensorrt'"),
-])
+@pytest.mark.parametrize(
+    "params, needle",
+    [
+        ({"bs": "abc"}, "'abc' is not a valid bs"),
+        ({"hw": "b200,l4"}, "unknown hardware b200"),
+        ({"dtype": "int3"}, "unknown precision 'int3'"),
+        ({"engine": "tensorrt"}, "unknown engine 'tensorrt'"),
+    ],
+)
 def test_bad_params_give_a_friendly_message(app_db, params, needle):
     at = open_whatif(**params)
     assert not at.exception
@@ -74,16 +88,37 @@ def test_measured_runs_overlay_on_the_local_device(app_db):
     from storage.hardware import NewMeasurement, save_measurement
     from storage.runs import NewRun, save_run
 
-    save_measurement(app_db, NewMeasurement(host="h", device="cpu", device_name="Test CPU", copy_gbs=20.0,
-                                            matmul_tflops={"fp32": 0.2}, duration_s=1.0, memory_bytes=16_000_000_000))
+    save_measurement(
+        app_db,
+        NewMeasurement(
+            host="h",
+            device="cpu",
+            device_name="Test CPU",
+            copy_gbs=20.0,
+            matmul_tflops={"fp32": 0.2},
+            duration_s=1.0,
+            memory_bytes=16_000_000_000,
+        ),
+    )
     for i, (ttft, tpot) in enumerate([(100.0, 40.0), (300.0, 45.0)]):
         prompt = 64 * (i + 1)
-        save_run(app_db, NewRun(
-            status="done", fingerprint=f"f{i}", model="demo", engine="transformers", device="cpu",
-            spec={"model": {"source": "demo"}, "recipe": {"engine": "transformers", "dtype": "auto"},
-                  "workload": {"prompt_tokens": prompt, "output_tokens": 16, "batch_size": 1}},
-            provenance={"host": "h", "applied": {"dtype": "float32"}},
-            metrics={"ttft_ms": {"p50": ttft}, "tpot_ms": {"p50": tpot}}))
+        save_run(
+            app_db,
+            NewRun(
+                status="done",
+                fingerprint=f"f{i}",
+                model="demo",
+                engine="transformers",
+                device="cpu",
+                spec={
+                    "model": {"source": "demo"},
+                    "recipe": {"engine": "transformers", "dtype": "auto"},
+                    "workload": {"prompt_tokens": prompt, "output_tokens": 16, "batch_size": 1},
+                },
+                provenance={"host": "h", "applied": {"dtype": "float32"}},
+                metrics={"ttft_ms": {"p50": ttft}, "tpot_ms": {"p50": tpot}},
+            ),
+        )
     at = open_whatif(model="demo", prompt="64", output="16", hw="local:cpu,l4")
     assert not at.exception and not at.warning
     frame = at.dataframe[0].value.set_index("hardware")

@@ -223,12 +223,21 @@ def test_mixed_run_counts_failures(fake_server) -> None:
 def test_end_to_end_run_against_the_fake_server(fake_server, db) -> None:
     from engine.runner import run_benchmark
 
-    spec = parse_job_spec({
-        "model": {"source": "synthetic:smollm2-135m"},
-        "recipe": {"engine": "openai", "base_url": fake_server[0], "model_name": "ok"},
-        "workload": {"prompt_tokens": 4, "output_tokens": 5, "requests": 6, "warmup_requests": 1,
-                     "arrival": "poisson", "rate": 100.0, "slo_ttft_ms": 10_000},
-    })
+    spec = parse_job_spec(
+        {
+            "model": {"source": "synthetic:smollm2-135m"},
+            "recipe": {"engine": "openai", "base_url": fake_server[0], "model_name": "ok"},
+            "workload": {
+                "prompt_tokens": 4,
+                "output_tokens": 5,
+                "requests": 6,
+                "warmup_requests": 1,
+                "arrival": "poisson",
+                "rate": 100.0,
+                "slo_ttft_ms": 10_000,
+            },
+        }
+    )
     result = run_benchmark(spec, db=db, log=lambda _m: None)
     m = result.metrics
     assert m["completed"] == 6 and m["failed"] == 0 and m["total_output_tokens"] == 30
@@ -241,9 +250,17 @@ def test_preflight_refuses_a_missing_api_key_variable(monkeypatch) -> None:
     from engine.spec import SpecError
 
     monkeypatch.delenv("LL_NOT_SET_KEY", raising=False)
-    spec = parse_job_spec({"model": {"source": "synthetic:smollm2-135m"},
-                           "recipe": {"engine": "openai", "base_url": "http://127.0.0.1:9/v1", "model_name": "m",
-                                      "api_key_env": "LL_NOT_SET_KEY"}})
+    spec = parse_job_spec(
+        {
+            "model": {"source": "synthetic:smollm2-135m"},
+            "recipe": {
+                "engine": "openai",
+                "base_url": "http://127.0.0.1:9/v1",
+                "model_name": "m",
+                "api_key_env": "LL_NOT_SET_KEY",
+            },
+        }
+    )
     with pytest.raises(SpecError, match="LL_NOT_SET_KEY is not set"):
         preflight(spec)
 
@@ -253,9 +270,34 @@ def test_cli_sweep_stores_one_run_per_rate(fake_server, db_url, capsys) -> None:
     from storage import open_database
     from storage.runs import list_runs
 
-    args = ["sweep", "--db", db_url, "--json", "--model", "synthetic:smollm2-135m", "--engine", "openai",
-            "--base-url", fake_server[0], "--served-model", "ok", "--prompt-tokens", "4", "--output-tokens", "3",
-            "--requests", "4", "--warmup", "0", "--rates", "100,inf", "--sweep", "fake-rates", "--slo-ttft-ms", "5000"]
+    args = [
+        "sweep",
+        "--db",
+        db_url,
+        "--json",
+        "--model",
+        "synthetic:smollm2-135m",
+        "--engine",
+        "openai",
+        "--base-url",
+        fake_server[0],
+        "--served-model",
+        "ok",
+        "--prompt-tokens",
+        "4",
+        "--output-tokens",
+        "3",
+        "--requests",
+        "4",
+        "--warmup",
+        "0",
+        "--rates",
+        "100,inf",
+        "--sweep",
+        "fake-rates",
+        "--slo-ttft-ms",
+        "5000",
+    ]
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["sweep"] == "fake-rates" and [p["point"] for p in out["points"]] == ["rate 100/s", "max rate"]
@@ -267,9 +309,32 @@ def test_cli_sweep_stores_one_run_per_rate(fake_server, db_url, capsys) -> None:
 def test_cli_run_json_has_load_and_failures(fake_server, db_url, capsys) -> None:
     from engine.cli import main
 
-    args = ["run", "--db", db_url, "--json", "--model", "synthetic:smollm2-135m", "--engine", "openai",
-            "--base-url", fake_server[0], "--served-model", "missing", "--prompt-tokens", "4", "--output-tokens", "3",
-            "--requests", "2", "--warmup", "0", "--arrival", "concurrency", "--max-concurrency", "1"]
+    args = [
+        "run",
+        "--db",
+        db_url,
+        "--json",
+        "--model",
+        "synthetic:smollm2-135m",
+        "--engine",
+        "openai",
+        "--base-url",
+        fake_server[0],
+        "--served-model",
+        "missing",
+        "--prompt-tokens",
+        "4",
+        "--output-tokens",
+        "3",
+        "--requests",
+        "2",
+        "--warmup",
+        "0",
+        "--arrival",
+        "concurrency",
+        "--max-concurrency",
+        "1",
+    ]
     assert main(args) == 0  # the run completes; its requests failed
     obj = json.loads(capsys.readouterr().out)
     assert obj["failed"] == 2 and obj["completed"] == 0

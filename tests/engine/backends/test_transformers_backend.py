@@ -71,7 +71,9 @@ def test_cuda_request_on_a_cpu_machine_is_a_clear_error():
         pytest.skip("this machine has CUDA")
     backend = get_backend("transformers")
     with pytest.raises(BackendError, match="CUDA is not available"):
-        backend.load(resolve(ModelSpec(source="synthetic:smollm2-135m")), TransformersRecipe(), "cuda:0", lambda *_: None)
+        backend.load(
+            resolve(ModelSpec(source="synthetic:smollm2-135m")), TransformersRecipe(), "cuda:0", lambda *_: None
+        )
 
 
 def test_unknown_engine():

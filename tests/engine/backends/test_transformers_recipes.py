@@ -12,18 +12,30 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-def _run(recipe: dict, device: str = "cpu", requests: int = 2, batch_size: int = 1, output_tokens: int = 6,
-         model: str = "demo"):
+def _run(
+    recipe: dict,
+    device: str = "cpu",
+    requests: int = 2,
+    batch_size: int = 1,
+    output_tokens: int = 6,
+    model: str = "demo",
+):
     from engine.runner import ProgressState, execute, preflight
     from engine.spec import parse_job_spec
 
-    spec = parse_job_spec({
-        "model": {"source": model},
-        "recipe": {"engine": "transformers", **recipe},
-        "device": device,
-        "workload": {"prompt_tokens": 16, "output_tokens": output_tokens, "requests": requests,
-                     "batch_size": batch_size},
-    })
+    spec = parse_job_spec(
+        {
+            "model": {"source": model},
+            "recipe": {"engine": "transformers", **recipe},
+            "device": device,
+            "workload": {
+                "prompt_tokens": 16,
+                "output_tokens": output_tokens,
+                "requests": requests,
+                "batch_size": batch_size,
+            },
+        }
+    )
     preflight(spec)
     result = execute(spec, ProgressState(), log=lambda _m: None)
     measured = [r for r in result.requests if not r.warmup]
@@ -33,17 +45,29 @@ def _run(recipe: dict, device: str = "cpu", requests: int = 2, batch_size: int =
     return result
 
 
-@pytest.mark.parametrize("recipe, expect", [
-    ({}, {"quantization": "none", "cache_implementation": "dynamic", "dtype": "float32"}),
-    ({"dtype": "bfloat16"}, {"dtype": "bfloat16"}),
-    ({"attn_implementation": "eager"}, {"attn_implementation": "eager"}),
-    ({"quantization": "torchao_int8_weight_only"}, {"quantization": "torchao_int8_weight_only", "quantized_linears": 210}),
-    ({"quantization": "torchao_int8_dynamic"}, {"quantization": "torchao_int8_dynamic"}),
-    ({"quantization": "torch_dynamic_int8"}, {"quantization": "torch_dynamic_int8"}),
-    ({"cache_implementation": "static"}, {"cache_implementation": "static", "compile": False}),
-    ({"kv_cache_quantization": "quanto_int4"}, {"cache_implementation": "quantized", "kv_cache_quantization": "quanto_int4"}),
-    ({"drop_layers": 6, "drop_layers_from": "end"}, {"dropped_layers": [24, 25, 26, 27, 28, 29], "num_hidden_layers": 24}),
-])
+@pytest.mark.parametrize(
+    "recipe, expect",
+    [
+        ({}, {"quantization": "none", "cache_implementation": "dynamic", "dtype": "float32"}),
+        ({"dtype": "bfloat16"}, {"dtype": "bfloat16"}),
+        ({"attn_implementation": "eager"}, {"attn_implementation": "eager"}),
+        (
+            {"quantization": "torchao_int8_weight_only"},
+            {"quantization": "torchao_int8_weight_only", "quantized_linears": 210},
+        ),
+        ({"quantization": "torchao_int8_dynamic"}, {"quantization": "torchao_int8_dynamic"}),
+        ({"quantization": "torch_dynamic_int8"}, {"quantization": "torch_dynamic_int8"}),
+        ({"cache_implementation": "static"}, {"cache_implementation": "static", "compile": False}),
+        (
+            {"kv_cache_quantization": "quanto_int4"},
+            {"cache_implementation": "quantized", "kv_cache_quantization": "quanto_int4"},
+        ),
+        (
+            {"drop_layers": 6, "drop_layers_from": "end"},
+            {"dropped_layers": [24, 25, 26, 27, 28, 29], "num_hidden_layers": 24},
+        ),
+    ],
+)
 def test_cpu_knob_is_applied_and_recorded(demo_folder, recipe, expect):
     if recipe.get("kv_cache_quantization", "none").startswith("quanto"):
         pytest.importorskip("optimum.quanto")
@@ -103,9 +127,13 @@ def test_stored_run_keeps_what_was_applied(demo_folder, db):
     from engine.spec import parse_job_spec
     from storage.runs import get_run
 
-    spec = parse_job_spec({"model": {"source": "demo"},
-                           "recipe": {"engine": "transformers", "quantization": "torch_dynamic_int8"},
-                           "workload": {"prompt_tokens": 16, "output_tokens": 4, "requests": 1}})
+    spec = parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "recipe": {"engine": "transformers", "quantization": "torch_dynamic_int8"},
+            "workload": {"prompt_tokens": 16, "output_tokens": 4, "requests": 1},
+        }
+    )
     result = run_benchmark(spec, db, log=lambda _m: None)
     run = get_run(db, result.run_id)
     assert run.provenance["applied"]["quantization"] == "torch_dynamic_int8"
@@ -121,15 +149,18 @@ def test_compile_with_static_cache_excludes_warmup(demo_folder):
 
 # -- CUDA ------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
-@pytest.mark.parametrize("recipe", [
-    {"quantization": "bnb_nf4"},
-    {"quantization": "bnb_int8"},
-    {"quantization": "torchao_int4_weight_only", "dtype": "bfloat16"},
-    {"quantization": "torchao_float8"},
-    {"quantization": "torchao_int8_weight_only"},
-    {"cache_implementation": "static", "compile": True, "compile_mode": "reduce-overhead"},
-    {"dtype": "float16"},
-])
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        {"quantization": "bnb_nf4"},
+        {"quantization": "bnb_int8"},
+        {"quantization": "torchao_int4_weight_only", "dtype": "bfloat16"},
+        {"quantization": "torchao_float8"},
+        {"quantization": "torchao_int8_weight_only"},
+        {"cache_implementation": "static", "compile": True, "compile_mode": "reduce-overhead"},
+        {"dtype": "float16"},
+    ],
+)
 def test_cuda_knob_on_demo(demo_folder, recipe):
     import torch
 

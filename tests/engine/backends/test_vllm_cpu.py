@@ -92,8 +92,15 @@ def _group_gone(pgid: int | None, wait_s: float = 10.0) -> bool:
 
 def test_managed_server_streams_with_goodput(managed) -> None:  # type: ignore[no-untyped-def]
     prompts = [[100 + i] * 24 for i in range(4)]
-    wl = Workload(prompt_tokens=24, output_tokens=12, requests=4, arrival="concurrency", max_concurrency=2,
-                  slo_ttft_ms=60_000, slo_tpot_ms=0.001)
+    wl = Workload(
+        prompt_tokens=24,
+        output_tokens=12,
+        requests=4,
+        arrival="concurrency",
+        max_concurrency=2,
+        slo_ttft_ms=60_000,
+        slo_tpot_ms=0.001,
+    )
     phase = run_load(managed, prompts, wl, GenerationParams(max_new_tokens=12))
     assert all(r.ok for r in phase.records), [r.error for r in phase.records]
     assert all(r.output_tokens == 12 for r in phase.records)
@@ -122,22 +129,34 @@ def test_openai_engine_end_to_end_against_the_managed_server(managed, db) -> Non
     from engine.runner import run_benchmark
     from storage.runs import get_run
 
-    spec = parse_job_spec({
-        "model": {"source": "demo"},
-        "recipe": {"engine": "openai", "base_url": managed._base_url, "model_name": "latencylab"},
-        "workload": {"prompt_tokens": 32, "output_tokens": 8, "requests": 4, "warmup_requests": 1,
-                     "arrival": "gamma", "rate": 4.0, "burstiness": 0.5, "slo_ttft_ms": 60_000},
-    })
+    spec = parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "recipe": {"engine": "openai", "base_url": managed._base_url, "model_name": "latencylab"},
+            "workload": {
+                "prompt_tokens": 32,
+                "output_tokens": 8,
+                "requests": 4,
+                "warmup_requests": 1,
+                "arrival": "gamma",
+                "rate": 4.0,
+                "burstiness": 0.5,
+                "slo_ttft_ms": 60_000,
+            },
+        }
+    )
     result = run_benchmark(spec, db=db, log=lambda _m: None)
     assert result.metrics["completed"] == 4 and result.metrics["goodput_fraction"] == 1.0
     assert result.metrics["load"]["burstiness"] == 0.5
     assert get_run(db, result.run_id).status == "done"
 
-    bad = parse_job_spec({
-        "model": {"source": "demo"},
-        "recipe": {"engine": "openai", "base_url": managed._base_url, "model_name": "no-such-model"},
-        "workload": {"prompt_tokens": 8, "output_tokens": 4, "requests": 2, "warmup_requests": 0, "arrival": "max"},
-    })
+    bad = parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "recipe": {"engine": "openai", "base_url": managed._base_url, "model_name": "no-such-model"},
+            "workload": {"prompt_tokens": 8, "output_tokens": 4, "requests": 2, "warmup_requests": 0, "arrival": "max"},
+        }
+    )
     failed = run_benchmark(bad, db=db, log=lambda _m: None).metrics
     assert failed["failed"] == 2 and failed["completed"] == 0
 

@@ -10,6 +10,7 @@ SCALARS: tuple[str, ...] = (
     "output_tokens_per_s",
     "requests_per_s",
     "tokens_per_s_per_user",
+    "output_tokens_per_s_per_gpu",
     "goodput_requests_per_s",
     "peak_memory_bytes",
     "load_s",

@@ -225,6 +225,7 @@ def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = pr
                 log(f"{metrics['failed']} of {wl.requests} request(s) failed: {_first_errors(measured)}")
         metrics["peak_memory_bytes"] = backend.peak_memory_bytes()
         metrics["load_s"] = report.load_s
+        metrics["output_tokens_per_s_per_gpu"] = per_gpu(metrics.get("output_tokens_per_s"), spec.device)
         metrics["warmup_s"] = warmup_s
         cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         prov.update(
@@ -273,6 +274,13 @@ def _evaluate(
     result.setdefault("timings_s", {})["total_s"] = time.perf_counter() - t0
     log(f"accuracy: {quality.summary_line(result)} ({result['timings_s']['total_s']:.1f} s)")
     return result
+
+
+def per_gpu(tokens_per_s: float | None, device: str) -> float | None:
+    """Output tokens/s divided by the GPUs the job used; None on the CPU."""
+    if tokens_per_s is None or not device.startswith("cuda:"):
+        return None
+    return tokens_per_s / len(device.split(":", 1)[1].split(","))
 
 
 def failure_reason(exc: BaseException) -> str:

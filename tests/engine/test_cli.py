@@ -62,6 +62,7 @@ def test_run_json_then_runs_and_show(db_url):
         "output_tokens_per_s",
         "requests_per_s",
         "tokens_per_s_per_user",
+        "output_tokens_per_s_per_gpu",
         "goodput_requests_per_s",
         "peak_memory_bytes",
         "load_s",

@@ -72,3 +72,12 @@ def test_prompt_file_workload(db, tmp_path, demo_folder):
     reqs = get_requests(db, result.run_id)
     assert len(reqs) == 2 and reqs[0].prompt_tokens < reqs[1].prompt_tokens  # the file's two prompts, in order
     assert all(r.output_tokens == 3 for r in reqs)
+
+
+def test_tokens_per_second_per_gpu():
+    from engine.runner import per_gpu
+
+    assert per_gpu(100.0, "cpu") is None
+    assert per_gpu(100.0, "cuda:0") == 100.0
+    assert per_gpu(100.0, "cuda:0,1,2,3") == 25.0
+    assert per_gpu(None, "cuda:0") is None

@@ -17,6 +17,7 @@ import pandas as pd
 
 from engine.metrics import LATENCY_GROUPS
 from engine.pareto import minimise_by_default
+from engine.results import SCALARS
 
 # (key in the flat metric dict, label, unit)
 COMPARE_METRICS: tuple[tuple[str, str, str], ...] = (
@@ -43,14 +44,6 @@ QUALITY_LABELS: dict[str, str] = {
     "top1_agreement": "top-1 agreement",
     "greedy_flip_rate": "greedy flip rate",
 }
-SCALARS: tuple[str, ...] = (
-    "output_tokens_per_s",
-    "requests_per_s",
-    "tokens_per_s_per_user",
-    "goodput_requests_per_s",
-    "peak_memory_bytes",
-    "load_s",
-)
 SAME_WITHIN = 0.02  # ratios within 2 % are reported as "about the same"
 
 

@@ -9,20 +9,12 @@ import pandas as pd
 from sqlalchemy import select
 
 from engine.metrics import LATENCY_GROUPS
+from engine.results import SCALARS
 from storage.db import Database
 from storage.models import RunRow
 
 STAT_KEYS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99")
-SCALAR_KEYS: tuple[str, ...] = (
-    "output_tokens_per_s",
-    "requests_per_s",
-    "tokens_per_s_per_user",
-    "goodput_requests_per_s",
-    "peak_memory_bytes",
-    "load_s",
-    "completed",
-    "failed",
-)
+SCALAR_KEYS: tuple[str, ...] = (*SCALARS, "completed", "failed")
 
 
 def flatten_metrics(metrics: dict[str, Any] | None) -> dict[str, Any]:

@@ -317,23 +317,28 @@ def finish(
         return _job(row)
 
 
+def _back_in_queue(note: str | None, now: datetime) -> dict[str, Any]:
+    """The column values of a running job handed back to the queue."""
+    return {
+        "status": QUEUED,
+        "worker_id": None,
+        "claimed_at": None,
+        "heartbeat_at": None,
+        "started_at": None,
+        "phase": None,
+        "progress": 0.0,
+        "progress_note": note,
+        "eta_s": None,
+        "measuring_started": False,
+        "run_id": None,
+        "updated_at": now,
+    }
+
+
 def requeue(db: Database, job_id: int, worker_id: str, *, count_attempt: bool = False) -> bool:
     """Give a running job back to the queue (a worker shutting down cleanly)."""
     with db.session() as s:
-        values: dict[str, Any] = {
-            "status": QUEUED,
-            "worker_id": None,
-            "claimed_at": None,
-            "heartbeat_at": None,
-            "started_at": None,
-            "phase": None,
-            "progress": 0.0,
-            "progress_note": None,
-            "eta_s": None,
-            "measuring_started": False,
-            "run_id": None,
-            "updated_at": _now(),
-        }
+        values = _back_in_queue(None, _now())
         if not count_attempt:
             values["attempts"] = JobRow.attempts - 1
         result = s.execute(
@@ -509,18 +514,7 @@ def recover_stale(
                 continue
             now = _now()
             if not row.measuring_started and (row.attempts or 0) <= 1 and not row.cancel_requested:
-                values: dict[str, Any] = {
-                    "status": QUEUED,
-                    "worker_id": None,
-                    "claimed_at": None,
-                    "heartbeat_at": None,
-                    "started_at": None,
-                    "phase": None,
-                    "progress": 0.0,
-                    "progress_note": f"re-queued: {WORKER_LOST}",
-                    "eta_s": None,
-                    "updated_at": now,
-                }
+                values = _back_in_queue(f"re-queued: {WORKER_LOST}", now)
                 action = "requeued"
             else:
                 values = {

@@ -11,7 +11,16 @@ import argparse
 import sys
 from typing import Any
 
-from engine.cli import EXIT_FAILED, EXIT_OK, UsageError, _emit_json, add_spec_arguments, open_db, spec_from_args
+from engine.cli import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    _emit_json,
+    add_spec_arguments,
+    open_db,
+    positive_int,
+    spec_from_args,
+)
 from engine.spec import SpecError
 from engine.worker import LIVE_WORKER_S, check_submittable
 
@@ -163,7 +172,7 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
     p.set_defaults(func=_guard(cmd_worker))
 
     p = sub.add_parser("jobs", parents=[common, as_json], help="list queued, running and finished jobs")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=positive_int, default=50)
     p.set_defaults(func=_guard(cmd_jobs))
 
     p = sub.add_parser("cancel", parents=[common], help="cancel a queued or running job")

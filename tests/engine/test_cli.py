@@ -157,3 +157,10 @@ def test_knobs_verb_says_what_a_device_cannot_run(capsys):
     assert rows["quantization"]["choices"]["none"] is None
     assert "CUDA" in rows["quantization"]["choices"]["bnb_nf4"]
     assert main(["knobs", "--engine", "warp"]) == 2
+
+
+@pytest.mark.parametrize("args", [["runs", "--limit", "-1"], ["jobs", "--limit", "0"], ["runs", "--limit", "x"]])
+def test_limits_must_be_positive(args, db_url, capsys):
+    assert main([*args, "--db", db_url]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--limit" in err and len(err.splitlines()) == 1

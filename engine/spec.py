@@ -158,7 +158,14 @@ class TransformersRecipe(_Strict):
         default="static", description="Static batches, or transformers' continuous batching (paged cache)"
     )
     tensor_parallel: bool = Field(
-        default=False, description="Tensor parallelism (tp_plan='auto') across the GPUs picked"
+        default=False,
+        description="Tensor parallelism (tp_plan='auto'): one process per GPU picked (on the CPU: see ranks)",
+    )
+    tensor_parallel_ranks: int | None = Field(
+        default=None,
+        ge=2,
+        le=64,
+        description="Tensor parallelism: processes (empty: one per GPU picked; on the CPU 2, sharing its cores)",
     )
     sliding_window: int | None = Field(
         default=None, ge=1, le=1_048_576, description="Sliding-window attention span, for models that support it"
@@ -201,7 +208,7 @@ class TransformersRecipe(_Strict):
         if self.batching != "static":
             parts.append(f"{self.batching} batching")
         if self.tensor_parallel:
-            parts.append("tensor parallel")
+            parts.append("tensor parallel" + (f" x{self.tensor_parallel_ranks}" if self.tensor_parallel_ranks else ""))
         if self.sliding_window is not None:
             parts.append(f"sliding window {self.sliding_window}")
         return ", ".join(parts)
@@ -583,6 +590,11 @@ class JobSpec(_Strict):
             problems = self.recipe.job_problems(self.device, self.workload, self.model.kind)
         if problems:
             raise ValueError("; ".join(problems))
+        if self.quality.enabled and isinstance(self.recipe, TransformersRecipe) and self.recipe.tensor_parallel:
+            raise ValueError(
+                "accuracy is not measured with tensor parallelism (sharding changes only the order of float sums); "
+                "measure it on the same recipe without tensor_parallel, or drop the quality metrics"
+            )
         if self.quality.enabled and not self.model.has_accuracy:
             raise ValueError(
                 "synthetic weights have no accuracy: random weights make perplexity, fidelity and task scores "

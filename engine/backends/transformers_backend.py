@@ -121,6 +121,13 @@ class TransformersBackend:
                     "dtype": dtype,
                     "attn_implementation": attn,
                 }
+                from engine.capabilities import shape_problems, tensor_parallel_world_size
+
+                shapes = shape_problems(
+                    recipe, AutoConfig.from_pretrained(path, revision=model.spec.revision).to_dict(), device
+                )
+                if shapes:  # hub models and GGUF files: known only now, before minutes of GPTQ
+                    raise BackendError("; ".join(shapes))
                 if recipe.quantization == "gptq":
                     folder, gptq_applied = knobs.gptq_folder(
                         path, recipe, get_settings().cache_dir, self._device, progress
@@ -131,8 +138,12 @@ class TransformersBackend:
                         {"dtype": dtype, "attn_implementation": attn, "device_map": str(self._device)},
                     )
                 if recipe.tensor_parallel:
+                    world = tensor_parallel_world_size(recipe, device)
                     load_kwargs["tp_plan"] = "auto"
-                    applied["tensor_parallel"] = "tp_plan=auto"
+                    applied["tensor_parallel"] = f"tp_plan=auto over {world} ranks"
+                    if self._device.type == "cpu":  # the ranks share the cores
+                        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+                        applied["threads_per_rank"] = torch.get_num_threads()
                 self._model = AutoModelForCausalLM.from_pretrained(path, **load_kwargs)
                 if recipe.tensor_parallel:  # each torchrun rank holds its shard on its own GPU
                     self._device = self._model.device

@@ -80,7 +80,7 @@ class ManagedServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         self.pgid = self.proc.pid  # its own session and process group
         _LIVE.add(self)
@@ -146,7 +146,7 @@ class ManagedServer:
             pass
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: SIGTERM when the job process dies, even by SIGKILL (Linux PR_SET_PDEATHSIG)."""
     try:
         import ctypes

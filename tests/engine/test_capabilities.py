@@ -12,7 +12,10 @@ from engine.capabilities import (
     options,
     recipe_problems,
     runtime_problems,
+    shape_problems,
+    tensor_parallel_world_size,
 )
+from engine.catalog import SYNTHETIC_ARCHITECTURES
 from engine.spec import SpecError, TransformersRecipe, Workload, parse_job_spec
 
 ALL = frozenset({"torchao", "bitsandbytes", "gptq", "quanto", "hqq", "flash_attn"})
@@ -78,7 +81,6 @@ def test_contradicting_knobs_say_why(recipe, match):
         ({"quantization": "torchao_int4_weight_only", "dtype": "bfloat16"}, "no CPU kernel"),
         ({"dtype": "float16"}, "float16 is not supported on the CPU"),
         ({"attn_implementation": "flash_attention_2"}, "needs a CUDA device"),
-        ({"tensor_parallel": True}, "two or more CUDA GPUs"),
     ],
 )
 def test_cuda_only_knobs_are_refused_on_the_cpu(recipe, match):
@@ -117,8 +119,10 @@ def test_runtime_facts():
     bare = DeviceFacts(cuda_available=True, gpu_count=1, compute_capability=(9, 0))
     assert "pip install bitsandbytes" in runtime_problems(TransformersRecipe(quantization="bnb_nf4"), "cuda:0", bare)[0]
     gptq = runtime_problems(TransformersRecipe(quantization="gptq"), "cpu", DeviceFacts())
-    assert gptq == ["gptq needs the gptqmodel package (and optimum): pip install gptqmodel optimum"]
-    assert "torchrun" in runtime_problems(TransformersRecipe(tensor_parallel=True), "cuda:0,1", H200)[0]
+    assert gptq == ["gptq needs the gptqmodel package: pip install gptqmodel==7.6.0 optimum==2.3.0"]
+    two = DeviceFacts(cuda_available=True, gpu_count=2, compute_capability=(9, 0), installed=ALL)
+    assert runtime_problems(TransformersRecipe(tensor_parallel=True), "cuda:0,1", two) == []
+    assert "this machine has 1" in runtime_problems(TransformersRecipe(tensor_parallel=True), "cuda:0,1", H200)[0]
     assert "CUDA is not available" in runtime_problems(TransformersRecipe(), "cuda:0", DeviceFacts())[0]
     assert (
         runtime_problems(
@@ -186,3 +190,49 @@ def test_checking_a_gpu_spec_never_imports_torch():
         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]),
     )
     assert out.stdout.strip() == "False"
+
+
+SMOLLM2 = SYNTHETIC_ARCHITECTURES["smollm2-135m"]  # hidden 576, intermediate 1536, 9 heads, 3 KV heads
+
+
+def test_gptq_group_size_must_tile_the_linear_inputs():
+    problem = shape_problems(TransformersRecipe(quantization="gptq"), SMOLLM2, "cpu")
+    assert problem == [
+        "gptq_group_size 128 does not divide this model's Linear input sizes 576, 1536; "
+        "pick 64 or 32 (or -1 for one group per column)"
+    ]
+    for group in (64, 32, -1):
+        assert shape_problems(TransformersRecipe(quantization="gptq", gptq_group_size=group), SMOLLM2, "cpu") == []
+    assert shape_problems(TransformersRecipe(quantization="gptq"), SYNTHETIC_ARCHITECTURES["llama-3-8b"], "cpu") == []
+    assert shape_problems(TransformersRecipe(quantization="gptq"), None, "cpu") == []  # unknown until it loads
+
+
+def test_tensor_parallel_ranks_and_rules():
+    tp = TransformersRecipe(tensor_parallel=True)
+    assert tensor_parallel_world_size(tp, "cuda:0,1,2,3") == 4
+    assert tensor_parallel_world_size(tp, "cpu") == 2  # CPU default: 2 processes sharing the cores
+    assert tensor_parallel_world_size(TransformersRecipe(tensor_parallel=True, tensor_parallel_ranks=3), "cpu") == 3
+    assert tensor_parallel_world_size(TransformersRecipe(), "cuda:0,1") == 1
+    # heads must split evenly: SmolLM2 has 9 query and 3 key/value heads
+    assert "use 3 ranks" in shape_problems(tp, SMOLLM2, "cpu")[0]
+    assert shape_problems(TransformersRecipe(tensor_parallel=True, tensor_parallel_ranks=3), SMOLLM2, "cpu") == []
+    assert shape_problems(tp, SYNTHETIC_ARCHITECTURES["llama-3-8b"], "cuda:0,1,2,3") == []
+    # offered on the CPU (with a note), refused where it cannot line up
+    assert _spec({"tensor_parallel": True, "tensor_parallel_ranks": 3}).recipe.tensor_parallel
+    assert any("share its cores" in n for n in notes(tp, "cpu"))
+    with pytest.raises(SpecError, match="one rank per GPU"):
+        _spec({"tensor_parallel": True, "tensor_parallel_ranks": 3}, "cuda:0,1")
+    with pytest.raises(ValueError, match="only used with tensor_parallel"):
+        TransformersRecipe(tensor_parallel_ranks=2)
+    with pytest.raises(ValueError, match="not with weight quantization, torch.compile"):
+        TransformersRecipe(tensor_parallel=True, quantization="gptq", cache_implementation="static", compile=True)
+    with pytest.raises(SpecError, match="arrival=batch"):
+        _spec({"tensor_parallel": True}, workload={"arrival": "poisson", "rate": 2})
+    with pytest.raises(SpecError, match="accuracy is not measured with tensor parallelism"):
+        parse_job_spec(
+            {
+                "model": {"source": "demo"},
+                "recipe": {"engine": "transformers", "tensor_parallel": True},
+                "quality": {"metrics": ["ppl"]},
+            }
+        )

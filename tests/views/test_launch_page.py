@@ -48,6 +48,18 @@ def test_invalid_combination_is_explained_and_submit_disabled(app, db):
     assert jobs.list_jobs(db) == []
 
 
+def test_tensor_parallel_ranks_are_checked_against_the_heads(app, db):
+    app.selectbox(key="preset").select(QUICK).run()
+    app.checkbox(key="recipe_transformers_tensor_parallel").check().run()
+    assert not app.exception
+    assert any("9 attention heads" in e.value and "use 3 ranks" in e.value for e in app.error)
+    assert _submit(app).disabled
+    app.checkbox(key="recipe_transformers_tensor_parallel_ranks__set").check().run()
+    app.number_input(key="recipe_transformers_tensor_parallel_ranks").set_value(3).run()
+    assert not app.error and not _submit(app).disabled
+    assert jobs.list_jobs(db) == []
+
+
 def test_submit_queues_one_job(app, db):
     app.selectbox(key="preset").select(QUICK).run()
     assert not app.error and not _submit(app).disabled

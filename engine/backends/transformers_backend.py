@@ -139,13 +139,15 @@ class TransformersBackend:
                     )
                 if recipe.tensor_parallel:
                     world = tensor_parallel_world_size(recipe, device)
-                    load_kwargs["tp_plan"] = "auto"
+                    from transformers import DistributedConfig
+
+                    load_kwargs["distributed_config"] = DistributedConfig(tp_plan="auto", tp_size=world)
                     applied["tensor_parallel"] = f"tp_plan=auto over {world} ranks"
                     if self._device.type == "cpu":  # the ranks share the cores
                         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
                         applied["threads_per_rank"] = torch.get_num_threads()
                 self._model = AutoModelForCausalLM.from_pretrained(path, **load_kwargs)
-                if recipe.tensor_parallel:  # each torchrun rank holds its shard on its own GPU
+                if recipe.tensor_parallel:  # each rank holds its shard (its own GPU, or the CPU)
                     self._device = self._model.device
                 elif recipe.quantization != "gptq":
                     self._model.to(self._device)
@@ -404,6 +406,9 @@ class TransformersBackend:
         self._assistant = None
         self._model = None
         self._tokenizer = None
+        if self._recipe is not None and self._recipe.tensor_parallel and torch.distributed.is_initialized():
+            # this run's ranks are gone after it; a later run in the same process starts a new group
+            torch.distributed.destroy_process_group()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 

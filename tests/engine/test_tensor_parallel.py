@@ -36,6 +36,9 @@ def test_demo_model_runs_sharded_over_three_ranks(demo_folder: Path, db) -> None
     measured = [r for r in result.requests if not r.warmup]
     assert [r.output_tokens for r in measured] == [6, 6]
     assert runs.get_run(db, result.run_id).status == "done"
+    # a second sharded run in the same process gets a new group (benchmarks and sweeps do this)
+    again = run_benchmark(_spec(3), db, ProgressState(), log=lambda _m: None)
+    assert runs.get_run(db, again.run_id).status == "done"
 
 
 def test_heads_that_do_not_split_are_refused_before_loading() -> None:

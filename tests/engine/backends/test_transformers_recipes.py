@@ -110,15 +110,19 @@ def test_static_batch_of_two(demo_folder):
     _run({"quantization": "torch_dynamic_int8"}, requests=2, batch_size=2)
 
 
-def test_gptq_without_the_package_says_how_to_install(demo_folder):
-    from engine.capabilities import probe
+def test_gptq_without_the_package_says_how_to_install(demo_folder, monkeypatch):
+    from engine import capabilities
     from engine.runner import preflight
     from engine.spec import SpecError, parse_job_spec
 
-    if "gptq" in probe("cpu").installed:
-        pytest.skip("gptqmodel is installed here")
-    spec = parse_job_spec({"model": {"source": "demo"}, "recipe": {"engine": "transformers", "quantization": "gptq"}})
-    with pytest.raises(SpecError, match="pip install gptqmodel"):
+    monkeypatch.setattr(capabilities, "probe", lambda device: capabilities.DeviceFacts())  # nothing installed
+    spec = parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "recipe": {"engine": "transformers", "quantization": "gptq", "gptq_group_size": 64},
+        }
+    )
+    with pytest.raises(SpecError, match="pip install gptqmodel==7.6.0 optimum==2.3.0"):
         preflight(spec)
 
 

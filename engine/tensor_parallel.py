@@ -76,6 +76,7 @@ class Followers:
         self.logs = logs
         self.workdir = workdir
         self.failure: str | None = None
+        self.failed_log = ""
         self._done = threading.Event()
         self._watch = threading.Thread(target=self._watchdog, name="tp-watchdog", daemon=True)
         self._watch.start()
@@ -108,6 +109,7 @@ class Followers:
         reason = self._failed_rank()
         if reason is None and any(p.poll() is None for p in self.procs):
             reason = f"a tensor-parallel rank did not finish within {timeout_s:.0f} s of rank 0"
+        self.failed_log = self.tails() if reason else ""
         self.close()
         if reason:
             raise RuntimeError(reason)
@@ -121,6 +123,18 @@ class Followers:
                 break
             time.sleep(0.1)
         return self.failure or self._failed_rank()
+
+    def tails(self, lines: int = 15) -> str:
+        """The last lines of every follower that failed, for rank 0's log (the job log)."""
+        out = []
+        for rank, (proc, log) in enumerate(zip(self.procs, self.logs, strict=True), start=1):
+            if proc.poll() not in (None, 0):
+                try:
+                    text = log.read_text(errors="replace").splitlines()[-lines:]
+                except OSError:
+                    continue
+                out.append(f"--- rank {rank} (last {len(text)} lines) ---\n" + "\n".join(text))
+        return "\n".join(out)
 
     def close(self) -> None:
         """Stop whatever still runs and remove the scratch folder."""
@@ -180,11 +194,17 @@ def run_with_followers(spec: JobSpec, body: Callable[[], Any], log: Callable[[st
         result = body()
     except BaseException as exc:
         reason = followers.reason_after_failure()
+        if reason:
+            log(followers.tails())
         followers.close()
         if reason:
             raise RuntimeError(reason) from exc
         raise
-    followers.join()
+    try:
+        followers.join()
+    except RuntimeError:
+        log(followers.failed_log)
+        raise
     return result
 
 

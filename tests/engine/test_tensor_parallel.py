@@ -71,9 +71,11 @@ def test_a_failing_rank_interrupts_rank_0_with_its_own_reason(tmp_path: Path, mo
             time.sleep(0.05)
 
     started = time.monotonic()
+    logged: list[str] = []
     with pytest.raises(RuntimeError, match="rank 1 failed \\(exit 3\\): torch.OutOfMemoryError: CUDA out of memory"):
-        tensor_parallel.run_with_followers(_spec(3), rank0_waits_in_a_collective, log=lambda _m: None)
+        tensor_parallel.run_with_followers(_spec(3), rank0_waits_in_a_collective, log=logged.append)
     assert time.monotonic() - started < 10
+    assert any("--- rank 1" in line and "CUDA out of memory" in line for line in logged)  # in the job log
 
 
 def test_followers_are_joined_and_cleaned_up(tmp_path: Path) -> None:

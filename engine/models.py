@@ -189,6 +189,32 @@ def resolve(spec: ModelSpec, progress: Progress = _noop) -> ResolvedModel:
     return ResolvedModel(spec=spec, label=spec.label, path=spec.source.removeprefix("hf:"))
 
 
+def synthetic_folder(config: dict[str, Any]) -> Path:
+    """A folder with only the config.json of a synthetic architecture (no weights, no tokenizer).
+
+    For engines that build random weights themselves from a config file (vLLM's
+    ``load_format="dummy"``). Written once per architecture under the cache folder.
+    """
+    cfg = {k: v for k, v in config.items() if k != "source"}
+    model_type = str(cfg["model_type"])
+    arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}.get(model_type)
+    if arch is None:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+        arch = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]
+    cfg.setdefault("architectures", [arch])
+    cfg.setdefault("torch_dtype", "bfloat16")
+    text = json.dumps(cfg, sort_keys=True, indent=1)
+    folder = get_settings().cache_dir / "synthetic" / hashlib.sha256(text.encode()).hexdigest()[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / "config.json"
+    if not target.is_file() or target.read_text() != text:
+        tmp = folder / f".config.{os.getpid()}.json"
+        tmp.write_text(text)
+        tmp.replace(target)  # atomic: concurrent jobs never read half a file
+    return folder
+
+
 def declared_config(spec: ModelSpec) -> dict[str, Any] | None:
     """The model's config from local files alone (demo, synthetic, local folder); None otherwise.
 

@@ -110,9 +110,14 @@ def render_table(obj: dict[str, Any]) -> str:
             f"{'load':<34}arrival={load.get('arrival')}  configured rate={_fmt(load.get('configured_rate'))}/s  "
             f"achieved={_fmt(load.get('achieved_rate'))}/s  peak concurrency={load.get('peak_concurrency')}"
         )
+        slo = obj.get("slo")
         lines.append(
             f"{'goodput':<34}{_fmt(obj.get('goodput_requests_per_s'), 3)} req/s, "
-            f"{_fmt(obj.get('goodput_fraction'), 3)} met the SLO {obj.get('slo')}"
+            + (
+                f"{_fmt(obj.get('goodput_fraction'), 3)} met the SLO {slo}"
+                if slo
+                else "no SLO set: every completed request counts"
+            )
         )
     lines.extend(_quality_lines(obj.get("quality")))
     return "\n".join(lines)

@@ -314,11 +314,13 @@ class _VllmKnobs(_Strict):
                 f"tensor_parallel_size={self.tensor_parallel_size} but {gpus} GPU(s) picked; "
                 f"pick a device with {self.tensor_parallel_size} GPU(s)"
             )
-        if model_kind == "synthetic":
+        if model_kind == "synthetic" and self.engine != "vllm":  # type: ignore[attr-defined]
             problems.append(
-                "the vLLM engines load weights from a folder; synthetic weights are not supported "
-                "(use demo, a folder or org/name)"
+                "the managed vLLM server needs real weights and a tokenizer; synthetic weights run with "
+                "engine vllm (in process, random weights built by vLLM), or use demo, a folder or org/name"
             )
+        if model_kind == "synthetic" and self.speculative not in ("none", "ngram"):
+            problems.append("speculative decoding with a draft model needs real weights; use ngram or a real model")
         return problems
 
     def describe(self) -> str:

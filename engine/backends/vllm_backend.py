@@ -146,11 +146,20 @@ class VllmBackend:
         self._device = "cpu"
         self._kwargs: dict[str, Any] = {}
         self._saved_env: dict[str, str | None] = {}
+        self._detokenize = True
 
     def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport:
-        """Start the engine (30-60 s on a 2-core CPU with enforce_eager)."""
-        if model.path is None:
-            raise BackendError("vLLM loads weights from a folder; synthetic weights are not supported")
+        """Start the engine (30-60 s on a 2-core CPU with enforce_eager).
+
+        Synthetic weights: vLLM builds random weights itself (``load_format="dummy"``) from a
+        folder holding only the architecture's config.json; no tokenizer (prompts are token ids).
+        """
+        from engine.models import synthetic_folder
+
+        synthetic = model.synthetic_config is not None
+        path = str(synthetic_folder(model.synthetic_config)) if synthetic else model.path  # type: ignore[arg-type]
+        if path is None:
+            raise BackendError("vLLM needs a model folder or hub id")
         t0 = time.perf_counter()
         env = vllm_env(recipe, device)
         for key in (
@@ -171,7 +180,10 @@ class VllmBackend:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self._device = device
-        self._kwargs = engine_kwargs(recipe, device, model.path)
+        self._kwargs = engine_kwargs(recipe, device, path)
+        if synthetic:
+            self._kwargs.update(load_format="dummy", skip_tokenizer_init=True)
+        self._detokenize = not synthetic
         progress("starting the vLLM engine", None)
         self._loop = asyncio.new_event_loop()
 
@@ -184,7 +196,7 @@ class VllmBackend:
             self._loop.close()
             self._loop = None
             raise BackendError(f"vLLM failed to start: {str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
-        self._tokenizer = self.run_async(_get_tokenizer(self._engine))
+        self._tokenizer = self.run_async(_get_tokenizer(self._engine)) if not synthetic else None
         cfg = self._engine.model_config
         return LoadReport(
             load_s=time.perf_counter() - t0,
@@ -208,6 +220,7 @@ class VllmBackend:
             ignore_eos=params.ignore_eos,
             temperature=0.0,
             output_kind=RequestOutputKind.DELTA,
+            detokenize=self._detokenize,
             **extra,
         )
 

@@ -172,8 +172,17 @@ def test_recipes_for_serving_engines() -> None:
         {"model": {"source": "demo"}, "recipe": {"engine": "vllm-server", "max_num_seqs": 4, "speculative": "ngram"}}
     )
     assert "max_num_seqs=4" in spec.recipe.describe() and "ngram" in spec.recipe.describe()
-    with pytest.raises(SpecError, match="synthetic weights are not supported"):
-        parse_job_spec({"model": {"source": "synthetic:smollm2-135m"}, "recipe": {"engine": "vllm"}})
+    # vLLM in process builds random weights itself; the managed server needs real ones
+    assert parse_job_spec({"model": {"source": "synthetic:smollm2-135m"}, "recipe": {"engine": "vllm"}})
+    with pytest.raises(SpecError, match="synthetic weights run with engine vllm"):
+        parse_job_spec({"model": {"source": "synthetic:smollm2-135m"}, "recipe": {"engine": "vllm-server"}})
+    with pytest.raises(SpecError, match="draft model needs real weights"):
+        parse_job_spec(
+            {
+                "model": {"source": "synthetic:smollm2-135m"},
+                "recipe": {"engine": "vllm", "speculative": "draft", "speculative_model": "demo"},
+            }
+        )
     with pytest.raises(SpecError, match="needs speculative_model"):
         parse_job_spec({"model": {"source": "demo"}, "recipe": {"engine": "vllm", "speculative": "eagle"}})
     with pytest.raises(SpecError, match="base_url"):

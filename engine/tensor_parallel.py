@@ -34,6 +34,17 @@ from engine.capabilities import tensor_parallel_world_size
 from engine.spec import JobSpec
 
 FOLLOWER_ENV = "LATENCYLAB_TP_FOLLOWER"
+_ENV_KEYS = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "CUDA_VISIBLE_DEVICES",
+    "LATENCYLAB_PINNED",
+    "OMP_NUM_THREADS",
+)
 
 
 def world_size(spec: JobSpec) -> int:
@@ -188,24 +199,36 @@ def start(spec: JobSpec, log: Callable[[str], None]) -> Followers:
 
 
 def run_with_followers(spec: JobSpec, body: Callable[[], Any], log: Callable[[str], None]) -> Any:
-    """Run ``body`` (rank 0's work) with the follower ranks around it."""
-    followers = start(spec, log)
+    """Run ``body`` (rank 0's work) with the follower ranks around it.
+
+    The distributed variables set for rank 0 are put back afterwards, so later work in the
+    same process (a benchmark's next recipe, a process a test spawns) does not see them.
+    """
+    saved = {key: os.environ.get(key) for key in _ENV_KEYS}
     try:
-        result = body()
-    except BaseException as exc:
-        reason = followers.reason_after_failure()
-        if reason:
-            log(followers.tails())
-        followers.close()
-        if reason:
-            raise RuntimeError(reason) from exc
-        raise
-    try:
-        followers.join()
-    except RuntimeError:
-        log(followers.failed_log)
-        raise
-    return result
+        followers = start(spec, log)
+        try:
+            result = body()
+        except BaseException as exc:
+            reason = followers.reason_after_failure()
+            if reason:
+                log(followers.tails())
+            followers.close()
+            if reason:
+                raise RuntimeError(reason) from exc
+            raise
+        try:
+            followers.join()
+        except RuntimeError:
+            log(followers.failed_log)
+            raise
+        return result
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _follower_main(spec_file: str) -> int:

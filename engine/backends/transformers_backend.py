@@ -69,6 +69,7 @@ class TransformersBackend:
         self._applied: dict[str, Any] = {}
         self._device_name = ""
         self._recipe: TransformersRecipe | None = None
+        self._threads_before: int | None = None
         self._gen_kwargs: dict[str, Any] = {}
         self._assistant: Any = None
         self._cb_manager: Any = None
@@ -144,6 +145,7 @@ class TransformersBackend:
                     load_kwargs["distributed_config"] = DistributedConfig(tp_plan="auto", tp_size=world)
                     applied["tensor_parallel"] = f"tp_plan=auto over {world} ranks"
                     if self._device.type == "cpu":  # the ranks share the cores
+                        self._threads_before = torch.get_num_threads()  # restored by unload()
                         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
                         applied["threads_per_rank"] = torch.get_num_threads()
                 self._model = AutoModelForCausalLM.from_pretrained(path, **load_kwargs)
@@ -409,6 +411,9 @@ class TransformersBackend:
         if self._recipe is not None and self._recipe.tensor_parallel and torch.distributed.is_initialized():
             # this run's ranks are gone after it; a later run in the same process starts a new group
             torch.distributed.destroy_process_group()
+        if self._threads_before is not None:
+            torch.set_num_threads(self._threads_before)
+            self._threads_before = None
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 

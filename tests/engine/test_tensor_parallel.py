@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -25,9 +26,12 @@ def _spec(ranks: int = 3, workload: dict | None = None):
 
 @pytest.mark.slow
 def test_demo_model_runs_sharded_over_three_ranks(demo_folder: Path, db) -> None:
+    import torch
+
     from engine.runner import ProgressState, run_benchmark
     from storage import runs
 
+    threads_before = torch.get_num_threads()
     result = run_benchmark(_spec(3), db, ProgressState(), log=lambda _m: None)
     applied = result.provenance["applied"]
     assert applied["tensor_parallel"] == "tp_plan=auto over 3 ranks"
@@ -39,6 +43,9 @@ def test_demo_model_runs_sharded_over_three_ranks(demo_folder: Path, db) -> None
     # a second sharded run in the same process gets a new group (benchmarks and sweeps do this)
     again = run_benchmark(_spec(3), db, ProgressState(), log=lambda _m: None)
     assert runs.get_run(db, again.run_id).status == "done"
+    # and nothing of rank 0's set-up stays behind for the process's next work
+    assert torch.get_num_threads() == threads_before
+    assert "WORLD_SIZE" not in os.environ and "MASTER_PORT" not in os.environ
 
 
 def test_heads_that_do_not_split_are_refused_before_loading() -> None:

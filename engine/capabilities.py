@@ -222,12 +222,14 @@ def shape_problems(recipe: Any, config: dict[str, Any] | None, device: str) -> l
             f"pick {' or '.join(map(str, fits[:2])) if fits else 'a divisor'} (or -1 for one group per column)"
         )
     world = tensor_parallel_world_size(recipe, device)
-    if world > 1 and heads and kv_heads and (heads % world or kv_heads % world):
-        fits = [n for n in range(2, 9) if heads % n == 0 and kv_heads % n == 0]
+    inter = config.get("intermediate_size") or 0
+    if world > 1 and heads and kv_heads and (heads % world or kv_heads % world or inter % world):
+        fits = [n for n in range(2, 9) if heads % n == 0 and kv_heads % n == 0 and inter % n == 0]
+        unit = "GPUs" if _gpu_count(device) else "ranks"
         problems.append(
-            f"tensor parallelism over {world} ranks needs the {heads} attention heads and {kv_heads} key/value heads "
-            f"to split evenly; "
-            + (f"use {' or '.join(map(str, fits))} ranks" if fits else "this model cannot be split that way")
+            f"tensor parallelism over {world} {unit} needs the {heads} attention heads, {kv_heads} key/value heads "
+            f"and {inter} MLP columns to split evenly; "
+            + (f"use {' or '.join(map(str, fits))} {unit}" if fits else "this model cannot be split that way")
         )
     return problems
 

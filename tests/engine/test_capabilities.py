@@ -217,6 +217,7 @@ def test_tensor_parallel_ranks_and_rules():
     assert "use 3 ranks" in shape_problems(tp, SMOLLM2, "cpu")[0]
     assert shape_problems(TransformersRecipe(tensor_parallel=True, tensor_parallel_ranks=3), SMOLLM2, "cpu") == []
     assert shape_problems(tp, SYNTHETIC_ARCHITECTURES["llama-3-8b"], "cuda:0,1,2,3") == []
+    assert "use 3 GPUs" in shape_problems(tp, SMOLLM2, "cuda:0,1")[0]
     # offered on the CPU (with a note), refused where it cannot line up
     assert _spec({"tensor_parallel": True, "tensor_parallel_ranks": 3}).recipe.tensor_parallel
     assert any("share its cores" in n for n in notes(tp, "cpu"))

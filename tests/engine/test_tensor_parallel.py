@@ -52,7 +52,7 @@ def test_heads_that_do_not_split_are_refused_before_loading() -> None:
     from engine.runner import preflight
     from engine.spec import SpecError
 
-    with pytest.raises(SpecError, match="9 attention heads and 3 key/value heads .* use 3 ranks"):
+    with pytest.raises(SpecError, match="9 attention heads, 3 key/value heads and 1536 MLP columns .* use 3 ranks"):
         preflight(_spec(2))
 
 

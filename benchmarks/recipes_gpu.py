@@ -14,6 +14,9 @@ JSON object per line, to ``--out`` (default $OUT/recipes_gpu.jsonl when $OUT is 
 as each recipe finishes, so a run cut short keeps what it measured. Recipes a machine
 cannot run (missing package, compute capability) are listed with the reason.
 
+On the lent H200 (no registry there), first `bash scripts/gpu_wheels.sh` here, then one
+device call carrying `.whl` (the exact command is in that script's header).
+
     python benchmarks/recipes_gpu.py                      # every recipe, ~8-12 min on an H200
     python benchmarks/recipes_gpu.py --only compile,int4  # a subset (substring match)
     python benchmarks/recipes_gpu.py --model synthetic:smollm2-135m --device cpu \\

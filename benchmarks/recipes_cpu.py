@@ -42,8 +42,10 @@ RECIPES: dict[str, dict] = {
     "early exit @20": {"speculative": "early_exit", "early_exit_layer": 20, "num_speculative_tokens": 3},
     "drop 6 layers": {"drop_layers": 6},
     "continuous": {"batching": "continuous"},
+    "1 CPU thread": {"cpu_threads": 1},
     # built once on the default corpus (minutes the first time; cached by fingerprint after)
     "gptq int4 g64": {"quantization": "gptq", "gptq_bits": 4, "gptq_group_size": 64},
+    "gptq int4 g64 1 thr": {"quantization": "gptq", "gptq_bits": 4, "gptq_group_size": 64, "cpu_threads": 1},
     # 3 processes share the 2 cores over gloo: checks the sharded path; not expected to be faster
     "tensor parallel x3": {"tensor_parallel": True, "tensor_parallel_ranks": 3},
 }

@@ -149,6 +149,8 @@ def job_problems(
                 "on the CPU try torchao_int8_weight_only"
             )
     else:
+        if r.cpu_threads is not None:
+            problems.append("cpu_threads sets the CPU's torch threads; leave it empty on a GPU")
         if r.quantization == "torch_dynamic_int8":
             problems.append(
                 "torch_dynamic_int8 (torch.ao quantize_dynamic) runs on the CPU only; on a GPU try torchao_int8_dynamic"

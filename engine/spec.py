@@ -170,6 +170,12 @@ class TransformersRecipe(_Strict):
     sliding_window: int | None = Field(
         default=None, ge=1, le=1_048_576, description="Sliding-window attention span, for models that support it"
     )
+    cpu_threads: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="CPU: torch intra-op threads (empty: one per core; with tensor parallelism, the cores / ranks)",
+    )
 
     @model_validator(mode="after")
     def _check_knobs(self) -> TransformersRecipe:
@@ -211,6 +217,8 @@ class TransformersRecipe(_Strict):
             parts.append("tensor parallel" + (f" x{self.tensor_parallel_ranks}" if self.tensor_parallel_ranks else ""))
         if self.sliding_window is not None:
             parts.append(f"sliding window {self.sliding_window}")
+        if self.cpu_threads is not None:
+            parts.append(f"{self.cpu_threads} CPU thread" + ("s" if self.cpu_threads > 1 else ""))
         return ", ".join(parts)
 
 

@@ -97,6 +97,9 @@ class TransformersBackend:
         attn = "sdpa" if recipe.attn_implementation == "auto" else recipe.attn_implementation
         self._device_name = device_name(self._device)
         applied: dict[str, Any] = {}
+        if recipe.cpu_threads is not None and self._device.type == "cpu":
+            self._set_threads(recipe.cpu_threads)
+            applied["cpu_threads"] = torch.get_num_threads()
         start = time.perf_counter()
         try:
             if model.synthetic_config is not None:
@@ -145,8 +148,7 @@ class TransformersBackend:
                     load_kwargs["distributed_config"] = DistributedConfig(tp_plan="auto", tp_size=world)
                     applied["tensor_parallel"] = f"tp_plan=auto over {world} ranks"
                     if self._device.type == "cpu":  # the ranks share the cores
-                        self._threads_before = torch.get_num_threads()  # restored by unload()
-                        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+                        self._set_threads(recipe.cpu_threads or max(1, (os.cpu_count() or 1) // world))
                         applied["threads_per_rank"] = torch.get_num_threads()
                 self._model = AutoModelForCausalLM.from_pretrained(path, **load_kwargs)
                 if recipe.tensor_parallel:  # each rank holds its shard (its own GPU, or the CPU)
@@ -398,6 +400,12 @@ class TransformersBackend:
             return int(torch.cuda.max_memory_allocated(self._device))
         # On the CPU: the process's peak resident set size (Linux reports KiB).
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+    def _set_threads(self, n: int) -> None:
+        """torch's intra-op threads for this run; unload() puts the process's count back."""
+        if self._threads_before is None:
+            self._threads_before = torch.get_num_threads()
+        torch.set_num_threads(n)
 
     def unload(self) -> None:
         if self._cb_manager is not None:

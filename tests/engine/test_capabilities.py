@@ -101,6 +101,9 @@ def test_cuda_knobs_validate_on_a_gpu_spec():
         _spec({"tensor_parallel": True}, "cuda:0")
     with pytest.raises(SpecError, match="CPU only"):
         _spec({"quantization": "torch_dynamic_int8"}, "cuda:0")
+    with pytest.raises(SpecError, match="leave it empty on a GPU"):
+        _spec({"cpu_threads": 4}, "cuda:0")
+    assert _spec({"cpu_threads": 1}).recipe.describe() == "transformers, dtype=auto, 1 CPU thread"
 
 
 def test_workload_and_model_rules():

@@ -110,6 +110,17 @@ def test_static_batch_of_two(demo_folder):
     _run({"quantization": "torch_dynamic_int8"}, requests=2, batch_size=2)
 
 
+def test_cpu_threads_apply_to_the_run_only(demo_folder):
+    import torch
+
+    before = torch.get_num_threads()
+    result = _run({"cpu_threads": 1})
+    assert result.provenance["applied"]["cpu_threads"] == 1
+    assert result.provenance["torch_threads"] == 1  # what the measurement ran with
+    assert result.provenance["applied"]["recipe"].endswith("1 CPU thread")
+    assert torch.get_num_threads() == before  # the process's own count is back
+
+
 def test_gptq_without_the_package_says_how_to_install(demo_folder, monkeypatch):
     from engine import capabilities
     from engine.runner import preflight

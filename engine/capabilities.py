@@ -177,6 +177,11 @@ def job_problems(
             problems.append("gptq calibrates on text; synthetic weights have no tokenizer (use a real model)")
         if r.speculative == "assistant":
             problems.append("an assistant model must share the main model's tokenizer; synthetic weights have none")
+        if r.tensor_parallel:
+            problems.append(
+                "tensor parallelism shards weights as they load; synthetic weights are built in place "
+                "(use a real model: demo, a folder or org/name)"
+            )
     return problems
 
 

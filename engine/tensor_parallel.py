@@ -30,8 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.backends.base import BackendError
 from engine.capabilities import tensor_parallel_world_size
-from engine.spec import JobSpec
+from engine.spec import JobSpec, SpecError
 
 FOLLOWER_ENV = "LATENCYLAB_TP_FOLLOWER"
 _ENV_KEYS = (
@@ -209,6 +210,9 @@ def run_with_followers(spec: JobSpec, body: Callable[[], Any], log: Callable[[st
         followers = start(spec, log)
         try:
             result = body()
+        except (BackendError, SpecError):
+            followers.close()  # rank 0's own reason is the clear one (the others fail alike)
+            raise
         except BaseException as exc:
             reason = followers.reason_after_failure()
             if reason:

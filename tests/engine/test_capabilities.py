@@ -111,6 +111,8 @@ def test_workload_and_model_rules():
         _spec({"speculative": "prompt_lookup"}, workload={"batch_size": 4})
     with pytest.raises(SpecError, match="no tokenizer"):
         _spec({"quantization": "gptq"}, "cuda:0", model="synthetic:llama-3.2-1b")
+    with pytest.raises(SpecError, match="synthetic weights are built in place"):
+        _spec({"tensor_parallel": True}, "cuda:0,1", model="synthetic:llama-3.2-1b")
     r = TransformersRecipe(cache_implementation="static", compile=True)
     assert job_problems(r, "cpu", Workload(prompt_tokens=None, prompt_file="x.txt"))
 

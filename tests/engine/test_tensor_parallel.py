@@ -85,6 +85,20 @@ def test_a_failing_rank_interrupts_rank_0_with_its_own_reason(tmp_path: Path, mo
     assert any("--- rank 1" in line and "CUDA out of memory" in line for line in logged)  # in the job log
 
 
+def test_rank_0s_own_clear_error_wins(tmp_path: Path, monkeypatch) -> None:
+    from engine.backends.base import BackendError
+
+    fail = "import sys, time; time.sleep(2); print('RuntimeError: Connection closed by peer'); sys.exit(1)"
+    monkeypatch.setattr(tensor_parallel, "start", lambda spec, log: _followers(tmp_path, fail))
+
+    def rank0_fails_to_load() -> None:
+        time.sleep(0.3)
+        raise BackendError("out of memory while loading the model on cpu")
+
+    with pytest.raises(BackendError, match="out of memory while loading"):
+        tensor_parallel.run_with_followers(_spec(3), rank0_fails_to_load, log=lambda _m: None)
+
+
 def test_followers_are_joined_and_cleaned_up(tmp_path: Path) -> None:
     ok = _followers(tmp_path, "print('done')", "print('done')")
     ok.join(timeout_s=30)

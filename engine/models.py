@@ -195,14 +195,10 @@ def synthetic_folder(config: dict[str, Any]) -> Path:
     For engines that build random weights themselves from a config file (vLLM's
     ``load_format="dummy"``). Written once per architecture under the cache folder.
     """
-    cfg = {k: v for k, v in config.items() if k != "source"}
-    model_type = str(cfg["model_type"])
-    arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}.get(model_type)
-    if arch is None:
-        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-        arch = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]
-    cfg.setdefault("architectures", [arch])
+    cfg = {k: v for k, v in config.items() if k != "source"}
+    cfg.setdefault("architectures", [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[str(cfg["model_type"])]])
     cfg.setdefault("torch_dtype", "bfloat16")
     text = json.dumps(cfg, sort_keys=True, indent=1)
     folder = get_settings().cache_dir / "synthetic" / hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -53,12 +53,12 @@ def main() -> None:
     import torch
 
     from engine.backends import GenerationParams, get_backend
-    from engine.metrics import tpot_ns, ttft_ns
-    from engine.models import resolve
-    from engine.records import RequestRecord
-    from engine.runner import ProgressState, _Sink
+    from engine.measure.metrics import tpot_ns, ttft_ns
+    from engine.measure.records import RequestRecord
+    from engine.run.prompts import make_prompts
+    from engine.run.runner import ProgressState, _Sink
     from engine.spec import ModelSpec, TransformersRecipe, Workload
-    from engine.workload import make_prompts
+    from engine.weights.models import resolve
 
     backend = get_backend("transformers")
     backend.load(resolve(ModelSpec(source="demo")), TransformersRecipe(), "cpu", lambda *_: None)

@@ -48,12 +48,12 @@ def main() -> int:
     ap.add_argument("--skip-runs", action="store_true", help="reuse the runs already in --db")
     args = ap.parse_args()
 
-    from engine.calibrate import calibrate, table_rows, what_if
-    from engine.estimate import EstimateRecipe, EstimateWorkload, model_shape
-    from engine.hardware import CATALOG
-    from engine.microbench import run_microbench, store
-    from engine.runner import run_benchmark
+    from engine.run.runner import run_benchmark
     from engine.spec import parse_job_spec
+    from engine.whatif.calibrate import calibrate, table_rows, what_if
+    from engine.whatif.estimate import EstimateRecipe, EstimateWorkload, model_shape
+    from engine.whatif.hardware import CATALOG
+    from engine.whatif.microbench import run_microbench, store
     from storage import open_database
 
     url = args.db or f"sqlite:///{tempfile.mkdtemp(prefix='estimator_error_')}/runs.db"

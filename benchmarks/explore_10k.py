@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.figures import explore_scatter, front_run_ids  # noqa: E402
+from engine.report.figures import explore_scatter, front_run_ids  # noqa: E402
 from engine.spec import parse_job_spec  # noqa: E402
 from storage import open_database  # noqa: E402
 from storage.frames import runs_frame  # noqa: E402

@@ -16,9 +16,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.backends.base import GenerationParams
-from engine.metrics import compute_metrics
-from engine.records import RunRecord
-from engine.runner import ProgressState, _run_requests
+from engine.measure.metrics import compute_metrics
+from engine.measure.records import RunRecord
+from engine.run.runner import ProgressState, _run_requests
 from engine.spec import parse_job_spec
 
 
@@ -79,7 +79,7 @@ def streamer_cost(batch: int, steps: int = 20000) -> None:
     """The transformers backend's streamer: what each decoding step costs it on the host."""
     import torch
 
-    from engine.backends.transformers_backend import _StampingStreamer
+    from engine.backends.transformers.backend import _StampingStreamer
 
     class Null:
         def chunk(self, row, t_ns, n_tokens):

@@ -34,7 +34,7 @@ SPEC = parse_job_spec(
 
 def first_progress_s(db_url: str, repeats: int) -> list[float]:
     """Spawn each job exactly as the worker does and time its first progress write."""
-    from engine.worker import Slot, Worker
+    from engine.jobs.worker import Slot, Worker
     from storage import jobs, open_database
 
     db = open_database(db_url)

@@ -27,8 +27,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from engine.backends.base import GenerationParams
-from engine.backends.openai_backend import OpenAIBackend
-from engine.records import RequestRecord
+from engine.backends.openai import OpenAIBackend
+from engine.measure.records import RequestRecord
 
 
 def _sse_body(n: int) -> bytes:

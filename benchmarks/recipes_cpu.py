@@ -53,7 +53,7 @@ COMPILE = {"static+compile": {"cache_implementation": "static", "compile": True}
 
 
 def run_one(recipe: dict, args: argparse.Namespace) -> dict:
-    from engine.runner import ProgressState, execute, preflight
+    from engine.run.runner import ProgressState, execute, preflight
     from engine.spec import parse_job_spec
 
     spec = parse_job_spec(

@@ -104,9 +104,9 @@ def main() -> None:
 
     import torch
 
-    from engine.catalog import parameter_count
-    from engine.runner import ProgressState, execute, preflight
+    from engine.run.runner import ProgressState, execute, preflight
     from engine.spec import SpecError, parse_job_spec
+    from engine.spec.catalog import parameter_count
 
     recipes = RECIPES
     if args.only:

@@ -93,10 +93,10 @@ def ours(server, model_path: str, args: argparse.Namespace) -> dict:  # type: ig
     from vllm.benchmarks.datasets import RandomDataset
 
     from engine.backends.base import GenerationParams
-    from engine.backends.openai_backend import OpenAIBackend
-    from engine.load import run_load
-    from engine.metrics import compute_metrics
-    from engine.records import RunRecord
+    from engine.backends.openai import OpenAIBackend
+    from engine.measure.metrics import compute_metrics
+    from engine.measure.records import RunRecord
+    from engine.run.load import run_load
     from engine.spec import Workload
 
     tok = AutoTokenizer.from_pretrained(model_path)
@@ -146,9 +146,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternating vLLM/ours rounds")
     args = ap.parse_args()
 
-    from engine import models
-    from engine.backends.vllm_server import ManagedServer
+    from engine.backends.vllm.server import ManagedServer
     from engine.spec import ModelSpec, VllmServerRecipe
+    from engine.weights import models
 
     model_path = models.resolve(ModelSpec(source="demo")).path
     recipe = VllmServerRecipe(max_model_len=1024, max_num_seqs=args.max_num_seqs)

@@ -8,8 +8,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import select
 
-from engine.metrics import LATENCY_GROUPS
-from engine.results import SCALARS
+from engine.measure.registry import LATENCY_GROUPS, SCALARS
 from storage.db import Database
 from storage.models import RunRow
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, select
 
-from engine.records import RequestRecord
+from engine.measure.records import RequestRecord
 from storage.db import Database
 from storage.models import RequestRow, RunRow
 

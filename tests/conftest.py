@@ -54,7 +54,7 @@ def db(db_url: str):
 @pytest.fixture(scope="session")
 def demo_folder(session_dir: Path) -> Path:
     """The demo model converted to an HF folder (cached across sessions)."""
-    from engine.models import demo_gguf_path, gguf_to_hf_folder
+    from engine.weights.models import demo_gguf_path, gguf_to_hf_folder
 
     return gguf_to_hf_folder(demo_gguf_path())
 
@@ -62,7 +62,7 @@ def demo_folder(session_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def demo_run(session_dir: Path, demo_folder: Path):
     """One real, small demo-model benchmark stored in a session database: (db, run_id)."""
-    from engine.runner import run_benchmark
+    from engine.run.runner import run_benchmark
     from engine.spec import parse_job_spec
     from storage import open_database
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from engine.metrics import compute_metrics
-from engine.records import RequestRecord, RunRecord
+from engine.measure.metrics import compute_metrics
+from engine.measure.records import RequestRecord, RunRecord
 from engine.spec import parse_job_spec
 from storage.runs import NewRun, save_run
 

@@ -8,8 +8,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from engine.metrics import LABELS, LATENCY_GROUPS
-from engine.results import human_bytes, result_object
+from engine.measure.registry import GROUP_LABELS as LABELS
+from engine.measure.registry import LATENCY_GROUPS
+from engine.report.results import human_bytes, result_object
 
 
 def metric_table(obj: dict[str, Any]) -> pd.DataFrame:
@@ -105,7 +106,7 @@ def current_params() -> dict[str, Any]:
 
 def share_link(url_path: str) -> str:
     """Show a "Copy link" box with the full URL of this view (public base URL + path + query)."""
-    from engine.export import permalink
+    from engine.report.export import permalink
     from engine.settings import get_settings
 
     url = permalink(get_settings().public_base_url, url_path, current_params())

@@ -7,9 +7,9 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from engine.compare import compare_runs, comparison_frame, recipe_in_words
-from engine.export import comparison_csv, comparison_html, load_requests, permalink, runs_json
-from engine.figures import cdf_figure, latency_samples
+from engine.report.compare import compare_runs, comparison_frame, recipe_in_words
+from engine.report.export import comparison_csv, comparison_html, load_requests, permalink, runs_json
+from engine.report.figures import cdf_figure, latency_samples
 from engine.settings import get_settings
 from ui.common import database, query_int, query_int_list
 from ui.run_view import cached_requests, cached_run, cached_runs_frame, runs_changed_token, share_link

@@ -12,9 +12,9 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from engine.compare import metric_label
-from engine.export import explore_html, permalink, table_csv
-from engine.figures import (
+from engine.report.compare import metric_label
+from engine.report.export import explore_html, permalink, table_csv
+from engine.report.figures import (
     LATENCY_METRICS,
     OTHER_METRICS,
     THROUGHPUT_METRICS,

@@ -17,9 +17,9 @@ from typing import Any, Literal
 import streamlit as st
 from pydantic import BaseModel
 
-from engine.catalog import SYNTHETIC_ARCHITECTURES
-from engine.devices import detect_devices
+from engine.measure.devices import detect_devices
 from engine.spec import ENGINES, JobSpec, SpecError, Workload, parse_job_spec
+from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
 from storage import StorageError
 from ui.common import database, viewer_mode
 
@@ -318,7 +318,7 @@ def build_specs(base: dict[str, Any], sweep: dict[tuple[str, str], list[Any]]) -
 
 def validate(db: Any, specs: list[tuple[dict[str, Any], str]]) -> tuple[list[JobSpec], str | None]:
     """Parse and pre-flight every spec; (specs, None) or ([], one-line reason)."""
-    from engine.worker import check_submittable
+    from engine.jobs.worker import check_submittable
 
     parsed: list[JobSpec] = []
     for i, (data, label) in enumerate(specs):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.compare import recipe_in_words
-from engine.figures import cdf_figure, histogram_figure, latency_samples, timeline_figure
+from engine.report.compare import recipe_in_words
+from engine.report.figures import cdf_figure, histogram_figure, latency_samples, timeline_figure
 from ui.common import database, query_int, viewer_mode
 from ui.run_view import cached_requests, cached_run, cached_runs_frame, render_run, runs_changed_token, share_link
 

@@ -15,9 +15,9 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from engine.calibrate import Calibration, calibrate, table_rows, what_if
-from engine.catalog import SYNTHETIC_ARCHITECTURES
-from engine.estimate import (
+from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
+from engine.whatif.calibrate import Calibration, calibrate, table_rows, what_if
+from engine.whatif.estimate import (
     ENGINES,
     KV_DTYPES,
     WEIGHT_DTYPES,
@@ -26,8 +26,8 @@ from engine.estimate import (
     EstimateWorkload,
     model_shape,
 )
-from engine.hardware import DEFAULT_COMPARISON, catalog
-from engine.microbench import measure_in_subprocess
+from engine.whatif.hardware import DEFAULT_COMPARISON, catalog
+from engine.whatif.microbench import measure_in_subprocess
 from ui.common import database, viewer_mode
 from ui.run_view import runs_changed_token, share_link
 
@@ -109,7 +109,7 @@ def init_state(values: dict[str, Any]) -> None:
 
 @st.cache_data(show_spinner=False, max_entries=8, ttl=3600)
 def cached_calibration(_db: Any, db_url: str, token: tuple[Any, ...]) -> Calibration:
-    """engine.calibrate.calibrate, cached per database, runs and measurements."""
+    """engine.whatif.calibrate.calibrate, cached per database, runs and measurements."""
     return calibrate(_db)
 
 

@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from engine.models import ResolvedModel
+from engine.weights.models import ResolvedModel
 
 REGISTRY: dict[str, str] = {
-    "transformers": "engine.backends.transformers_backend:TransformersBackend",
-    "vllm": "engine.backends.vllm_backend:VllmBackend",
-    "vllm-server": "engine.backends.vllm_server:VllmServerBackend",
-    "openai": "engine.backends.openai_backend:OpenAIBackend",
+    "transformers": "engine.backends.transformers.backend:TransformersBackend",
+    "vllm": "engine.backends.vllm.inprocess:VllmBackend",
+    "vllm-server": "engine.backends.vllm.server:VllmServerBackend",
+    "openai": "engine.backends.openai:OpenAIBackend",
 }
 
 Progress = Callable[[str, float | None], None]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import inspect, text
 
-from engine.records import RequestRecord
+from engine.measure.records import RequestRecord
 from storage.runs import NewRun, count_runs, delete_run, get_requests, get_run, list_runs, save_run
 
 

@@ -133,7 +133,7 @@ def test_viewer_mode_is_read_only(db, db_url, monkeypatch):
 
 
 def test_busy_gpu_is_explained_and_groups_offered(db, db_url, monkeypatch):
-    from engine import devices
+    from engine.measure import devices
 
     def fake(ignore_pids=None):
         gpu = lambda i, busy: devices.Device(  # noqa: E731
@@ -150,7 +150,7 @@ def test_busy_gpu_is_explained_and_groups_offered(db, db_url, monkeypatch):
 
     monkeypatch.setattr(devices, "detect_devices", fake)
     # this machine has no CUDA: skip the runtime pre-flight so that the device check is what speaks
-    from engine import runner
+    from engine.run import runner
 
     monkeypatch.setattr(runner, "preflight", lambda spec, **_: None)
     monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)

@@ -12,11 +12,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from engine.backends.base import BackendError, GenerationParams
-from engine.backends.openai_backend import OpenAIBackend, RequestFailed
-from engine.load import run_load
-from engine.models import ResolvedModel
-from engine.records import RequestRecord
+from engine.backends.openai import OpenAIBackend, RequestFailed
+from engine.measure.records import RequestRecord
+from engine.run.load import run_load
 from engine.spec import ModelSpec, OpenAIRecipe, Workload, parse_job_spec
+from engine.weights.models import ResolvedModel
 
 API_KEY = "sk-test-secret"
 
@@ -221,7 +221,7 @@ def test_mixed_run_counts_failures(fake_server) -> None:
 
 
 def test_end_to_end_run_against_the_fake_server(fake_server, db) -> None:
-    from engine.runner import run_benchmark
+    from engine.run.runner import run_benchmark
 
     spec = parse_job_spec(
         {
@@ -246,7 +246,7 @@ def test_end_to_end_run_against_the_fake_server(fake_server, db) -> None:
 
 
 def test_preflight_refuses_a_missing_api_key_variable(monkeypatch) -> None:
-    from engine.runner import preflight
+    from engine.run.runner import preflight
     from engine.spec import SpecError
 
     monkeypatch.delenv("LL_NOT_SET_KEY", raising=False)
@@ -266,7 +266,7 @@ def test_preflight_refuses_a_missing_api_key_variable(monkeypatch) -> None:
 
 
 def test_cli_sweep_stores_one_run_per_rate(fake_server, db_url, capsys) -> None:
-    from engine.cli import main
+    from engine.cli.main import main
     from storage import open_database
     from storage.runs import list_runs
 
@@ -307,7 +307,7 @@ def test_cli_sweep_stores_one_run_per_rate(fake_server, db_url, capsys) -> None:
 
 
 def test_cli_run_json_has_load_and_failures(fake_server, db_url, capsys) -> None:
-    from engine.cli import main
+    from engine.cli.main import main
 
     args = [
         "run",
@@ -342,7 +342,7 @@ def test_cli_run_json_has_load_and_failures(fake_server, db_url, capsys) -> None
 
 
 def test_cli_sweep_bad_input_is_one_line(capsys) -> None:
-    from engine.cli import main
+    from engine.cli.main import main
 
     assert main(["sweep", "--model", "demo", "--rates", "1,x"]) == 2
     assert "--rates: 'x' is not a number" in capsys.readouterr().err

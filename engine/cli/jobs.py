@@ -1,0 +1,202 @@
+"""Job verbs: ``submit``, ``worker``, ``jobs``, ``cancel``, ``retry``.
+
+``submit`` takes the same options as ``run`` and runs the same pre-flight, so bad
+input (an invalid value, a device that does not exist or is busy, a model path the
+operator does not allow) exits 2 and queues nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from engine.cli.main import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    _emit_json,
+    add_spec_arguments,
+    open_db,
+    positive_int,
+    spec_from_args,
+)
+from engine.jobs.worker import LIVE_WORKER_S, check_submittable
+from engine.spec import SpecError
+
+
+def job_row(job: Any) -> dict[str, Any]:
+    """A job as one JSON object (``jobs --json``)."""
+    return {
+        "job_id": job.id,
+        "status": job.status,
+        "name": job.name,
+        "sweep": job.sweep,
+        "device": job.device,
+        "phase": job.phase,
+        "progress": job.progress,
+        "eta_s": job.eta_s,
+        "elapsed_s": job.elapsed_s,
+        "attempts": job.attempts,
+        "worker_id": job.worker_id,
+        "created_at": job.created_at.isoformat(),
+        "run_id": job.run_id,
+        "error": job.error,
+        "spec": job.spec,
+    }
+
+
+def _parse_job_id(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"job id {text!r} is not valid; list jobs with: python -m engine jobs")
+    return int(text)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from storage import jobs
+
+    spec = spec_from_args(args)
+    if args.timeout is not None and args.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    db = open_db(args)
+    check_submittable(db, spec)
+    job_id = jobs.submit(db, spec, sweep=args.sweep, timeout_s=args.timeout or 3600.0)
+    if args.json:
+        _emit_json(job_row(jobs.get_job(db, job_id)))
+    else:
+        print(job_id)
+        served = {d for w in jobs.list_workers(db, alive_within_s=LIVE_WORKER_S) for d in w.devices}
+        if spec.device not in served:
+            print(
+                f"queued job {job_id}; no live worker serves {spec.device} yet: "
+                f"python -m engine worker --devices {spec.device}",
+                file=sys.stderr,
+            )
+    return EXIT_OK
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from engine.jobs.worker import Worker
+    from engine.measure.devices import parse_device_list
+    from engine.settings import database_url
+
+    devices = parse_device_list(args.devices)
+    open_db(args)  # a bad URL exits 2 here
+    worker = Worker(database_url(args.db), devices, once=args.once, stale_after_s=args.stale_after, grace_s=args.grace)
+    return worker.run()
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from storage import jobs
+
+    db = open_db(args)
+    rows = jobs.list_jobs(db, limit=args.limit)
+    if args.json:
+        _emit_json([job_row(j) for j in rows])
+        return EXIT_OK
+    if not rows:
+        print("no jobs yet; queue one with: python -m engine submit --model demo")
+        return EXIT_OK
+    print(f"{'id':>5}  {'status':<10}{'phase':<11}{'progress':>9}  {'device':<9}{'sweep':<16}{'run':>5}  reason")
+    for j in rows:
+        run = "-" if j.run_id is None else str(j.run_id)
+        print(
+            f"{j.id:>5}  {j.status:<10}{(j.phase or '-'):<11}{j.progress * 100:>8.0f}%  {j.device:<9}"
+            f"{(j.sweep or '-')[:15]:<16}{run:>5}  {j.error or ''}"
+        )
+    return EXIT_OK
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from storage import jobs
+
+    db = open_db(args)
+    job_id = _parse_job_id(args.job_id)
+    job = jobs.cancel(db, job_id)
+    if job is None:
+        raise UsageError(f"no job {job_id}; list jobs with: python -m engine jobs")
+    if job.status == jobs.CANCELLED:
+        print(f"job {job_id} cancelled")
+    elif job.status == jobs.RUNNING:
+        print(f"job {job_id}: cancel requested; its worker stops it within seconds")
+    else:
+        print(f"job {job_id} already ended ({job.status}); nothing to cancel", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    from storage import jobs
+
+    db = open_db(args)
+    job_id = _parse_job_id(args.job_id)
+    job = jobs.get_job(db, job_id)
+    if job is None:
+        raise UsageError(f"no job {job_id}; list jobs with: python -m engine jobs")
+    new_id = jobs.retry(db, job_id)
+    if new_id is None:
+        raise UsageError(f"job {job_id} is {job.status}; only failed or cancelled jobs can be retried")
+    print(new_id)
+    return EXIT_OK
+
+
+def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+    """Add the job verbs to ``python -m engine``."""
+    p = sub.add_parser("submit", parents=[common, as_json], help="queue a benchmark job for a worker")
+    add_spec_arguments(p)
+    p.add_argument("--sweep", metavar="NAME", help="group the job under a named sweep")
+    p.add_argument("--timeout", type=float, metavar="S", help="seconds before the job is stopped (default 3600)")
+    p.set_defaults(func=_guard(cmd_submit))
+
+    p = sub.add_parser("worker", parents=[common], help="serve queued jobs on this machine's devices")
+    p.add_argument(
+        "--devices",
+        default="all",
+        help="slots, e.g. cpu,cuda:0,cuda:1+2 (+ joins GPUs into one slot); default all: the CPU and every GPU",
+    )
+    p.add_argument("--once", action="store_true", help="exit when the queue is empty")
+    p.add_argument(
+        "--stale-after",
+        type=float,
+        default=20.0,
+        metavar="S",
+        help="a worker silent this long is lost; its jobs are recovered (default 20)",
+    )
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds between SIGTERM and SIGKILL when stopping a job (default 5)",
+    )
+    p.set_defaults(func=_guard(cmd_worker))
+
+    p = sub.add_parser("jobs", parents=[common, as_json], help="list queued, running and finished jobs")
+    p.add_argument("--limit", type=positive_int, default=50)
+    p.set_defaults(func=_guard(cmd_jobs))
+
+    p = sub.add_parser("cancel", parents=[common], help="cancel a queued or running job")
+    p.add_argument("job_id")
+    p.set_defaults(func=_guard(cmd_cancel))
+
+    p = sub.add_parser("retry", parents=[common], help="queue a failed or cancelled job again")
+    p.add_argument("job_id")
+    p.set_defaults(func=_guard(cmd_retry))
+
+
+def _guard(func: Any) -> Any:
+    """Storage errors become one-line usage errors (exit 2), never tracebacks."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        from storage import StorageError
+
+        try:
+            return func(args)
+        except StorageError as exc:
+            raise UsageError(str(exc)) from exc
+        except ValueError as exc:
+            if isinstance(exc, SpecError):
+                raise
+            raise UsageError(str(exc)) from exc
+
+    return wrapped

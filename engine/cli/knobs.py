@@ -1,0 +1,63 @@
+"""``python -m engine knobs``: every recipe knob, its choices, and why a choice cannot
+run on a device (the same rules the Launch page and pre-flight apply)."""
+
+from __future__ import annotations
+
+import argparse
+import typing
+from typing import Any
+
+from engine.spec import SpecError
+
+
+def knob_table(engine: str, device: str) -> list[dict[str, Any]]:
+    """One row per knob: name, type, default, description, and per-choice availability."""
+    from engine.spec import JobSpec, forms
+
+    annotation = JobSpec.model_fields["recipe"].annotation
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    classes = typing.get_args(annotation) or (annotation,)
+    recipe_cls = next((c for c in classes if c.model_fields["engine"].default == engine), None)
+    if recipe_cls is None:
+        names = ", ".join(c.model_fields["engine"].default for c in classes)
+        raise SpecError(f"unknown engine {engine!r}; available: {names}")
+    choices = forms.options(device) if engine == "transformers" else {}
+    rows = []
+    for name, info in recipe_cls.model_fields.items():
+        if name == "engine":
+            continue
+        rows.append(
+            {
+                "knob": name,
+                "type": str(info.annotation).replace("typing.", ""),
+                "default": info.get_default(call_default_factory=True),
+                "description": info.description or "",
+                "choices": {str(k): v for k, v in choices.get(name, {}).items()},
+            }
+        )
+    return rows
+
+
+def cmd_knobs(args: argparse.Namespace) -> int:
+    from engine.cli.main import _emit_json
+
+    if args.device != "cpu" and not args.device.startswith("cuda:"):
+        raise SpecError(f"device {args.device!r} is not 'cpu' or 'cuda:N'")
+    rows = knob_table(args.engine, args.device)
+    if args.json:
+        _emit_json(rows)
+        return 0
+    print(f"knobs of engine {args.engine} on {args.device}  (set with --knob NAME=VALUE)")
+    for row in rows:
+        print(f"\n{row['knob']}  (default {row['default']!r})  {row['description']}")
+        for value, reason in row["choices"].items():
+            print(f"    {value:<28}{'ok' if reason is None else 'unavailable: ' + reason}")
+    return 0
+
+
+def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("knobs", parents=[common, as_json], help="list recipe knobs and what a device can run")
+    p.add_argument("--engine", default="transformers")
+    p.add_argument("--device", default="cpu", help="cpu | cuda:N (whose rules to apply)")
+    p.set_defaults(func=cmd_knobs)

@@ -1,0 +1,168 @@
+"""The process one job runs in: ``python -m engine.jobs.job_process --job ID --db URL ...``.
+
+The worker spawns it in its own process group with ``CUDA_VISIBLE_DEVICES`` pinned and
+its stdout/stderr going to the job's log file. It loads the job's spec from the
+database, runs :func:`engine.run.runner.run_benchmark`, and a ticker thread writes the
+live :class:`~engine.run.runner.ProgressState` to the job at most every ~0.5 s (the first
+write happens before anything heavy is imported). Exit codes: 0 done, 1 failed (the
+reason is stored on the job), 3 the spec cannot run.
+
+If its worker dies (the parent process changes) or the job is taken away from it
+(cancelled, or recovered by another worker), the process kills its own group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_DONE, EXIT_FAILED, EXIT_SPEC = 0, 1, 3
+TICK_S = 0.5
+
+# Share of the whole job each phase covers (start, width), for one progress bar.
+_PHASE_SPAN: dict[str, tuple[float, float]] = {
+    "starting": (0.0, 0.0),
+    "loading": (0.02, 0.08),
+    "warm-up": (0.10, 0.10),
+    "measuring": (0.20, 0.75),
+    "evaluating": (0.95, 0.04),
+    "saving": (0.99, 0.0),
+    "done": (1.0, 0.0),
+}
+
+
+def overall_fraction(phase: str, phase_fraction: float | None) -> float:
+    """The whole job's progress from its phase and the phase's own fraction."""
+    start, width = _PHASE_SPAN.get(phase, (0.0, 0.0))
+    return min(1.0, start + width * (phase_fraction or 0.0))
+
+
+def estimate_eta(state: Any, measured_tokens: int, now: float) -> float | None:
+    """Seconds left, from the token rate of the current phase (warm-up or measuring)."""
+    if state.phase not in ("warm-up", "measuring") or state.tokens_done <= 0:
+        return None
+    elapsed = now - state.phase_started
+    if elapsed <= 0:
+        return None
+    rate = state.tokens_done / elapsed
+    left = max(0, state.tokens_total - state.tokens_done)
+    if state.phase == "warm-up":
+        left += measured_tokens
+    return left / rate
+
+
+class Ticker(threading.Thread):
+    """Writes progress to the job every TICK_S seconds; kills the group when orphaned."""
+
+    def __init__(self, db: Any, job_id: int, parent_pid: int | None, measured_tokens: int) -> None:
+        super().__init__(name="progress-ticker", daemon=True)
+        self.db, self.job_id, self.parent_pid = db, job_id, parent_pid
+        self.measured_tokens = measured_tokens
+        self.state: Any = None
+        self.stop = threading.Event()
+        self.measuring = False
+
+    def write(self) -> None:
+        from storage import jobs
+
+        state = self.state
+        if state is None:
+            still_ours = jobs.progress(self.db, self.job_id, phase="starting", fraction=0.0, note="starting")
+        else:
+            if state.phase == "measuring":
+                self.measuring = True
+            still_ours = jobs.progress(
+                self.db,
+                self.job_id,
+                phase=state.phase,
+                fraction=overall_fraction(state.phase, state.fraction),
+                note=state.note,
+                eta_s=estimate_eta(state, self.measured_tokens, time.monotonic()),
+                measuring_started=self.measuring,
+            )
+        if not still_ours:
+            _die("the job is no longer running here (cancelled or recovered); stopping")
+
+    def run(self) -> None:
+        while not self.stop.wait(TICK_S):
+            if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                _die("the worker that started this job is gone; stopping")
+            try:
+                self.write()
+            except Exception as exc:  # noqa: BLE001 - a missed tick is not fatal
+                print(f"progress update failed: {exc}", file=sys.stderr, flush=True)
+
+
+def _die(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one job; see the module docstring for exit codes."""
+    parser = argparse.ArgumentParser(prog="python -m engine.jobs.job_process")
+    parser.add_argument("--job", type=int, required=True)
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--parent-pid", type=int, default=None)
+    args = parser.parse_args(argv)
+
+    from storage import jobs, open_database
+
+    db = open_database(args.db)
+    job = jobs.get_job(db, args.job)
+    if job is None or job.status != jobs.RUNNING:
+        print(f"job {args.job} is not running; nothing to do", file=sys.stderr)
+        return EXIT_SPEC
+    wl = job.spec.get("workload") or {}
+    ticker = Ticker(db, args.job, args.parent_pid, int(wl.get("requests") or 0) * int(wl.get("output_tokens") or 0))
+    ticker.write()  # the first progress update, before torch or the model load
+    ticker.start()
+    print(
+        f"job {job.id} on {job.device} (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')!r})",
+        flush=True,
+    )
+
+    from engine.run import runner
+    from engine.spec import SpecError, parse_job_spec
+
+    state = runner.ProgressState()
+    ticker.state = state
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    try:
+        spec = parse_job_spec(job.spec_json)
+        result = runner.run_benchmark(spec, db, state, log, job_id=job.id, sweep=job.sweep)
+    except SpecError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        jobs.set_result(db, job.id, error=str(exc))
+        return EXIT_SPEC
+    except runner.BenchmarkFailed as exc:
+        print(f"failed: {exc.reason}", file=sys.stderr, flush=True)
+        jobs.set_result(db, job.id, run_id=exc.run_id, error=exc.reason)
+        return EXIT_FAILED
+    finally:
+        ticker.stop.set()
+    try:
+        ticker.write()
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+    jobs.set_result(db, job.id, run_id=result.run_id)
+    m = result.metrics
+    print(
+        f"done: run {result.run_id}; TTFT p50 {m.get('ttft_ms', {}).get('p50')} ms, "
+        f"{m.get('output_tokens_per_s')} tokens/s",
+        flush=True,
+    )
+    return EXIT_DONE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,375 @@
+"""The worker: claims queued jobs, one slot per device (or device group), and supervises
+each job in its own process.
+
+Each job is spawned (never forked from a server) as ``python -m engine.jobs.job_process``
+in a new session, hence its own process group, with ``CUDA_VISIBLE_DEVICES`` pinned to
+its GPUs, ``LATENCYLAB_PINNED=1``, a timeout, and stdout/stderr written to
+``<data_dir>/logs/job-<id>.log`` whose tail is kept on the job. Cancel and timeout send
+SIGTERM to the group and SIGKILL after a grace period. A crash, a signal, an OOM or a
+timeout ends the job as failed with a one-line reason, and the worker takes the next job.
+
+The worker heartbeats every few seconds. Running jobs of a worker whose heartbeat went
+stale (any host) or whose process is gone (same host) are recovered: re-queued once if
+they had not started measuring, else failed with "worker lost". On SIGTERM/SIGINT the
+worker stops its jobs and gives them back to the queue (a cancel requested by a user
+ends as cancelled), marks itself stopped and exits 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from engine.measure.devices import detect_devices, gpu_indices
+from engine.settings import REPO_ROOT, get_settings
+from storage import StorageError
+
+LOG_TAIL_BYTES = 6000
+LIVE_WORKER_S = 30.0
+
+
+def check_submittable(db: Any, spec: Any) -> None:
+    """Everything checked before a job is queued (pre-flight, the device); raises SpecError.
+
+    The device must exist on this machine or be served by a live worker (any host), and
+    a GPU another process is computing on is refused as busy.
+    """
+    from engine.measure.devices import check_device, detect_devices, gpu_indices
+    from engine.run import runner
+    from storage import jobs
+
+    here = detect_devices()  # NVML once; never torch
+    # This machine's facts (packages, compute capability) only matter for its own devices;
+    # a GPU served by a worker on another host is checked there when the job starts.
+    local_gpus = {d.index for d in here if d.kind == "cuda"}
+    local = spec.device == "cpu" or set(gpu_indices(spec.device)) <= local_gpus
+    runner.preflight(spec, runtime=local)
+    served = {d for w in jobs.list_workers(db, alive_within_s=LIVE_WORKER_S) for d in w.devices}
+    # A GPU busy with one of our own running jobs is fine: the new job queues behind it.
+    ours = set(jobs.busy_devices(db))
+    check_device(spec.device, devices=here, served=served, ignore_busy=spec.device in ours)
+
+
+def _say(msg: str) -> None:
+    print(f"[worker {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def read_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of a log file, cut at a line start."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            data = fh.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    if size > limit and "\n" in text:
+        text = text.split("\n", 1)[1]
+    return text
+
+
+def signal_reason(returncode: int) -> str:
+    """'killed by signal 9 (SIGKILL)' for a negative return code."""
+    num = -returncode
+    try:
+        name = signal.Signals(num).name
+    except ValueError:
+        return f"killed by signal {num}"
+    return f"killed by signal {num} ({name})"
+
+
+def failure_outcome(returncode: int, stored_error: str | None, log_tail: str) -> str:
+    """A one-line reason for a job process that did not exit 0 on its own."""
+    if returncode < 0:
+        reason = signal_reason(returncode)
+    else:
+        lines = [ln.strip() for ln in log_tail.splitlines() if ln.strip()]
+        reason = stored_error or (lines[-1] if lines else f"exited with code {returncode}")
+    if "CUDA out of memory" in (log_tail + reason) and not reason.startswith("CUDA out of memory"):
+        reason = f"CUDA out of memory ({reason})"
+    return reason[:2000]
+
+
+@dataclass
+class Slot:
+    """One device (or GPU group) and the job it runs, if any."""
+
+    device: str
+    job: Any = None
+    proc: subprocess.Popen | None = None
+    log_path: Path | None = None
+    started: float = 0.0
+    deadline: float = 0.0
+    stop_reason: str | None = None  # why we are stopping it: "cancelled", "timed out ...", "shutdown"
+    term_sent: float | None = None
+    last_tail: float = 0.0
+    busy_checked: float = 0.0
+    busy: bool = False
+    finished: list[int] = field(default_factory=list)
+
+
+class Worker:
+    """Serves jobs for ``devices`` from the database at ``db_url`` until stopped."""
+
+    def __init__(
+        self,
+        db_url: str,
+        devices: list[str],
+        *,
+        worker_id: str | None = None,
+        poll_s: float = 0.25,
+        heartbeat_s: float = 2.0,
+        stale_after_s: float = 20.0,
+        grace_s: float = 5.0,
+        log_dir: Path | None = None,
+        once: bool = False,
+    ) -> None:
+        from storage import open_database
+
+        self.db_url = db_url
+        self.db = open_database(db_url)
+        self.host = socket.gethostname()
+        self.id = worker_id or f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.slots = [Slot(device=d) for d in devices]
+        self.poll_s, self.heartbeat_s = poll_s, heartbeat_s
+        self.stale_after_s, self.grace_s = stale_after_s, grace_s
+        self.log_dir = log_dir or get_settings().data_dir / "logs"
+        self.once = once
+        # A plain flag: a signal handler must not take locks (Event.set can deadlock there).
+        self._stopping = False
+        self._last_beat = 0.0
+        self._last_recover = 0.0
+
+    # -- life cycle ---------------------------------------------------------------------
+    def request_stop(self, *_args: Any) -> None:
+        """Stop claiming; running jobs are stopped and re-queued (signal-handler safe)."""
+        self._stopping = True
+
+    def run(self) -> int:
+        """Serve until SIGTERM/SIGINT (or, with ``once``, until the queue is empty)."""
+        from storage import jobs
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self.request_stop)
+            signal.signal(signal.SIGINT, self.request_stop)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        jobs.register_worker(self.db, self.id, self.host, os.getpid(), [s.device for s in self.slots])
+        _say(f"{self.id} serving {', '.join(s.device for s in self.slots)} from {self.db_url}")
+        self.recover()
+        try:
+            while not self._stopping:
+                try:
+                    idle = self.step()
+                except (StorageError, SQLAlchemyError) as exc:  # the database is away for a moment
+                    _say(f"database error, retrying: {str(exc).splitlines()[0]}")
+                    idle = False
+                    time.sleep(2.0)
+                if self.once and idle:
+                    break
+                time.sleep(self.poll_s)
+        finally:
+            self.shutdown()
+        return 0
+
+    def step(self) -> bool:
+        """One round: heartbeat, recovery, supervise, claim. True when nothing runs or waits."""
+        from storage import jobs
+
+        now = time.monotonic()
+        running = [s for s in self.slots if s.proc is not None]
+        if now - self._last_beat >= self.heartbeat_s:
+            jobs.heartbeat(self.db, self.id, [s.job.id for s in running])
+            self._last_beat = now
+        if now - self._last_recover >= max(1.0, self.stale_after_s / 2):
+            self.recover()
+        if running:
+            cancel_ids = set(jobs.cancel_requested(self.db, [s.job.id for s in running]))
+            for slot in running:
+                if slot.job.id in cancel_ids and slot.stop_reason is None:
+                    self._terminate(slot, "cancelled")
+        for slot in self.slots:
+            if slot.proc is not None:
+                self._supervise(slot)
+        claimed_any = False
+        if not self._stopping:
+            for slot in self.slots:
+                if slot.proc is None and not self._device_busy(slot):
+                    job = jobs.claim(self.db, self.id, [slot.device])
+                    if job is not None:
+                        claimed_any = True
+                        self._spawn(slot, job)
+        return not claimed_any and all(s.proc is None for s in self.slots)
+
+    def recover(self) -> None:
+        """Recover jobs of lost workers: same-host ones whose process is gone, and stale ones."""
+        from storage import jobs
+
+        self._last_recover = time.monotonic()
+        dead = []
+        for w in jobs.list_workers(self.db):
+            if w.id != self.id and not w.stopped and w.host == self.host and not _pid_alive(w.pid):
+                dead.append(w.id)
+        for r in jobs.recover_stale(
+            self.db, stale_after_s=self.stale_after_s, dead_worker_ids=dead, exclude_worker=self.id
+        ):
+            _say(f"job {r.job_id} of lost worker {r.worker_id}: {r.action}")
+
+    def shutdown(self) -> None:
+        """Stop running jobs (SIGTERM, then SIGKILL), give them back to the queue, sign off."""
+        from storage import jobs
+
+        for slot in self.slots:
+            if slot.proc is not None and slot.stop_reason is None:
+                self._terminate(slot, "shutdown")
+        deadline = time.monotonic() + self.grace_s
+        while any(s.proc is not None for s in self.slots):
+            for slot in self.slots:
+                if slot.proc is not None and slot.proc.poll() is not None:
+                    self._finalize(slot, slot.proc.returncode)
+                elif slot.proc is not None and time.monotonic() > deadline:
+                    _killpg(slot.proc, signal.SIGKILL)
+            time.sleep(0.05)
+        jobs.stop_worker(self.db, self.id)
+        _say(f"{self.id} stopped")
+
+    # -- one job ------------------------------------------------------------------------
+    def _device_busy(self, slot: Slot) -> bool:
+        """A GPU slot whose GPU another process is computing on is not claimed for (checked every 5 s)."""
+        if slot.device == "cpu":
+            return False
+        now = time.monotonic()
+        if now - slot.busy_checked >= 5.0:
+            slot.busy_checked = now
+            wanted = set(gpu_indices(slot.device))
+            slot.busy = any(d.busy for d in detect_devices() if d.index in wanted)
+        return slot.busy
+
+    def _spawn(self, slot: Slot, job: Any) -> None:
+        from storage import jobs
+
+        env = dict(os.environ)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpu_indices(job.device))
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        env["LATENCYLAB_PINNED"] = "1"
+        env["PYTHONUNBUFFERED"] = "1"
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        env.setdefault("TOKENIZERS_PARALLELISM", "false")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        slot.log_path = self.log_dir / f"job-{job.id}.log"
+        with slot.log_path.open("ab") as log:
+            log.write(
+                f"--- attempt {job.attempts} on {self.id}, device {job.device}, "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode()
+            )
+            log.flush()
+            slot.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "engine.jobs.job_process",
+                    "--job",
+                    str(job.id),
+                    "--db",
+                    self.db_url,
+                    "--parent-pid",
+                    str(os.getpid()),
+                ],
+                cwd=str(REPO_ROOT),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        slot.job, slot.started = job, time.monotonic()
+        slot.deadline = slot.started + job.timeout_s
+        slot.stop_reason, slot.term_sent, slot.last_tail = None, None, slot.started
+        jobs.mark_started(self.db, job.id, self.id)
+        _say(f"job {job.id} started on {job.device} (pid {slot.proc.pid}, log {slot.log_path})")
+
+    def _terminate(self, slot: Slot, reason: str) -> None:
+        slot.stop_reason = reason
+        slot.term_sent = time.monotonic()
+        _killpg(slot.proc, signal.SIGTERM)
+
+    def _supervise(self, slot: Slot) -> None:
+        from storage import jobs
+
+        proc = slot.proc
+        rc = proc.poll()
+        now = time.monotonic()
+        if rc is not None:
+            self._finalize(slot, rc)
+            return
+        if slot.stop_reason is None and now > slot.deadline:
+            self._terminate(slot, f"timed out after {slot.job.timeout_s:g} s")
+        elif slot.term_sent is not None and now - slot.term_sent > self.grace_s:
+            _killpg(proc, signal.SIGKILL)
+        if now - slot.last_tail >= 2.0 and slot.log_path is not None:
+            slot.last_tail = now
+            jobs.set_log_tail(self.db, slot.job.id, read_tail(slot.log_path))
+
+    def _finalize(self, slot: Slot, returncode: int) -> None:
+        from storage import jobs
+
+        job = slot.job
+        tail = read_tail(slot.log_path) if slot.log_path else ""
+        current = jobs.get_job(self.db, job.id)
+        reason = slot.stop_reason
+        # The process group may still hold grandchildren: make sure nothing outlives the job.
+        _killpg(slot.proc, signal.SIGKILL)
+        if reason == "shutdown" and not (current and current.cancel_requested):
+            if jobs.requeue(self.db, job.id, self.id):
+                _say(f"job {job.id} given back to the queue (worker shutting down)")
+            else:
+                jobs.finish(self.db, job.id, self.id, jobs.FAILED, error=WORKER_STOPPED, log_tail=tail)
+        elif reason == "cancelled" or (reason == "shutdown"):
+            jobs.finish(self.db, job.id, self.id, jobs.CANCELLED, error="cancelled by user", log_tail=tail)
+            _say(f"job {job.id} cancelled")
+        elif reason is not None:  # timed out
+            jobs.finish(self.db, job.id, self.id, jobs.FAILED, error=reason, log_tail=tail)
+            _say(f"job {job.id} failed: {reason}")
+        elif returncode == 0:
+            jobs.finish(self.db, job.id, self.id, jobs.DONE, log_tail=tail)
+            _say(f"job {job.id} done (run {current.run_id if current else '?'})")
+        else:
+            why = failure_outcome(returncode, current.error if current else None, tail)
+            jobs.finish(self.db, job.id, self.id, jobs.FAILED, error=why, log_tail=tail)
+            _say(f"job {job.id} failed: {why}")
+        slot.finished.append(job.id)
+        slot.job, slot.proc, slot.stop_reason, slot.term_sent = None, None, None, None
+
+
+WORKER_STOPPED = "worker stopped"
+
+
+def _killpg(proc: subprocess.Popen | None, sig: int) -> None:
+    if proc is None:
+        return
+    try:
+        os.killpg(proc.pid, sig)  # start_new_session: the group id is the child's pid
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

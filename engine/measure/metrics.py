@@ -1,0 +1,151 @@
+"""Derived metrics: pure functions over raw stamps (see DESIGN.md, "Metrics").
+
+Definitions, comparable with vLLM's ``bench serve`` and NVIDIA's GenAI-Perf/AIPerf:
+
+* TTFT = first token-bearing chunk - send (client-side queueing kept apart).
+* E2EL = last token-bearing chunk - send.
+* TPOT = (E2EL - TTFT) / (N_out - 1) per request; requests with N_out <= 1 are left
+  out. GenAI-Perf/AIPerf call this ITL.
+* ITL = every gap between consecutive token-bearing chunks, pooled over requests
+  (AIPerf's ICL).
+* Throughput = output tokens / measured duration; requests/s likewise.
+* Goodput = requests meeting every SLO / duration; failures count as misses.
+
+Percentiles use numpy's linear interpolation. Warm-up requests are excluded and
+counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.measure.records import RequestRecord, RunRecord
+
+PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
+NS_PER_MS = 1_000_000
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Service-level objectives in ms; ``None`` means no limit on that metric."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2el_ms: float | None = None
+
+
+def summarize(values: Iterable[float]) -> dict[str, float | None]:
+    """Mean and p50/p90/p95/p99 (linear interpolation); ``None`` for no values."""
+    arr = np.asarray(list(values), dtype=float)
+    keys = ["mean"] + [f"p{p}" for p in PERCENTILES]
+    if arr.size == 0:
+        return dict.fromkeys(keys)
+    out: dict[str, float | None] = {"mean": float(arr.mean())}
+    for p, v in zip(PERCENTILES, np.percentile(arr, PERCENTILES, method="linear"), strict=True):
+        out[f"p{p}"] = float(v)
+    return out
+
+
+def _token_chunks(req: RequestRecord) -> list[int]:
+    return [t for t, n in zip(req.chunk_ns, req.chunk_tokens, strict=True) if n > 0]
+
+
+def ttft_ns(req: RequestRecord) -> int | None:
+    stamps = _token_chunks(req)
+    return stamps[0] - req.send_ns if stamps else None
+
+
+def e2el_ns(req: RequestRecord) -> int | None:
+    stamps = _token_chunks(req)
+    return stamps[-1] - req.send_ns if stamps else None
+
+
+def tpot_ns(req: RequestRecord) -> float | None:
+    """Mean time per output token after the first; None when N_out <= 1."""
+    n_out = req.output_tokens
+    first, last = ttft_ns(req), e2el_ns(req)
+    if n_out <= 1 or first is None or last is None:
+        return None
+    return (last - first) / (n_out - 1)
+
+
+def itl_gaps_ns(req: RequestRecord) -> list[int]:
+    stamps = _token_chunks(req)
+    return [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+
+
+def meets_slo(req: RequestRecord, slo: SLO) -> bool:
+    """Whether a request met every SLO; a failed request never does."""
+    if not req.ok or req.output_tokens == 0:
+        return False
+    checks = ((slo.ttft_ms, ttft_ns(req)), (slo.e2el_ms, e2el_ns(req)), (slo.tpot_ms, tpot_ns(req)))
+    for limit, value in checks:
+        if limit is not None and value is not None and value / NS_PER_MS > limit:
+            return False
+    return True
+
+
+def compute_metrics(run: RunRecord, slo: SLO | None = None) -> dict[str, Any]:
+    """The metric set of DESIGN.md for one measured phase (warm-up excluded)."""
+    measured = [r for r in run.requests if not r.warmup]
+    ok = [r for r in measured if r.ok]
+    duration_ns = max(run.end_ns - run.start_ns, 1)
+    duration_s = duration_ns / 1e9
+
+    ttfts = [v / NS_PER_MS for r in ok if (v := ttft_ns(r)) is not None]
+    e2els = [v / NS_PER_MS for r in ok if (v := e2el_ns(r)) is not None]
+    tpots = [v / NS_PER_MS for r in ok if (v := tpot_ns(r)) is not None]
+    itls = [g / NS_PER_MS for r in ok for g in itl_gaps_ns(r)]
+    queues = [(r.send_ns - r.arrival_ns) / NS_PER_MS for r in measured]
+    chunk_sizes = [n for r in ok for n in r.chunk_tokens if n > 0]
+
+    total_out = sum(r.output_tokens for r in ok)
+    per_user = [1000.0 / t for t in tpots if t > 0]
+    good = [r for r in measured if meets_slo(r, slo)] if slo else ok
+
+    return {
+        "ttft_ms": summarize(ttfts),
+        "tpot_ms": summarize(tpots),
+        "itl_ms": summarize(itls),
+        "e2el_ms": summarize(e2els),
+        "queue_ms": summarize(queues),
+        "output_tokens_per_s": total_out / duration_s,
+        "requests_per_s": len(ok) / duration_s,
+        "tokens_per_s_per_user": float(np.mean(per_user)) if per_user else None,
+        "goodput_requests_per_s": len(good) / duration_s,
+        "goodput_fraction": (len(good) / len(measured)) if measured else None,
+        "mean_tokens_per_chunk": float(np.mean(chunk_sizes)) if chunk_sizes else None,
+        "completed": len(ok),
+        "failed": len(measured) - len(ok),
+        "warmup_excluded": len(run.requests) - len(measured),
+        "total_output_tokens": total_out,
+        "total_prompt_tokens": sum(r.prompt_tokens for r in ok),
+        "duration_s": duration_s,
+        "slo": None if slo is None else {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2el_ms": slo.e2el_ms},
+    }
+
+
+def request_table(requests: Sequence[RequestRecord]) -> list[dict[str, Any]]:
+    """Per-request derived values in ms (for timelines and CDFs)."""
+    rows = []
+    for r in requests:
+        t, e, p = ttft_ns(r), e2el_ns(r), tpot_ns(r)
+        rows.append(
+            {
+                "index": r.index,
+                "warmup": r.warmup,
+                "ok": r.ok,
+                "error": r.error,
+                "queue_ms": (r.send_ns - r.arrival_ns) / NS_PER_MS,
+                "ttft_ms": None if t is None else t / NS_PER_MS,
+                "tpot_ms": None if p is None else p / NS_PER_MS,
+                "e2el_ms": None if e is None else e / NS_PER_MS,
+                "output_tokens": r.output_tokens,
+                "prompt_tokens": r.prompt_tokens,
+            }
+        )
+    return rows

@@ -1,0 +1,241 @@
+"""The metric registry: every figure a run reports, declared once.
+
+Each :class:`Metric` says its key, label, unit, which way is better and its kind
+(latency, throughput, accuracy, memory, energy or bookkeeping). Every consumer (tables,
+Compare and its summary, Explore's axes, the Pareto front, exports) asks the registry;
+nobody guesses a direction from a name. Bookkeeping (window, stride, token counts, cache
+flags, stderr companions) is never shown or compared as a metric.
+
+Keys are *flat*: latency groups as ``<group>_<stat>`` (``ttft_ms_p50``), scalars by their
+name (``output_tokens_per_s``) and accuracy figures as ``quality.<name>``
+(``quality.perplexity``, ``quality.task:hellaswag``). Task figures take their unit and
+direction from the task's primary metric (``quality.task:<name>:kind``, e.g.
+``lm-eval word_perplexity,none``), which :func:`lookup` accepts as a hint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+Better = Literal["lower", "higher"]
+Kind = Literal["latency", "throughput", "accuracy", "memory", "energy", "bookkeeping"]
+
+LATENCY_GROUPS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
+STATS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99")
+GROUP_LABELS: dict[str, str] = {
+    "ttft_ms": "TTFT",
+    "tpot_ms": "TPOT (GenAI-Perf/AIPerf: ITL)",
+    "itl_ms": "ITL (AIPerf: ICL)",
+    "e2el_ms": "E2EL",
+    "queue_ms": "client queueing",
+}
+_GROUP_SHORT = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2el_ms": "E2EL", "queue_ms": "queueing"}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One reported figure: how to name it, in what unit, and which way is better."""
+
+    key: str
+    label: str
+    unit: str  # "ms", "tok/s", "req/s", "bytes", "s", "nats", "ratio" (0..1, shown as %), "" (plain number)
+    better: Better | None  # None: no direction (bookkeeping)
+    kind: Kind
+    short: str = ""  # a short header for narrow tables; the label when empty
+
+    @property
+    def minimise(self) -> bool:
+        return self.better == "lower"
+
+    @property
+    def is_metric(self) -> bool:
+        """Shown and compared (everything but bookkeeping)."""
+        return self.kind != "bookkeeping" and self.better is not None
+
+    @property
+    def header(self) -> str:
+        """Label with its unit, e.g. ``TTFT p50 [ms]``."""
+        unit = {"ratio": "%", "": ""}.get(self.unit, self.unit)
+        return f"{self.label} [{unit}]" if unit else self.label
+
+    def format(self, value: float | None) -> str:
+        """The value in this metric's display unit."""
+        if value is None:
+            return "–"
+        if self.unit == "ratio":
+            return f"{value:.1%}"
+        if self.unit == "bytes":
+            return human_bytes(value)
+        if self.unit == "ms":
+            return f"{value:.1f} ms" if abs(value) >= 10 else f"{value:.2f} ms"
+        if self.unit in ("tok/s", "req/s"):
+            return f"{value:.3g} {self.unit}" if abs(value) < 100 else f"{value:,.0f} {self.unit}"
+        if self.unit == "s":
+            return f"{value:.2f} s"
+        return f"{value:.4g}"
+
+
+def human_bytes(n: float | None) -> str:
+    """``1.2 GB`` style (powers of 1024, labelled GB as most tools do)."""
+    if n is None:
+        return "–"
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(value) < 1024 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TB"
+
+
+def _scalars() -> dict[str, Metric]:
+    rows: list[Metric] = [
+        Metric("output_tokens_per_s", "output tokens/s", "tok/s", "higher", "throughput", "tok/s"),
+        Metric("requests_per_s", "requests/s", "req/s", "higher", "throughput", "req/s"),
+        Metric("tokens_per_s_per_user", "tokens/s per user (1/TPOT)", "tok/s", "higher", "throughput", "tok/s/user"),
+        Metric("output_tokens_per_s_per_gpu", "output tokens/s per GPU", "tok/s", "higher", "throughput", "tok/s/GPU"),
+        Metric(
+            "goodput_requests_per_s",
+            "goodput (requests/s meeting every SLO)",
+            "req/s",
+            "higher",
+            "throughput",
+            "goodput",
+        ),
+        Metric("goodput_fraction", "share of requests meeting every SLO", "ratio", "higher", "throughput", "SLO met"),
+        Metric("error_rate", "failed requests", "ratio", "lower", "throughput", "failed"),
+        Metric("peak_memory_bytes", "peak memory (measured phase)", "bytes", "lower", "memory", "peak mem"),
+        Metric("weights_memory_bytes", "weights memory (as loaded)", "bytes", "lower", "memory", "weights"),
+        Metric("load_s", "model load time", "s", "lower", "latency", "load"),
+    ]
+    return {m.key: m for m in rows}
+
+
+def _latency() -> dict[str, Metric]:
+    out: dict[str, Metric] = {}
+    for group in (*LATENCY_GROUPS, "queue_ms"):
+        for stat in STATS:
+            key = f"{group}_{stat}"
+            label = f"{_GROUP_SHORT[group]} {stat}" + (" (GenAI-Perf: ITL)" if group == "tpot_ms" else "")
+            out[key] = Metric(key, label, "ms", "lower", "latency", f"{_GROUP_SHORT[group]} {stat}")
+    return out
+
+
+_QUALITY: dict[str, Metric] = {
+    m.key: m
+    for m in (
+        Metric("quality.perplexity", "perplexity", "", "lower", "accuracy", "ppl"),
+        Metric("quality.kl_mean", "KL mean vs reference", "nats", "lower", "accuracy", "KL"),
+        Metric("quality.kl_p99", "KL p99 vs reference", "nats", "lower", "accuracy", "KL p99"),
+        Metric("quality.top1_agreement", "top-1 agreement vs reference", "ratio", "higher", "accuracy", "top-1"),
+        Metric("quality.greedy_flip_rate", "greedy flip rate vs reference", "ratio", "lower", "accuracy", "flips"),
+    )
+}
+# Accuracy bookkeeping: counts, settings, companions of a figure. Never a metric.
+_QUALITY_BOOKKEEPING_EXACT = frozenset(
+    {
+        "baseline_perplexity",
+        "baseline_key",
+        "baseline_cached",
+        "corpus",
+        "corpus_tokens",
+        "window",
+        "stride",
+        "kl_positions",
+        "kl_top_k",
+        "nll_mean",
+        "nll_stderr",
+        "perplexity_tokens",
+        "greedy_flip_tokens",
+        "greedy_flip_prompts",
+        "quality_s",
+        "calibration",
+    }
+)
+_QUALITY_BOOKKEEPING_SUFFIXES = ("_stderr", ":stderr", ":n", ":kind", ":metric", "_s")
+
+# lm-evaluation-harness primary metrics: (unit, better).
+_TASK_METRICS: dict[str, tuple[str, Better]] = {
+    "acc": ("ratio", "higher"),
+    "acc_norm": ("ratio", "higher"),
+    "exact_match": ("ratio", "higher"),
+    "f1": ("ratio", "higher"),
+    "mcc": ("", "higher"),
+    "bleu": ("", "higher"),
+    "rouge": ("", "higher"),
+    "word_perplexity": ("", "lower"),
+    "byte_perplexity": ("", "lower"),
+    "bits_per_byte": ("", "lower"),
+}
+
+REGISTRY: dict[str, Metric] = {**_latency(), **_scalars(), **_QUALITY}
+BOOKKEEPING = Metric("", "", "", None, "bookkeeping")
+
+
+def task_metric(kind: str | None) -> tuple[str, Better]:
+    """(unit, better) of a task's primary metric from its ``:kind`` text (local tasks: accuracy)."""
+    name = (kind or "").removeprefix("lm-eval ").split(",")[0].strip()
+    return _TASK_METRICS.get(name, ("ratio", "higher"))
+
+
+def lookup(key: str, task_kind: str | None = None) -> Metric:
+    """The metric behind a flat key; bookkeeping (``is_metric`` False) for anything else."""
+    known = REGISTRY.get(key)
+    if known is not None:
+        return known
+    if not key.startswith("quality."):
+        return replace(BOOKKEEPING, key=key, label=key.replace("_", " "))
+    name = key.removeprefix("quality.")
+    if name.startswith("task:") and name.count(":") == 1:
+        unit, better = task_metric(task_kind)
+        label = name.removeprefix("task:") + ("" if unit == "ratio" else f" ({task_kind_name(task_kind)})")
+        return Metric(key, label, unit, better, "accuracy", name.removeprefix("task:"))
+    if name in _QUALITY_BOOKKEEPING_EXACT or name.endswith(_QUALITY_BOOKKEEPING_SUFFIXES) or name == "notes":
+        return replace(BOOKKEEPING, key=key, label=name.replace("_", " "))
+    return replace(BOOKKEEPING, key=key, label=name.replace("_", " "))
+
+
+def task_kind_name(kind: str | None) -> str:
+    return (kind or "").removeprefix("lm-eval ").split(",")[0].strip() or "accuracy"
+
+
+def is_metric(key: str, task_kind: str | None = None) -> bool:
+    return lookup(key, task_kind).is_metric
+
+
+def minimise(key: str, task_kind: str | None = None) -> bool:
+    """Whether smaller is better for a metric key (raises for bookkeeping: it has no direction)."""
+    metric = lookup(key, task_kind)
+    if metric.better is None:
+        raise KeyError(f"{key!r} is not a metric (bookkeeping has no direction)")
+    return metric.minimise
+
+
+def label(key: str, task_kind: str | None = None) -> str:
+    return lookup(key, task_kind).label
+
+
+def header(key: str, task_kind: str | None = None) -> str:
+    return lookup(key, task_kind).header
+
+
+def metric_keys(keys: list[str] | tuple[str, ...], kinds: tuple[Kind, ...] | None = None) -> list[str]:
+    """The keys among ``keys`` that are metrics (optionally of some kinds), in the given order."""
+    out = []
+    for key in keys:
+        metric = lookup(key)
+        if metric.is_metric and (kinds is None or metric.kind in kinds):
+            out.append(key)
+    return out
+
+
+# The headline scalars of a result object, in display order (a metric is listed once it is measured).
+SCALARS: tuple[str, ...] = (
+    "output_tokens_per_s",
+    "requests_per_s",
+    "tokens_per_s_per_user",
+    "output_tokens_per_s_per_gpu",
+    "goodput_requests_per_s",
+    "peak_memory_bytes",
+    "load_s",
+)

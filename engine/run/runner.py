@@ -1,0 +1,335 @@
+"""One benchmark from start to finish: pre-flight, load, warm up, measure, store.
+
+Bad input is refused by :func:`preflight` before anything is stored. A run that fails
+after that is stored as *failed* with its reason (never as a partial success); a run
+that succeeds is stored with every request's raw stamps in one transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.backends.base import BackendError, GenerationParams, get_backend
+from engine.measure import provenance
+from engine.measure.metrics import compute_metrics
+from engine.measure.records import RequestRecord, RunRecord
+from engine.run.preflight import preflight
+from engine.spec import JobSpec, SpecError
+from engine.weights import models
+
+PHASES: tuple[str, ...] = ("loading", "warm-up", "measuring", "evaluating", "saving")
+
+
+@dataclass
+class ProgressState:
+    """Live progress, cheap to update from the measuring loop and polled by others."""
+
+    phase: str = "starting"
+    tokens_done: int = 0
+    tokens_total: int = 0
+    requests_done: int = 0
+    requests_total: int = 0
+    note: str = ""
+    phase_started: float = field(default_factory=time.monotonic)
+
+    def enter(self, phase: str, note: str = "") -> None:
+        self.phase, self.note, self.phase_started = phase, note, time.monotonic()
+
+    @property
+    def fraction(self) -> float | None:
+        if self.tokens_total <= 0:
+            return None
+        return min(1.0, self.tokens_done / self.tokens_total)
+
+
+class BenchmarkFailed(RuntimeError):
+    """The run failed after pre-flight; it is stored as failed (``run_id``) when a db was given."""
+
+    def __init__(self, reason: str, run_id: int | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.run_id = run_id
+
+
+@dataclass
+class BenchmarkResult:
+    run_id: int | None
+    metrics: dict[str, Any]
+    provenance: dict[str, Any]
+    requests: list[RequestRecord]
+    quality: dict[str, Any] | None = None
+
+
+class _Sink:
+    """Appends each chunk to its request; the only code in the measuring hot path."""
+
+    __slots__ = ("chunk_ns", "chunk_tokens", "state")
+
+    def __init__(self, records: list[RequestRecord], state: ProgressState) -> None:
+        self.chunk_ns = [r.chunk_ns for r in records]
+        self.chunk_tokens = [r.chunk_tokens for r in records]
+        self.state = state
+
+    def chunk(self, row: int, t_ns: int, n_tokens: int) -> None:
+        self.chunk_ns[row].append(t_ns)
+        self.chunk_tokens[row].append(n_tokens)
+        self.state.tokens_done += n_tokens
+
+
+def _serving(spec: JobSpec) -> bool:
+    """Whether the load driver (engine/load.py) runs this job instead of the static-batch loop."""
+    from engine.spec import SERVING_ENGINES
+
+    return spec.recipe.engine in SERVING_ENGINES or spec.workload.arrival != "batch"
+
+
+def _first_errors(records: list[RequestRecord], most: int = 3) -> str:
+    reasons = list(dict.fromkeys(r.error for r in records if r.error))
+    return "; ".join(str(x) for x in reasons[:most]) + (" ..." if len(reasons) > most else "")
+
+
+def _batches(n: int, size: int) -> list[range]:
+    return [range(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+def _run_requests(
+    backend: Any, prompts: list[list[int]], spec: JobSpec, state: ProgressState, warmup: bool, first_index: int
+) -> tuple[list[RequestRecord], int, int]:
+    """Send ``prompts`` in static batches; returns records and the phase's bounds."""
+    wl = spec.workload
+    params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
+    start_ns = time.perf_counter_ns()
+    records: list[RequestRecord] = []
+    for batch in _batches(len(prompts), wl.batch_size):
+        batch_records = [
+            RequestRecord(
+                index=first_index + i, arrival_ns=start_ns, send_ns=0, prompt_tokens=len(prompts[i]), warmup=warmup
+            )
+            for i in batch
+        ]
+        sink = _Sink(batch_records, state)
+        send_ns = backend.generate([prompts[i] for i in batch], params, sink)
+        for r in batch_records:
+            r.send_ns = send_ns
+        records.extend(batch_records)
+        state.requests_done += len(batch)
+    end_ns = time.perf_counter_ns()
+    return records, start_ns, end_ns
+
+
+def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = print) -> BenchmarkResult:
+    """Load, warm up and measure; raises on failure (nothing stored here).
+
+    A tensor-parallel recipe runs here as rank 0, with the other ranks launched around it
+    (engine/tensor_parallel.py); they run this same function on the same spec.
+    """
+    from engine.run import tensor_parallel
+
+    if tensor_parallel.world_size(spec) > 1 and not tensor_parallel.is_follower():
+        return tensor_parallel.run_with_followers(spec, lambda: _execute(spec, state, log), log)
+    return _execute(spec, state, log)
+
+
+def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> BenchmarkResult:
+    wl = spec.workload
+    prov = provenance.collect()
+    state.enter("loading", "resolving weights")
+    resolved = models.resolve(spec.model, progress=lambda msg, _f: (log(msg), setattr(state, "note", msg)))
+    backend = get_backend(spec.recipe.engine)
+    report = backend.load(resolved, spec.recipe, spec.device, lambda msg, _f: setattr(state, "note", msg))
+    log(f"loaded {resolved.label} in {report.load_s:.1f} s on {report.device_name}")
+    try:
+        context = report.context_length
+        if context is not None and wl.prompt_tokens is not None and wl.prompt_tokens + wl.output_tokens > context:
+            raise SpecError(f"prompt + output tokens exceed the model's context of {context}")
+        total = wl.warmup + wl.requests
+        from engine.run.load import make_serving_prompts, run_load, slo_of
+
+        serving = _serving(spec)  # arrival processes and streaming engines go through engine/load.py
+        # make_prompts' exact-length prompts, or lengths drawn from the workload's distribution
+        prompts = make_serving_prompts(wl, total, backend.tokenizer(), report.vocab_size or 32000)
+        load_params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
+        if context is not None and any(len(p) + wl.output_tokens > context for p in prompts):
+            raise SpecError(f"a prompt from {wl.prompt_file} plus the output exceeds the model's context of {context}")
+        state.tokens_total = wl.warmup * wl.output_tokens
+        state.requests_total = wl.warmup
+        state.enter("warm-up", f"{wl.warmup} warm-up request(s)")
+        t0 = time.perf_counter()
+        if serving:
+            warm = run_load(backend, prompts[: wl.warmup], wl, load_params, state, warmup=True).records
+        else:
+            warm, _, _ = _run_requests(backend, prompts[: wl.warmup], spec, state, True, 0)
+        warmup_s = time.perf_counter() - t0
+
+        state.tokens_done, state.requests_done = 0, 0
+        state.tokens_total = wl.requests * wl.output_tokens
+        state.requests_total = wl.requests
+        state.enter("measuring", f"{wl.requests} request(s) in batches of {wl.batch_size}")
+        backend.reset_peak_memory()
+        ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        if serving:
+            phase = run_load(backend, prompts[wl.warmup :], wl, load_params, state, first_index=wl.warmup)
+            measured, start_ns, end_ns = phase.records, phase.start_ns, phase.end_ns
+        else:
+            measured, start_ns, end_ns = _run_requests(backend, prompts[wl.warmup :], spec, state, False, wl.warmup)
+        ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        failed = [r for r in measured if r.output_tokens == 0]
+        for r in failed:
+            r.error = r.error or "no tokens returned"
+        metrics = compute_metrics(
+            RunRecord(start_ns=start_ns, end_ns=end_ns, requests=warm + measured), slo_of(wl)
+        )  # goodput against the workload's SLOs (none: every completed request)
+        if serving:
+            metrics["load"] = phase.stats  # configured vs achieved rate, concurrency
+            if metrics["failed"]:
+                log(f"{metrics['failed']} of {wl.requests} request(s) failed: {_first_errors(measured)}")
+        metrics["peak_memory_bytes"] = backend.peak_memory_bytes()
+        metrics["load_s"] = report.load_s
+        metrics["output_tokens_per_s_per_gpu"] = per_gpu(metrics.get("output_tokens_per_s"), spec.device)
+        metrics["warmup_s"] = warmup_s
+        cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+        prov.update(
+            backend.info(),
+            model_label=resolved.label,
+            parameters=report.parameters,
+            has_accuracy=resolved.has_accuracy,
+            gguf_source=resolved.gguf_source,
+            load_avg_after=list(os.getloadavg()),
+            cpu_wall_ratio=cpu_s / max(wall1 - wall0, 1e-9),
+        )
+        quality_result = None
+        if spec.quality.enabled:  # after the latency numbers are taken; timed apart
+            quality_result = _evaluate(spec, backend, resolved, prompts[wl.warmup :], state, log, report)
+            metrics["quality_s"] = quality_result.get("timings_s", {}).get("total_s")
+        return BenchmarkResult(
+            run_id=None, metrics=metrics, provenance=prov, requests=warm + measured, quality=quality_result
+        )
+    finally:
+        backend.unload()
+
+
+def _evaluate(
+    spec: JobSpec,
+    backend: Any,
+    resolved: Any,
+    prompts: list[list[int]],
+    state: ProgressState,
+    log: Callable[[str], None],
+    report: Any,
+) -> dict[str, Any]:
+    """The evaluating phase: accuracy of the same recipe through the same backend."""
+    from engine.accuracy import evaluate
+
+    def load_reference() -> Any:
+        ref = get_backend(spec.recipe.engine)
+        ref.load(
+            resolved, evaluate.reference_recipe(spec.recipe), spec.device, lambda msg, _f: setattr(state, "note", msg)
+        )
+        return ref
+
+    state.tokens_done, state.tokens_total, state.requests_done, state.requests_total = 0, 0, 0, 0
+    state.enter("evaluating", ", ".join(spec.quality.metrics))
+    t0 = time.perf_counter()
+    result = evaluate.evaluate(spec, backend, resolved, prompts, state, log, report.context_length, load_reference)
+    result.setdefault("timings_s", {})["total_s"] = time.perf_counter() - t0
+    log(f"accuracy: {evaluate.summary_line(result)} ({result['timings_s']['total_s']:.1f} s)")
+    return result
+
+
+def per_gpu(tokens_per_s: float | None, device: str) -> float | None:
+    """Output tokens/s divided by the GPUs the job used; None on the CPU."""
+    if tokens_per_s is None or not device.startswith("cuda:"):
+        return None
+    return tokens_per_s / len(device.split(":", 1)[1].split(","))
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line: the exception's last line, prefixed by its type where that helps."""
+    text = str(exc).strip().splitlines()
+    line = text[-1] if text else ""
+    if isinstance(exc, (BackendError, SpecError)):
+        return line or type(exc).__name__
+    if "out of memory" in line.lower():
+        return f"out of memory: {line}"
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def run_benchmark(
+    spec: JobSpec,
+    db: Any | None = None,
+    state: ProgressState | None = None,
+    log: Callable[[str], None] = print,
+    job_id: int | None = None,
+    sweep: str | None = None,
+) -> BenchmarkResult:
+    """Pre-flight, execute and store. SpecError before anything is stored; BenchmarkFailed after."""
+    preflight(spec)
+    state = state or ProgressState()
+    try:
+        result = execute(spec, state, log)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # every failure becomes a stored reason (re-raised below)
+        reason = failure_reason(exc)
+        log(traceback.format_exc())
+        run_id = _store(db, spec, "failed", None, {"error_type": type(exc).__name__}, [], reason, job_id, sweep)
+        raise BenchmarkFailed(reason, run_id) from exc
+    state.enter("saving")
+    result.run_id = _store(
+        db,
+        spec,
+        "done",
+        result.metrics,
+        result.provenance,
+        result.requests,
+        None,
+        job_id,
+        sweep,
+        quality=result.quality,
+    )
+    state.enter("done")
+    return result
+
+
+def _store(
+    db: Any | None,
+    spec: JobSpec,
+    status: str,
+    metrics: dict[str, Any] | None,
+    prov: dict[str, Any],
+    requests: list[RequestRecord],
+    error: str | None,
+    job_id: int | None,
+    sweep: str | None,
+    quality: dict[str, Any] | None = None,
+) -> int | None:
+    if db is None:
+        return None
+    from storage.runs import NewRun, save_run
+
+    return save_run(
+        db,
+        NewRun(
+            status=status,
+            spec=spec.model_dump(mode="json"),
+            fingerprint=spec.fingerprint(),
+            model=spec.model.label,
+            engine=spec.recipe.engine,
+            device=spec.device,
+            device_name=prov.get("device_name"),
+            name=spec.name,
+            sweep=sweep,
+            provenance=prov,
+            metrics=metrics,
+            error=error,
+            job_id=job_id,
+            requests=requests,
+            quality=quality,
+        ),
+    )

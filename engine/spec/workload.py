@@ -1,0 +1,78 @@
+"""What is sent: the workload part of a job spec."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from engine.spec.base import _Strict
+
+Arrival = Literal["batch", "poisson", "gamma", "concurrency", "max"]
+PromptLength = Literal["fixed", "uniform", "normal"]
+# Workload fields whose defaults are left out of fingerprints (runs from before they existed keep theirs).
+SERVING_DEFAULTS: dict[str, Any] = {
+    "arrival": "batch",
+    "rate": None,
+    "burstiness": 1.0,
+    "max_concurrency": None,
+    "prompt_length": "fixed",
+    "prompt_length_spread": 0.0,
+    "slo_ttft_ms": None,
+    "slo_tpot_ms": None,
+    "slo_e2el_ms": None,
+}
+
+
+class Workload(_Strict):
+    """What is sent: prompts, output length, how many requests, in what batches."""
+
+    prompt_tokens: int | None = Field(default=128, ge=1, le=1_000_000)
+    prompt_file: str | None = None
+    output_tokens: int = Field(default=32, ge=1, le=100_000)
+    requests: int = Field(default=8, ge=1, le=1_000_000)
+    batch_size: int = Field(default=1, ge=1, le=4096)
+    warmup_requests: int | None = Field(default=None, ge=0, le=10_000)  # None: one batch
+    ignore_eos: bool = True
+    seed: int = Field(default=0, ge=0)
+    # Serving load (engine/load.py); the defaults keep the static-batch behaviour above.
+    arrival: Arrival = Field(default="batch", description="batch | poisson | gamma | concurrency | max")
+    rate: float | None = Field(default=None, gt=0, le=1_000_000, description="poisson/gamma: requests per second")
+    burstiness: float = Field(default=1.0, gt=0, le=1000, description="gamma shape (1 = Poisson, <1 burstier)")
+    max_concurrency: int | None = Field(default=None, ge=1, le=1_000_000, description="most requests in flight")
+    prompt_length: PromptLength = Field(default="fixed", description="prompt lengths: fixed | uniform | normal")
+    prompt_length_spread: float = Field(default=0.0, ge=0, le=1, description="uniform/normal: relative spread")
+    slo_ttft_ms: float | None = Field(default=None, gt=0, description="goodput SLO on TTFT (ms)")
+    slo_tpot_ms: float | None = Field(default=None, gt=0, description="goodput SLO on TPOT (ms)")
+    slo_e2el_ms: float | None = Field(default=None, gt=0, description="goodput SLO on E2EL (ms)")
+
+    @property
+    def warmup(self) -> int:
+        """Warm-up requests actually sent (default: one batch, so shapes match)."""
+        return self.batch_size if self.warmup_requests is None else self.warmup_requests
+
+    @property
+    def has_slo(self) -> bool:
+        return any(v is not None for v in (self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2el_ms))
+
+    @model_validator(mode="after")
+    def _check_arrival(self) -> Workload:
+        if self.arrival in ("poisson", "gamma") and self.rate is None:
+            raise ValueError(f"arrival={self.arrival} needs a rate (requests per second)")
+        if self.arrival == "concurrency" and self.max_concurrency is None:
+            raise ValueError("arrival=concurrency needs max_concurrency")
+        if self.arrival != "batch" and self.batch_size != 1:
+            raise ValueError("batch_size is for arrival=batch; use max_concurrency with other arrivals")
+        if self.arrival != "gamma" and self.burstiness != 1.0:
+            raise ValueError("burstiness applies to arrival=gamma only")
+        if self.prompt_length != "fixed" and self.prompt_file is not None:
+            raise ValueError("prompt_length distributions apply to prompt_tokens, not to a prompt file")
+        return self
+
+    @model_validator(mode="after")
+    def _one_prompt_source(self) -> Workload:
+        if self.prompt_file is not None and self.prompt_tokens is not None:
+            raise ValueError("give either prompt_tokens or prompt_file, not both")
+        if self.prompt_file is None and self.prompt_tokens is None:
+            raise ValueError("give prompt_tokens (a synthetic prompt of that length) or a prompt_file")
+        return self

@@ -1,0 +1,189 @@
+"""Calibration micro-benchmark of a local device: copy bandwidth and matmul throughput.
+
+A few seconds at most on a small CPU. torch is imported inside the functions, so
+importing this module stays cheap (pages may import it to spawn the CLI).
+
+- Copy bandwidth: ``dst.copy_(src)`` on a buffer larger than the last-level cache,
+  counted as bytes read + bytes written (STREAM "copy" convention), best of N.
+- Matmul throughput: square ``a @ b`` in each precision that the device runs, 2*n^3
+  FLOP per product, best of N.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+CPU_PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
+CUDA_PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class MicrobenchResult:
+    """What one micro-benchmark measured on one device."""
+
+    device: str
+    device_name: str
+    copy_gbs: float
+    matmul_tflops: dict[str, float]
+    memory_bytes: int | None
+    threads: int | None
+    duration_s: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _cpu_name() -> str:
+    from engine.measure.provenance import cpu_model
+
+    return cpu_model()
+
+
+def _system_memory_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def run_microbench(
+    device: str = "cpu",
+    copy_mb: int = 64,
+    matmul_n: int = 512,
+    repeats: int = 5,
+    precisions: tuple[str, ...] | None = None,
+) -> MicrobenchResult:
+    """Measure ``device`` (``cpu`` or ``cuda:N``); small defaults finish in ~1-3 s on 2 cores.
+
+    Raises ValueError for a device this machine does not have.
+    """
+    import torch
+
+    start = time.perf_counter()
+    if device == "cpu":
+        dev = torch.device("cpu")
+        name = _cpu_name()
+        memory = _system_memory_bytes()
+        threads: int | None = torch.get_num_threads()
+        precisions = precisions or CPU_PRECISIONS
+    elif device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device} was asked for but CUDA is not available here")
+        index = int(device.split(":")[1])
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"device {device} does not exist; this machine has {torch.cuda.device_count()} GPU(s)")
+        dev = torch.device("cuda", index)
+        props = torch.cuda.get_device_properties(dev)
+        name, memory, threads = props.name, int(props.total_memory), None
+        precisions = precisions or CUDA_PRECISIONS
+        copy_mb = max(copy_mb, 1024)
+        matmul_n = max(matmul_n, 8192)
+    else:
+        raise ValueError(f"device {device!r} is not 'cpu' or 'cuda:N'")
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    def best(fn: Any) -> float:
+        fn()  # warm-up
+        sync()
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    n_bytes = copy_mb * 1024 * 1024
+    src = torch.empty(n_bytes // 4, dtype=torch.float32, device=dev).fill_(1.0)
+    dst = torch.empty_like(src)
+    copy_s = best(lambda: dst.copy_(src))
+    copy_gbs = 2 * n_bytes / copy_s / 1e9
+
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    matmul: dict[str, float] = {}
+    per_precision_s: dict[str, float] = {}
+    for p in precisions:
+        a = torch.randn(matmul_n, matmul_n, device=dev).to(dtypes[p])
+        b = torch.randn(matmul_n, matmul_n, device=dev).to(dtypes[p])
+        t = best(lambda a=a, b=b: torch.matmul(a, b))
+        per_precision_s[p] = t
+        matmul[p] = 2 * matmul_n**3 / t / 1e12
+    duration = time.perf_counter() - start
+    return MicrobenchResult(
+        device=device,
+        device_name=name,
+        copy_gbs=copy_gbs,
+        matmul_tflops=matmul,
+        memory_bytes=memory,
+        threads=threads,
+        duration_s=duration,
+        details={
+            "copy_mb": copy_mb,
+            "matmul_n": matmul_n,
+            "repeats": repeats,
+            "torch": torch.__version__,
+            "best_s": per_precision_s,
+            "load_avg": list(os.getloadavg()),
+        },
+    )
+
+
+def store(db: Any, result: MicrobenchResult) -> int:
+    """Save a result in the database (storage.hardware); returns the measurement id."""
+    from storage.hardware import NewMeasurement, save_measurement
+
+    return save_measurement(
+        db,
+        NewMeasurement(
+            host=socket.gethostname(),
+            device=result.device,
+            device_name=result.device_name,
+            copy_gbs=result.copy_gbs,
+            matmul_tflops=dict(result.matmul_tflops),
+            duration_s=result.duration_s,
+            memory_bytes=result.memory_bytes,
+            threads=result.threads,
+            details=dict(result.details),
+        ),
+    )
+
+
+def measure_in_subprocess(db_url: str, device: str = "cpu", timeout_s: float = 120.0) -> tuple[bool, str]:
+    """Run ``python -m engine calibrate`` in a child process (keeps torch out of the caller).
+
+    Returns (ok, the last line of its output or the reason it failed).
+    """
+    from engine.settings import REPO_ROOT
+
+    cmd = [sys.executable, "-m", "engine", "calibrate", "--db", db_url, "--device", device]
+    try:
+        out = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            cwd=REPO_ROOT,
+            env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+        )
+    except subprocess.TimeoutExpired:
+        return False, f"the micro-benchmark did not finish within {timeout_s:.0f} s"
+    except OSError as exc:
+        return False, f"cannot start the micro-benchmark: {exc}"
+    text = (out.stdout.strip() or out.stderr.strip()).splitlines()
+    last = text[-1] if text else ""
+    if out.returncode != 0:
+        err = out.stderr.strip().splitlines()
+        return False, err[-1] if err else f"exit code {out.returncode}"
+    return True, last

@@ -1,0 +1,111 @@
+"""Metric definitions against hand-worked numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.measure.metrics import SLO, compute_metrics, itl_gaps_ns, summarize, tpot_ns, ttft_ns
+from engine.measure.records import RequestRecord, RunRecord
+
+MS = 1_000_000
+
+
+def req(
+    index: int,
+    send_ms: float,
+    chunks_ms: list[float],
+    tokens: list[int] | None = None,
+    *,
+    arrival_ms: float | None = None,
+    error: str | None = None,
+    warmup: bool = False,
+) -> RequestRecord:
+    return RequestRecord(
+        index=index,
+        arrival_ns=int((send_ms if arrival_ms is None else arrival_ms) * MS),
+        send_ns=int(send_ms * MS),
+        prompt_tokens=10,
+        chunk_ns=[int(c * MS) for c in chunks_ms],
+        chunk_tokens=tokens or [1] * len(chunks_ms),
+        error=error,
+        warmup=warmup,
+    )
+
+
+def test_single_request_by_hand():
+    # send at 0; tokens at 100, 150, 210, 260 ms -> TTFT 100, E2EL 260, TPOT (260-100)/3 = 53.33
+    r = req(0, 0, [100, 150, 210, 260])
+    assert ttft_ns(r) == 100 * MS
+    assert tpot_ns(r) == pytest.approx(160 / 3 * MS)
+    assert itl_gaps_ns(r) == [50 * MS, 60 * MS, 50 * MS]
+    m = compute_metrics(RunRecord(start_ns=0, end_ns=1000 * MS, requests=[r]))
+    assert m["ttft_ms"]["p50"] == pytest.approx(100)
+    assert m["e2el_ms"]["mean"] == pytest.approx(260)
+    assert m["tpot_ms"]["mean"] == pytest.approx(160 / 3)
+    assert m["itl_ms"]["mean"] == pytest.approx(160 / 3)
+    assert m["output_tokens_per_s"] == pytest.approx(4.0)  # 4 tokens in 1 s
+    assert m["requests_per_s"] == pytest.approx(1.0)
+    assert m["tokens_per_s_per_user"] == pytest.approx(1000 / (160 / 3))
+
+
+def test_percentiles_use_linear_interpolation():
+    s = summarize([1, 2, 3, 4])
+    assert s["p50"] == pytest.approx(2.5)
+    assert s["p90"] == pytest.approx(3.7)
+    assert s["p99"] == pytest.approx(3.97)
+    assert summarize([])["p50"] is None
+
+
+def test_queueing_is_kept_apart_from_ttft():
+    r = req(0, send_ms=500, chunks_ms=[600, 650], arrival_ms=0)
+    m = compute_metrics(RunRecord(start_ns=0, end_ns=1000 * MS, requests=[r]))
+    assert m["ttft_ms"]["mean"] == pytest.approx(100)
+    assert m["queue_ms"]["mean"] == pytest.approx(500)
+
+
+def test_multi_token_chunks_count_tokens_not_chunks():
+    # speculative decoding: 1 + 3 + 2 tokens in 3 chunks; TPOT = (300-100)/(6-1) = 40
+    r = req(0, 0, [100, 200, 300], [1, 3, 2])
+    assert tpot_ns(r) == pytest.approx(40 * MS)
+    m = compute_metrics(RunRecord(start_ns=0, end_ns=1000 * MS, requests=[r]))
+    assert m["total_output_tokens"] == 6
+    assert m["mean_tokens_per_chunk"] == pytest.approx(2.0)
+    assert m["itl_ms"]["mean"] == pytest.approx(100)
+
+
+def test_empty_chunks_are_not_tokens():
+    r = req(0, 0, [50, 100, 200], [0, 1, 1])
+    assert ttft_ns(r) == 100 * MS
+    assert itl_gaps_ns(r) == [100 * MS]
+
+
+def test_single_token_requests_are_left_out_of_tpot():
+    rs = [req(0, 0, [100]), req(1, 0, [100, 200])]
+    m = compute_metrics(RunRecord(start_ns=0, end_ns=1000 * MS, requests=rs))
+    assert m["tpot_ms"]["mean"] == pytest.approx(100)
+    assert m["ttft_ms"]["mean"] == pytest.approx(100)
+
+
+def test_warmup_excluded_and_counted_failures_counted():
+    rs = [
+        req(0, 0, [10, 20], warmup=True),
+        req(1, 0, [100, 200]),
+        req(2, 0, [], error="connection reset"),
+    ]
+    m = compute_metrics(RunRecord(start_ns=0, end_ns=2000 * MS, requests=rs))
+    assert m["warmup_excluded"] == 1
+    assert m["completed"] == 1
+    assert m["failed"] == 1
+    assert m["ttft_ms"]["mean"] == pytest.approx(100)
+
+
+def test_goodput_counts_failures_as_misses():
+    rs = [
+        req(0, 0, [100, 150, 200]),  # ttft 100, tpot 50, e2el 200
+        req(1, 0, [300, 320, 340]),  # ttft 300: misses ttft<=200
+        req(2, 0, [], error="500"),
+        req(3, 0, [100, 300, 500]),  # tpot 200: misses tpot<=100
+    ]
+    m = compute_metrics(RunRecord(start_ns=0, end_ns=2000 * MS, requests=rs), SLO(ttft_ms=200, tpot_ms=100))
+    assert m["goodput_fraction"] == pytest.approx(0.25)
+    assert m["goodput_requests_per_s"] == pytest.approx(0.5)

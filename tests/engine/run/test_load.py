@@ -1,0 +1,194 @@
+"""The serving load driver: arrival processes, concurrency, queueing, achieved rate (no model)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from engine.backends.base import GenerationParams
+from engine.measure.records import RequestRecord
+from engine.run.load import arrival_offsets_s, make_serving_prompts, prompt_lengths, run_load, slo_of
+from engine.spec import SpecError, Workload, parse_job_spec
+
+PARAMS = GenerationParams(max_new_tokens=4)
+
+
+class FakeStreaming:
+    """Streams ``max_new_tokens`` chunks ``gap_s`` apart on its own loop; tracks concurrency."""
+
+    def __init__(self, gap_s: float = 0.002) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.gap_s = gap_s
+        self.in_flight = 0
+        self.peak = 0
+
+    def run_async(self, coro):  # type: ignore[no-untyped-def]
+        return self.loop.run_until_complete(coro)
+
+    async def stream(self, prompt: list[int], params: GenerationParams, record: RequestRecord) -> None:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            if prompt and prompt[0] < 0:
+                raise RuntimeError("refused")
+            for _ in range(params.max_new_tokens):
+                await asyncio.sleep(self.gap_s)
+                record.add_chunk(time.perf_counter_ns(), 1)
+        finally:
+            self.in_flight -= 1
+
+
+class FakeSync:
+    """A transformers-like backend: one batch at a time, blocking."""
+
+    def generate(self, prompts, params, sink):  # type: ignore[no-untyped-def]
+        send = time.perf_counter_ns()
+        for _ in range(params.max_new_tokens):
+            time.sleep(0.001)
+            sink.chunk(0, time.perf_counter_ns(), 1)
+        return send
+
+
+def test_offsets_are_seeded_and_hit_the_mean_rate() -> None:
+    a = arrival_offsets_s(200, "poisson", rate=5.0, seed=3)
+    b = arrival_offsets_s(200, "poisson", rate=5.0, seed=3)
+    c = arrival_offsets_s(200, "poisson", rate=5.0, seed=4)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert np.all(np.diff(a) > 0) and a[0] > 0
+    assert a[-1] == pytest.approx(200 / 5.0)  # vLLM's normalisation: n requests over n/rate seconds
+
+
+def test_gamma_burstiness_sets_the_spread_of_gaps() -> None:
+    poisson = np.diff(arrival_offsets_s(4000, "poisson", rate=10.0, seed=0))
+    bursty = np.diff(arrival_offsets_s(4000, "gamma", rate=10.0, burstiness=0.25, seed=0))
+    smooth = np.diff(arrival_offsets_s(4000, "gamma", rate=10.0, burstiness=16.0, seed=0))
+    cv = lambda g: g.std() / g.mean()  # noqa: E731  (gamma: 1/sqrt(shape))
+    assert cv(poisson) == pytest.approx(1.0, abs=0.08)
+    assert cv(bursty) == pytest.approx(2.0, abs=0.2)
+    assert cv(smooth) == pytest.approx(0.25, abs=0.03)
+
+
+@pytest.mark.parametrize("arrival", ["concurrency", "max", "batch"])
+def test_closed_loops_are_due_at_once(arrival: str) -> None:
+    assert not arrival_offsets_s(5, arrival, rate=None).any()
+
+
+def test_prompt_length_distributions() -> None:
+    fixed = Workload(prompt_tokens=100)
+    assert prompt_lengths(fixed, 3) == [100, 100, 100]
+    uni = Workload(prompt_tokens=100, prompt_length="uniform", prompt_length_spread=0.5, seed=1)
+    lengths = prompt_lengths(uni, 500)
+    assert min(lengths) >= 50 and max(lengths) <= 150 and len(set(lengths)) > 50
+    assert prompt_lengths(uni, 500) == lengths  # seeded
+    normal = prompt_lengths(Workload(prompt_tokens=10, prompt_length="normal", prompt_length_spread=1.0), 300)
+    assert min(normal) >= 1
+    prompts = make_serving_prompts(uni, 20, None, vocab_size=1000)
+    assert [len(p) for p in prompts] == prompt_lengths(uni, 20)
+
+
+def test_poisson_load_keeps_the_configured_rate() -> None:
+    backend = FakeStreaming()
+    wl = Workload(requests=40, arrival="poisson", rate=100.0, seed=2)
+    result = run_load(backend, [[1]] * 40, wl, PARAMS)
+    stats = result.stats
+    assert stats["configured_rate"] == 100.0 and stats["scheduled_rate"] == pytest.approx(100.0)
+    assert stats["achieved_rate"] == pytest.approx(100.0, rel=0.15)
+    queues_ms = [(r.send_ns - r.arrival_ns) / 1e6 for r in result.records]
+    assert min(queues_ms) >= 0 and np.median(queues_ms) < 5  # nothing waits for a slot
+    assert all(r.output_tokens == 4 and r.ok for r in result.records)
+
+
+def test_max_concurrency_bounds_in_flight_and_records_queueing() -> None:
+    backend = FakeStreaming(gap_s=0.003)
+    wl = Workload(requests=12, arrival="concurrency", max_concurrency=3)
+    result = run_load(backend, [[1]] * 12, wl, PARAMS)
+    assert backend.peak == 3 and result.stats["peak_concurrency"] == 3
+    queued = sorted((r.send_ns - r.arrival_ns) / 1e6 for r in result.records)
+    assert queued[:3] == pytest.approx([0, 0, 0], abs=2) and queued[-1] > 20  # last ones waited ~3 rounds
+    assert len({r.arrival_ns for r in result.records}) == 1
+
+
+def test_max_sends_everything_at_once_and_failures_are_records() -> None:
+    backend = FakeStreaming()
+    wl = Workload(requests=6, arrival="max")
+    result = run_load(backend, [[1], [-1], [1], [1], [-1], [1]], wl, PARAMS)
+    assert backend.peak >= 4  # all sent at once (the refused ones leave at once)
+    errors = [r.error for r in result.records]
+    assert errors.count("RuntimeError: refused") == 2 and errors.count(None) == 4
+
+
+def test_batch_arrival_sends_batches_in_turn() -> None:
+    backend = FakeStreaming()
+    wl = Workload(requests=6, batch_size=2)
+    result = run_load(backend, [[1]] * 6, wl, PARAMS)
+    assert backend.peak == 2
+    arrivals = [r.arrival_ns for r in result.records]
+    assert arrivals[0] == arrivals[1] < arrivals[2] == arrivals[3] < arrivals[4]
+
+
+def test_warmup_ignores_the_arrival_process() -> None:
+    backend = FakeStreaming()
+    wl = Workload(requests=4, arrival="poisson", rate=0.5)  # 8 s if it were honoured
+    t0 = time.perf_counter()
+    result = run_load(backend, [[1]] * 4, wl, PARAMS, warmup=True)
+    assert time.perf_counter() - t0 < 2 and all(r.warmup for r in result.records)
+
+
+def test_sync_backends_serve_one_at_a_time_and_queue() -> None:
+    wl = Workload(requests=5, arrival="poisson", rate=1000.0)
+    result = run_load(FakeSync(), [[1]] * 5, wl, PARAMS)
+    assert all(r.output_tokens == 4 for r in result.records)
+    assert result.records[-1].send_ns - result.records[-1].arrival_ns > 5e6  # waited behind the others
+    assert result.stats["peak_concurrency"] == 1
+
+
+def test_workload_validation() -> None:
+    with pytest.raises(SpecError, match="needs a rate"):
+        parse_job_spec({"model": {"source": "demo"}, "workload": {"arrival": "poisson"}})
+    with pytest.raises(SpecError, match="needs max_concurrency"):
+        parse_job_spec({"model": {"source": "demo"}, "workload": {"arrival": "concurrency"}})
+    with pytest.raises(SpecError, match="burstiness applies to arrival=gamma"):
+        parse_job_spec({"model": {"source": "demo"}, "workload": {"arrival": "poisson", "rate": 1, "burstiness": 2}})
+    with pytest.raises(SpecError, match="batch_size is for arrival=batch"):
+        parse_job_spec({"model": {"source": "demo"}, "workload": {"arrival": "max", "batch_size": 4}})
+
+
+def test_serving_defaults_keep_fingerprints() -> None:
+    plain = parse_job_spec({"model": {"source": "demo"}})
+    explicit = parse_job_spec({"model": {"source": "demo"}, "workload": {"arrival": "batch", "burstiness": 1.0}})
+    served = parse_job_spec({"model": {"source": "demo"}, "workload": {"arrival": "poisson", "rate": 2}})
+    assert plain.fingerprint() == explicit.fingerprint() != served.fingerprint()
+    assert "arrival" not in plain.fingerprint()  # a hash, not JSON
+    assert slo_of(plain.workload) is None
+    slo = slo_of(Workload(slo_ttft_ms=200, slo_e2el_ms=1000))
+    assert slo is not None and slo.ttft_ms == 200 and slo.tpot_ms is None and slo.e2el_ms == 1000
+
+
+def test_recipes_for_serving_engines() -> None:
+    spec = parse_job_spec(
+        {"model": {"source": "demo"}, "recipe": {"engine": "vllm-server", "max_num_seqs": 4, "speculative": "ngram"}}
+    )
+    assert "max_num_seqs=4" in spec.recipe.describe() and "ngram" in spec.recipe.describe()
+    # vLLM in process builds random weights itself; the managed server needs real ones
+    assert parse_job_spec({"model": {"source": "synthetic:smollm2-135m"}, "recipe": {"engine": "vllm"}})
+    with pytest.raises(SpecError, match="synthetic weights run with engine vllm"):
+        parse_job_spec({"model": {"source": "synthetic:smollm2-135m"}, "recipe": {"engine": "vllm-server"}})
+    with pytest.raises(SpecError, match="draft model needs real weights"):
+        parse_job_spec(
+            {
+                "model": {"source": "synthetic:smollm2-135m"},
+                "recipe": {"engine": "vllm", "speculative": "draft", "speculative_model": "demo"},
+            }
+        )
+    with pytest.raises(SpecError, match="needs speculative_model"):
+        parse_job_spec({"model": {"source": "demo"}, "recipe": {"engine": "vllm", "speculative": "eagle"}})
+    with pytest.raises(SpecError, match="base_url"):
+        parse_job_spec(
+            {
+                "model": {"source": "demo"},
+                "recipe": {"engine": "openai", "base_url": "localhost:8000", "model_name": "m"},
+            }
+        )

@@ -32,10 +32,12 @@ run: prepare
 	@bash scripts/run_app.sh
 
 test: install
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/ruff format --check .
 
 bench: prepare

@@ -10,10 +10,8 @@ cleanup() {
   wait 2>/dev/null || true
 }
 trap cleanup INT TERM EXIT
-if [ -f engine/worker.py ]; then
-  "$BIN/python" -m engine worker &
-  pids+=($!)
-fi
+"$BIN/python" -m engine worker &
+pids+=($!)
 "$BIN/streamlit" run app.py --server.address "${LATENCYLAB_HOST:-127.0.0.1}" --server.port "${LATENCYLAB_PORT:-8501}" &
 pids+=($!)
 echo "LatencyLab: http://${LATENCYLAB_HOST:-127.0.0.1}:${LATENCYLAB_PORT:-8501}  (Ctrl-C stops the app and the worker)"

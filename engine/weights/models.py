@@ -87,30 +87,38 @@ def _check_allowed(path: Path) -> None:
         raise SpecError(f"model path {path} is outside the folders the operator allows ({roots})")
 
 
+def _check_folder(path: Path) -> None:
+    if not path.is_dir():
+        raise SpecError(f"model folder {path} does not exist")
+    if not (path / "config.json").is_file():
+        raise SpecError(f"{path} has no config.json; point at a Hugging Face model folder or a .gguf file")
+
+
+def _check_hub_cache(spec: ModelSpec) -> None:
+    """Offline (HF_HUB_OFFLINE=1), a hub id must already be in the local cache."""
+    if os.environ.get("HF_HUB_OFFLINE") != "1":
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    repo = spec.source.removeprefix("hf:")
+    if not isinstance(try_to_load_from_cache(repo, "config.json", revision=spec.revision), str):
+        raise SpecError(f"{repo} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids downloading it")
+
+
 def check(spec: ModelSpec) -> None:
     """Cheap checks that the weights can be found; raise SpecError with what to do."""
     kind = spec.kind
     if kind == "demo":
         demo_gguf_path()
-    elif kind == "gguf":
+    elif kind in ("gguf", "local"):
         path = Path(spec.source).expanduser()
         _check_allowed(path)
-        _check_gguf_file(path)
-    elif kind == "local":
-        path = Path(spec.source).expanduser()
-        _check_allowed(path)
-        if not path.is_dir():
-            raise SpecError(f"model folder {path} does not exist")
-        if not (path / "config.json").is_file():
-            raise SpecError(f"{path} has no config.json; point at a Hugging Face model folder or a .gguf file")
-    elif kind == "hf" and os.environ.get("HF_HUB_OFFLINE") == "1":
-        from huggingface_hub import try_to_load_from_cache
-
-        repo = spec.source.removeprefix("hf:")
-        if not isinstance(try_to_load_from_cache(repo, "config.json", revision=spec.revision), str):
-            raise SpecError(
-                f"{repo} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids downloading it"
-            )
+        if kind == "gguf":
+            _check_gguf_file(path)
+        else:
+            _check_folder(path)
+    elif kind == "hf":
+        _check_hub_cache(spec)
 
 
 def model_config(model: ResolvedModel) -> dict[str, Any]:

@@ -95,8 +95,8 @@ def render(rows: list[dict[str, Any]]) -> str:
 def cmd_estimate(args: argparse.Namespace) -> int:
     """Print calibrated estimates for one model/recipe/workload on several hardware entries."""
     from engine.cli.main import UsageError, _emit_json, open_db
-    from engine.whatif.calibrate import table_rows, what_if
     from engine.whatif.estimate import ENGINES, EstimateError, EstimateRecipe, EstimateWorkload, model_shape
+    from engine.whatif.query import table_rows, what_if
 
     db = open_db(args)
     entries = catalog(db)

@@ -7,9 +7,12 @@ import random
 
 import pytest
 
-from engine.whatif.calibrate import Calibration, calibrate, collect_points, fit_factors, table_rows, what_if
+from engine.whatif.calibrate import Calibration, calibrate
 from engine.whatif.estimate import EstimateRecipe, EstimateWorkload, Factors, model_shape, phase_times, prior, work
+from engine.whatif.fit import fit_factors
 from engine.whatif.hardware import CATALOG, Hardware
+from engine.whatif.points import collect_points
+from engine.whatif.query import table_rows, what_if
 
 CPU = Hardware(
     key="local:cpu",

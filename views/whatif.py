@@ -2,7 +2,7 @@
 may not own, calibrated by the runs measured here, with their error band.
 
 State lives in the URL: ``?model=synthetic:llama-3-8b&engine=transformers&dtype=bf16&kv=auto
-&bs=1&tp=1&prompt=128&output=32&conc=&hw=h100-sxm,a100-80gb``.
+&bs=1&tp=1&drop=0&prompt=128&output=32&conc=&hw=h100-sxm,a100-80gb``.
 """
 
 from __future__ import annotations
@@ -41,11 +41,19 @@ DEFAULTS: dict[str, Any] = {
     "kv": "auto",
     "bs": 1,
     "tp": 1,
+    "drop": 0,
     "prompt": 128,
     "output": 32,
     "conc": 0,
 }
-INTS = {"bs": (1, 4096), "tp": (1, 16), "prompt": (1, 10_000_000), "output": (1, 1_000_000), "conc": (0, 100_000)}
+INTS = {
+    "bs": (1, 4096),
+    "tp": (1, 16),
+    "drop": (0, 1024),
+    "prompt": (1, 10_000_000),
+    "output": (1, 1_000_000),
+    "conc": (0, 100_000),
+}
 LAUNCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "auto": "auto"}
 
 
@@ -104,7 +112,7 @@ def init_state(values: dict[str, Any]) -> None:
     model = values["model"]
     st.session_state["wi_model"] = model if model in MODELS else LOCAL_FOLDER
     st.session_state["wi_folder"] = "" if model in MODELS else model
-    for key in ("engine", "dtype", "kv", "bs", "tp", "prompt", "output", "conc", "hw"):
+    for key in ("engine", "dtype", "kv", "bs", "tp", "drop", "prompt", "output", "conc", "hw"):
         st.session_state[f"wi_{key}"] = values[key]
 
 
@@ -232,12 +240,15 @@ def inputs(entries: dict[str, Any]) -> dict[str, Any]:
     )
     values["dtype"] = c3.selectbox("Weights", list(WEIGHT_DTYPES), key="wi_dtype")
     values["kv"] = c4.selectbox("KV cache", list(KV_DTYPES), key="wi_kv")
-    c1, c2, c3, c4, c5 = st.columns(5)
+    c1, c2, c3, c4, c5, c6 = st.columns(6)
     values["bs"] = int(c1.number_input("Batch size", 1, 4096, key="wi_bs"))
     values["tp"] = int(c2.selectbox("Tensor parallel", [1, 2, 4, 8, 16], key="wi_tp"))
-    values["prompt"] = int(c3.number_input("Prompt tokens", 1, 10_000_000, key="wi_prompt"))
-    values["output"] = int(c4.number_input("Output tokens", 1, 1_000_000, key="wi_output"))
-    values["conc"] = int(c5.number_input("Concurrency (0 = one batch)", 0, 100_000, key="wi_conc"))
+    values["drop"] = int(
+        c3.number_input("Dropped layers", 0, 1024, key="wi_drop", help="pruning: decoder layers removed")
+    )
+    values["prompt"] = int(c4.number_input("Prompt tokens", 1, 10_000_000, key="wi_prompt"))
+    values["output"] = int(c5.number_input("Output tokens", 1, 1_000_000, key="wi_output"))
+    values["conc"] = int(c6.number_input("Concurrency (0 = one batch)", 0, 100_000, key="wi_conc"))
     values["hw"] = st.multiselect(
         "Hardware", list(entries), key="wi_hw", format_func=lambda k: f"{k}: {entries[k].name}"
     )
@@ -261,7 +272,9 @@ def compute(db: Any, entries: dict[str, Any], values: dict[str, Any]) -> tuple[A
             kv_dtype=values["kv"],
             batch_size=values["bs"],
             tp=values["tp"],
+            drop_layers=values["drop"],
         )
+        shape.dropped(recipe.drop_layers)
         workload = EstimateWorkload(
             prompt_tokens=values["prompt"], output_tokens=values["output"], concurrency=values["conc"] or None
         )
@@ -285,12 +298,16 @@ def table(rows: list[dict[str, Any]]) -> None:
 
 
 def calibration_notes(rows: list[dict[str, Any]], result: Any) -> None:
-    """Which calibration each row used, and the runs that were not used (with reasons)."""
+    """Which calibration each row used, and the runs left out ("N runs left out: 3 speculative ...")."""
     for label in dict.fromkeys(r["calibration"] for r in rows):
         (st.info if label.startswith("uncalibrated") else st.caption)(label)
     skipped = result.calibration.skipped
     if skipped:
-        with st.expander(f"{len(skipped)} run(s) not used for calibration"):
+        with st.expander(result.calibration.left_out):
+            st.caption(
+                "Left out of the fit and of the measured overlay: the estimator does not model these "
+                "recipes or workloads, so fitting them would distort the factors and the error band."
+            )
             st.dataframe(pd.DataFrame(skipped, columns=["run", "reason"]), hide_index=True)
 
 
@@ -304,6 +321,7 @@ def measure_here(db: Any, values: dict[str, Any]) -> None:
             "engine": engine if engine != "ideal" else "transformers",
             "dtype": LAUNCH_DTYPE.get(values["dtype"], "auto"),
             "batch_size": values["bs"],
+            **({"drop_layers": values["drop"]} if values["drop"] else {}),
             "prompt_tokens": values["prompt"],
             "output_tokens": values["output"],
             "device": "cpu",

@@ -1,9 +1,11 @@
 """Calibration of the what-if estimator from measured runs, with leave-one-out error bands.
 
 For every finished run in the database whose model shape, workload and device are
-known, the estimator's :class:`~engine.whatif.estimate.Work` is computed against the *measured*
-figures of the device it ran on (from :mod:`engine.whatif.microbench`). Runs are grouped by
-(engine, device kind, weight precision); per group, the five :class:`Factors` are fitted
+known and whose recipe the estimator models (:mod:`engine.whatif.admit`; the others are
+left out with their reason), the estimator's :class:`~engine.whatif.estimate.Work` is
+computed against the *measured* figures of the device it ran on (from
+:mod:`engine.whatif.microbench`). Runs are grouped by (engine, device kind, weight
+precision, KV precision, quantization method); per group, the five :class:`Factors` are fitted
 by damped Gauss-Newton on log(predicted / measured) of TTFT and TPOT, with a weak pull
 toward the documented priors (so factors the runs do not constrain stay sensible).
 Each group's error band is the leave-one-out error: every run is predicted by factors
@@ -18,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.whatif.admit import left_out_summary
 from engine.whatif.estimate import Band
 from engine.whatif.fit import GroupFit, fit_group
 from engine.whatif.points import Point, collect_points
@@ -36,17 +39,21 @@ class Calibration:
     def calibrated(self) -> bool:
         return bool(self.groups)
 
-    def for_target(self, engine: str, kind: str, dtype: str) -> tuple[Factors, Band | None, str]:
-        """Factors, band and a label for an estimate of ``engine`` on hardware of ``kind``."""
+    def for_target(self, engine: str, kind: str, dtype: str, kv: str | None = None) -> tuple[Factors, Band | None, str]:
+        """Factors, band and a label for an estimate of ``engine`` on hardware of ``kind``.
+
+        First a group of the same weight (and KV, when given) precision, plain weights
+        before a quantization method; then the same kind's plain group, carried.
+        """
         if engine == "ideal":
             return prior(engine, kind), None, "bare roofline: data-sheet peaks, no overhead (a floor, not a forecast)"
         mine = [g for g in self.groups if g.engine == engine]
-        for pick, how in (
-            ([g for g in mine if g.device_kind == kind and g.dtype == dtype], ""),
-            ([g for g in mine if g.device_kind == kind], f" (carried to {dtype}: that precision not measured)"),
-        ):
+        here = [g for g in mine if g.device_kind == kind]
+        same = [g for g in here if g.dtype == dtype and (kv is None or g.kv == kv)]
+        target = dtype if kv is None else f"{dtype} w / {kv} kv"
+        for pick, how in ((same, ""), (here, f" (carried to {target}: that precision not measured)")):
             if pick:
-                best = max(pick, key=lambda g: len(g.run_ids))
+                best = max(pick, key=lambda g: (not g.method, len(g.run_ids)))
                 return best.factors, best.band, best.label + how
         if mine:
             # A CPU's per-step overhead is host compute, a GPU's is kernel launches: they do not transfer.
@@ -61,12 +68,17 @@ class Calibration:
             )
         return prior(engine, kind), None, f"uncalibrated (no measured {engine} runs; documented priors)"
 
+    @property
+    def left_out(self) -> str:
+        """ "N runs left out: 3 speculative decoding (not modelled), ..." ("" when none)."""
+        return left_out_summary(self.skipped)
+
 
 def fit_points(points: list[Point], skipped: list[tuple[int, str]] | None = None) -> Calibration:
-    """Group points by (engine, device kind, precision) and fit each group."""
-    groups: dict[tuple[str, str, str], list[Point]] = {}
+    """Group comparable points (engine, device kind, weight and KV precision, method) and fit each group."""
+    groups: dict[tuple[str, str, str, str, str], list[Point]] = {}
     for p in points:
-        groups.setdefault((p.engine, p.device_kind, p.dtype), []).append(p)
+        groups.setdefault((p.engine, p.device_kind, p.dtype, p.kv, p.method), []).append(p)
     return Calibration(groups=[fit_group(g) for g in groups.values()], skipped=list(skipped or []), points=list(points))
 
 

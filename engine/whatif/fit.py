@@ -45,7 +45,8 @@ class Held:
 
 @dataclass(frozen=True)
 class GroupFit:
-    """Factors fitted for one (engine, device kind, precision) group of runs."""
+    """Factors fitted for one group of comparable runs: engine, device kind, weight and KV
+    precision and quantization method (kernels differ, so methods are never mixed)."""
 
     engine: str
     device_kind: str
@@ -55,6 +56,14 @@ class GroupFit:
     run_ids: list[int]
     band: Band | None
     held_out: list[Held] = field(default_factory=list)
+    kv: str = ""
+    method: str = ""
+
+    @property
+    def recipe_label(self) -> str:
+        """e.g. ``transformers/fp32`` or ``transformers/int4 (gptq), kv fp32``."""
+        text = f"{self.engine}/{self.dtype}" + (f" ({self.method})" if self.method else "")
+        return text + (f", kv {self.kv}" if self.kv and self.kv != self.dtype else "")
 
     @property
     def label(self) -> str:
@@ -63,7 +72,7 @@ class GroupFit:
             if self.band
             else "too few runs for a held-out error"
         )
-        return f"calibrated on {len(self.run_ids)} {self.engine}/{self.dtype} run(s) on {self.device_name}; {band}"
+        return f"calibrated on {len(self.run_ids)} {self.recipe_label} run(s) on {self.device_name}; {band}"
 
 
 def _to_factors(x: np.ndarray) -> Factors:
@@ -157,4 +166,6 @@ def fit_group(points: list[Point]) -> GroupFit:
         run_ids=[p.run_id for p in points],
         band=_band(held),
         held_out=held,
+        kv=first.kv,
+        method=first.method,
     )

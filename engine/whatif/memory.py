@@ -63,6 +63,7 @@ def memory(shape: ModelShape, hw: Hardware, recipe: EstimateRecipe, prompt: int,
     plus the float32 logits of the last position; attention scores are not materialized
     (SDPA/flash kernels).
     """
+    shape = shape.dropped(recipe.drop_layers)
     weight, kv = resolve_dtypes(recipe, hw)
     b, tp = recipe.batch_size, recipe.tp
     ctx = prompt + output

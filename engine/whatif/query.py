@@ -10,7 +10,7 @@ import numpy as np
 from engine.whatif.calibrate import Calibration, calibrate
 from engine.whatif.estimate import Estimate, estimate
 from engine.whatif.hardware import Hardware
-from engine.whatif.points import collect_points
+from engine.whatif.points import Point, collect_points
 from engine.whatif.recipe import EstimateRecipe, EstimateWorkload, resolve_dtypes
 from engine.whatif.shapes import ModelShape
 
@@ -34,6 +34,26 @@ class WhatIf:
     calibration: Calibration
 
 
+def matches(p: Point, source: str, recipe: EstimateRecipe, workload: EstimateWorkload) -> bool:
+    """Whether a measured point is the estimate's question: same model, recipe and workload.
+
+    Only admitted (modelled) runs are points; among them the model, engine, weight and KV
+    precision, dropped layers, batch size, prompt and output lengths must agree, and the
+    estimate's concurrency must be one batch (what a static-batch run measures).
+    """
+    weight, kv = resolve_dtypes(recipe, p.hardware)
+    return (
+        p.source == source
+        and p.engine == recipe.engine
+        and (p.dtype, p.kv or kv) == (weight, kv)
+        and p.drop_layers == recipe.drop_layers
+        and p.batch_size == recipe.batch_size
+        and (p.prompt_tokens, p.output_tokens) == (workload.prompt_tokens, workload.output_tokens)
+        and workload.concurrency in (None, recipe.batch_size)
+        and recipe.tp == 1
+    )
+
+
 def what_if(
     shape: ModelShape,
     source: str,
@@ -43,30 +63,20 @@ def what_if(
     db: Any | None = None,
     calibration: Calibration | None = None,
 ) -> WhatIf:
-    """Calibrated estimates for each hardware entry plus matching measured runs."""
+    """Calibrated estimates for each hardware entry plus the measured runs that match them."""
     cal = calibration if calibration is not None else calibrate(db)
     estimates = []
     for hw in hardware:
-        weight, _ = resolve_dtypes(recipe, hw)
-        factors, band, label = cal.for_target(recipe.engine, hw.kind, weight)
+        weight, kv = resolve_dtypes(recipe, hw)
+        factors, band, label = cal.for_target(recipe.engine, hw.kind, weight, kv)
         estimates.append(estimate(shape, hw, recipe, workload, factors, label, band))
-    measured: list[Measured] = []
-    if cal.points or db is not None:
-        points = cal.points if cal.points else collect_points(db)[0]
-        keys = {e.hardware for e in estimates}
-        for p in points:
-            hw_key = p.hardware.key
-            if (
-                hw_key in keys
-                and p.source == source
-                and p.engine == recipe.engine
-                and p.batch_size == recipe.batch_size
-                and p.prompt_tokens == workload.prompt_tokens
-                and p.output_tokens == workload.output_tokens
-                and p.dtype == resolve_dtypes(recipe, p.hardware)[0]
-                and recipe.tp == 1
-            ):
-                measured.append(Measured(p.run_id, hw_key, p.ttft_ms, p.tpot_ms))
+    points = cal.points if cal.points or db is None else collect_points(db)[0]
+    keys = {e.hardware for e in estimates}
+    measured = [
+        Measured(p.run_id, p.hardware.key, p.ttft_ms, p.tpot_ms)
+        for p in points
+        if p.hardware.key in keys and matches(p, source, recipe, workload)
+    ]
     return WhatIf(estimates=estimates, measured=measured, calibration=cal)
 
 

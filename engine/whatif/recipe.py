@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from engine.whatif.hardware import Hardware
 from engine.whatif.shapes import EstimateError
 
-# Bytes per element of a stored weight / KV entry. int4 is weight-only (group scales ignored).
-BYTES: dict[str, float] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+# Bytes per element of a stored weight / KV entry (group scales ignored); int2 only for the KV cache.
+BYTES: dict[str, float] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5, "int2": 0.25}
 ALIASES: dict[str, str] = {
     "float32": "fp32",
     "bfloat16": "bf16",
@@ -19,7 +19,7 @@ ALIASES: dict[str, str] = {
     "fp8_e4m3": "fp8",
 }
 WEIGHT_DTYPES: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")
-KV_DTYPES: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16", "fp8", "int8")
+KV_DTYPES: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4", "int2")
 # Precision the matmuls run in, per weight format: fp8 and int8 as W8A8, int4 weight-only in bf16.
 COMPUTE_PRECISION: dict[str, str] = {
     "fp32": "fp32",
@@ -41,13 +41,15 @@ def normalize_dtype(name: str, allowed: tuple[str, ...]) -> str:
 
 @dataclass(frozen=True)
 class EstimateRecipe:
-    """How the model is served: engine, weight and KV precision, batch size, tensor parallelism."""
+    """How the model is served: engine, weight and KV precision, batch size, tensor parallelism,
+    and decoder layers dropped (pruning)."""
 
     engine: str = "transformers"
     dtype: str = "auto"
     kv_dtype: str = "auto"
     batch_size: int = 1
     tp: int = 1
+    drop_layers: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype, WEIGHT_DTYPES))
@@ -56,6 +58,8 @@ class EstimateRecipe:
             raise EstimateError(f"batch size {self.batch_size} must be between 1 and 4096")
         if self.tp not in (1, 2, 4, 8, 16):
             raise EstimateError(f"tensor parallelism {self.tp} must be 1, 2, 4, 8 or 16")
+        if not 0 <= self.drop_layers <= 1024:
+            raise EstimateError(f"dropped layers {self.drop_layers} must be between 0 and 1024")
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ def _allreduce_s(n_bytes: float, tp: int, hw: Hardware) -> float:
 
 def work(shape: ModelShape, hw: Hardware, recipe: EstimateRecipe, prompt: int, output: int, batch: int) -> Work:
     """The FLOPs and bytes of prefill and of an average decode step (context = prompt + output/2)."""
+    shape = shape.dropped(recipe.drop_layers)
     weight, kv = resolve_dtypes(recipe, hw)
     if recipe.tp > 1 and not hw.interconnect_gbs:
         raise EstimateError(f"{hw.name} has no interconnect figure; tensor parallelism needs one (use tp=1)")

@@ -55,6 +55,17 @@ class ModelShape:
         """2 (K and V) x layers x kv_heads x head_dim x bytes."""
         return 2 * self.layers * self.kv_heads * self.head_dim * kv_bytes
 
+    def dropped(self, n: int) -> ModelShape:
+        """The shape after removing ``n`` decoder layers (their matmuls and two norms each)."""
+        if n == 0:
+            return self
+        if not 0 < n < self.layers:
+            raise EstimateError(
+                f"dropping {n} layers of {self.name}'s {self.layers} leaves none (drop 0 to {self.layers - 1})"
+            )
+        per_layer = self.linear_params // self.layers + 2 * self.hidden
+        return replace(self, layers=self.layers - n, params=self.params - n * per_layer)
+
 
 def _count_params(c: dict[str, Any]) -> int:
     h, inter, layers = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]

@@ -92,6 +92,8 @@ def main() -> int:
     cal = calibrate(db)
     for run_id, reason in cal.skipped:
         print(f"  skipped run {run_id}: {reason}")
+    if cal.left_out:
+        print(cal.left_out)
     for g in cal.groups:
         print(f"\n{g.label}")
         print("  factors: " + ", ".join(f"{k}={v:.3g}" for k, v in g.factors.to_dict().items()))

@@ -189,28 +189,11 @@ def chart(rows: list[dict[str, Any]]) -> go.Figure:
     return fig
 
 
-TABLE_COLUMNS = [
-    "hardware",
-    "fits",
-    "ttft_ms",
-    "tpot_ms",
-    "output_tokens_per_s",
-    "band_ttft_pct",
-    "band_tpot_pct",
-    "measured_ttft_ms",
-    "measured_tpot_ms",
-    "memory_gb",
-    "usable_gb",
-    "weights_gb",
-    "kv_gb",
-    "kv_per_token_kb",
-    "activations_gb",
-    "max_batch",
-    "max_context",
-    "bound",
-    "precision",
-    "notes",
-]
+TABLE_COLUMNS = (
+    "hardware fits ttft_ms tpot_ms output_tokens_per_s band_ttft_pct band_tpot_pct measured_ttft_ms "
+    "measured_tpot_ms memory_gb usable_gb weights_gb kv_gb kv_per_token_kb activations_gb max_batch "
+    "max_context bound precision notes"
+).split()
 TABLE_CONFIG = {
     "ttft_ms": ("TTFT [ms]", "%.1f"),
     "tpot_ms": ("TPOT [ms]", "%.2f"),
@@ -365,8 +348,8 @@ def page() -> None:
     """The what-if page: inputs from the URL, estimates, overlay, calibration, measure here."""
     st.title("What-if: hardware you don't own")
     st.caption(
-        "Roofline estimates (prefill compute-bound, decode memory-bound, plus the engine's per-step "
-        "overhead), calibrated by the runs measured here. Data-sheet figures are vendor claims."
+        "Roofline estimates (prefill compute-bound, decode memory-bound, with the engine's launch "
+        "overheads), calibrated by the comparable runs measured here. Data-sheet figures are vendor claims."
     )
     db = database()
     entries = catalog(db)

@@ -3,16 +3,17 @@
 No weights, no torch, no device: the model is its architecture config. The time model
 is a roofline with efficiency factors and fixed engine overheads (see :class:`Factors`):
 
-- prefill (TTFT) = prefill overhead + max(FLOPs / (peak x eff_compute_prefill),
-  bytes / (bandwidth x eff_bandwidth)) + tensor-parallel communication;
-- decode (TPOT) = per-step overhead + max(bytes / (bandwidth x eff_bandwidth),
-  FLOPs / (peak x eff_compute_decode)) + communication, where bytes per step are all
-  the weights plus the KV cache of the batch read once.
+- prefill (TTFT): the roofline time of one pass (FLOPs or bytes) and the prefill
+  overhead, overlapping on a GPU (max of the two), added on a CPU;
+- decode (TPOT) = per-step overhead + the roofline time of one step (weights plus the
+  batch's KV cache read once) + tensor-parallel communication.
 
+The model is written out in :mod:`engine.whatif.roofline`, memory in
+:mod:`engine.whatif.memory`, model shapes (with dropped layers) in :mod:`engine.whatif.shapes`.
 The per-step overhead is what keeps a launch-bound engine (eager transformers, one
 kernel launch per op from Python) from being predicted as fast as a fused one.
 :mod:`engine.whatif.calibrate` fits the factors from measured runs; without runs the
-documented priors below are used and the estimate says "uncalibrated".
+documented priors (:data:`engine.whatif.roofline.PRIORS`) are used and the estimate says "uncalibrated".
 """
 
 from __future__ import annotations

@@ -1,10 +1,19 @@
 """The estimator's time model: engine factors, the work of a phase, and phase times.
 
-- prefill (TTFT) = prefill overhead + max(FLOPs / (peak x eff_compute_prefill),
-  bytes / (bandwidth x eff_bandwidth)) + tensor-parallel communication;
+- prefill (TTFT) = max(FLOPs / (peak x eff_compute_prefill), bytes / (bandwidth x
+  eff_bandwidth)) combined with the prefill overhead, + tensor-parallel communication.
+  On a GPU the host launches kernels asynchronously, so one prefill pass costs
+  max(overhead, roofline): its launch time hides behind the kernels it launches (or
+  they behind it). On a CPU the overhead is host work on the same cores: it adds.
 - decode (TPOT) = per-step overhead + max(bytes / (bandwidth x eff_bandwidth),
   FLOPs / (peak x eff_compute_decode)) + communication, where bytes per step are all
-  the weights plus the KV cache of the batch read once.
+  the weights plus the KV cache of the batch read once. An eager decode step also pays
+  the generation loop's per-token host work (sampling, stopping checks, cache update)
+  while the device waits, so the step overhead adds on both device kinds.
+
+FIELD-NOTES (H200, eager transformers, batch 1, 512-token prompt) shows why prefill must
+not pay the decode step overhead the same way: measured TTFT (27 ms for Llama-3.2-1B,
+24 ms for Llama-3-8B, whose prefill is ~6x the FLOPs) is below TPOT (51 and 59 ms).
 """
 
 from __future__ import annotations
@@ -36,10 +45,12 @@ class Factors:
 
 
 # Priors, used until calibration replaces them ("uncalibrated"). The transformers GPU
-# overhead is from FIELD-NOTES: eager Llama-3.2-1B on an H200 decoded at ~51 ms/token
-# against a 0.58 ms bandwidth floor (launch-bound). "ideal" is the bare roofline.
+# overheads are from FIELD-NOTES (H200, eager, batch 1, 512-token prompt): decode steps of
+# 51 ms (Llama-3.2-1B) and 59 ms (Llama-3-8B) against bandwidth floors of 0.58 and 3.77 ms
+# (launch-bound: ~50 ms per step on top), and a TTFT of 27 and 24 ms whatever the prefill's
+# FLOPs (one pass of launches, ~25 ms, overlapping the kernels). "ideal" is the bare roofline.
 PRIORS: dict[tuple[str, str], Factors] = {
-    ("transformers", "gpu"): Factors(0.7, 0.5, 0.3, 45.0, 45.0),
+    ("transformers", "gpu"): Factors(0.7, 0.5, 0.3, 50.0, 25.0),
     ("transformers", "cpu"): Factors(0.5, 0.5, 0.5, 10.0, 10.0),
     ("vllm", "gpu"): Factors(0.8, 0.6, 0.4, 0.5, 2.0),
     ("vllm", "cpu"): Factors(0.5, 0.5, 0.5, 5.0, 5.0),
@@ -67,6 +78,7 @@ class Work:
     peak_flops: float
     bandwidth: float
     compute_precision: str
+    host_overlaps: bool = False  # GPU: asynchronous launches overlap the prefill's kernels
 
 
 def _allreduce_s(n_bytes: float, tp: int, hw: Hardware) -> float:
@@ -121,6 +133,7 @@ def work(shape: ModelShape, hw: Hardware, recipe: EstimateRecipe, prompt: int, o
         peak,
         hw.bandwidth_bytes_per_s,
         used,
+        host_overlaps=hw.kind == "gpu",
     )
 
 
@@ -130,11 +143,13 @@ def phase_times(w: Work, f: Factors) -> tuple[float, float, str, str]:
     p_memory = w.prefill_bytes / (w.bandwidth * f.eff_bandwidth)
     d_memory = w.decode_bytes / (w.bandwidth * f.eff_bandwidth)
     d_compute = w.decode_flops / (w.peak_flops * f.eff_compute_decode)
-    ttft = f.prefill_overhead_ms / 1e3 + max(p_compute, p_memory) + w.prefill_comm_s
+    p_overhead, p_roof = f.prefill_overhead_ms / 1e3, max(p_compute, p_memory)
+    p_time = max(p_overhead, p_roof) if w.host_overlaps else p_overhead + p_roof
+    ttft = p_time + w.prefill_comm_s
     tpot = f.step_overhead_ms / 1e3 + max(d_memory, d_compute) + w.decode_comm_s
     bound_p = "compute" if p_compute >= p_memory else "memory"
     bound_d = "memory" if d_memory >= d_compute else "compute"
-    if f.prefill_overhead_ms / 1e3 > max(p_compute, p_memory):
+    if p_overhead > p_roof:
         bound_p = "overhead"
     if f.step_overhead_ms / 1e3 > max(d_memory, d_compute):
         bound_d = "overhead"

@@ -50,10 +50,11 @@ def main() -> int:
 
     from engine.run.runner import run_benchmark
     from engine.spec import parse_job_spec
-    from engine.whatif.calibrate import calibrate, table_rows, what_if
+    from engine.whatif.calibrate import calibrate
     from engine.whatif.estimate import EstimateRecipe, EstimateWorkload, model_shape
     from engine.whatif.hardware import CATALOG
     from engine.whatif.microbench import run_microbench, store
+    from engine.whatif.query import table_rows, what_if
     from storage import open_database
 
     url = args.db or f"sqlite:///{tempfile.mkdtemp(prefix='estimator_error_')}/runs.db"
@@ -91,6 +92,8 @@ def main() -> int:
     cal = calibrate(db)
     for run_id, reason in cal.skipped:
         print(f"  skipped run {run_id}: {reason}")
+    if cal.left_out:
+        print(cal.left_out)
     for g in cal.groups:
         print(f"\n{g.label}")
         print("  factors: " + ", ".join(f"{k}={v:.3g}" for k, v in g.factors.to_dict().items()))

@@ -2,7 +2,7 @@
 may not own, calibrated by the runs measured here, with their error band.
 
 State lives in the URL: ``?model=synthetic:llama-3-8b&engine=transformers&dtype=bf16&kv=auto
-&bs=1&tp=1&prompt=128&output=32&conc=&hw=h100-sxm,a100-80gb``.
+&bs=1&tp=1&drop=0&prompt=128&output=32&conc=&hw=h100-sxm,a100-80gb``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
-from engine.whatif.calibrate import Calibration, calibrate, table_rows, what_if
+from engine.whatif.calibrate import Calibration, calibrate
 from engine.whatif.estimate import (
     ENGINES,
     KV_DTYPES,
@@ -28,6 +28,7 @@ from engine.whatif.estimate import (
 )
 from engine.whatif.hardware import DEFAULT_COMPARISON, catalog
 from engine.whatif.microbench import measure_in_subprocess
+from engine.whatif.query import table_rows, what_if
 from ui.common import database, viewer_mode
 from ui.run_view import runs_changed_token, share_link
 
@@ -40,11 +41,19 @@ DEFAULTS: dict[str, Any] = {
     "kv": "auto",
     "bs": 1,
     "tp": 1,
+    "drop": 0,
     "prompt": 128,
     "output": 32,
     "conc": 0,
 }
-INTS = {"bs": (1, 4096), "tp": (1, 16), "prompt": (1, 10_000_000), "output": (1, 1_000_000), "conc": (0, 100_000)}
+INTS = {
+    "bs": (1, 4096),
+    "tp": (1, 16),
+    "drop": (0, 1024),
+    "prompt": (1, 10_000_000),
+    "output": (1, 1_000_000),
+    "conc": (0, 100_000),
+}
 LAUNCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "auto": "auto"}
 
 
@@ -103,7 +112,7 @@ def init_state(values: dict[str, Any]) -> None:
     model = values["model"]
     st.session_state["wi_model"] = model if model in MODELS else LOCAL_FOLDER
     st.session_state["wi_folder"] = "" if model in MODELS else model
-    for key in ("engine", "dtype", "kv", "bs", "tp", "prompt", "output", "conc", "hw"):
+    for key in ("engine", "dtype", "kv", "bs", "tp", "drop", "prompt", "output", "conc", "hw"):
         st.session_state[f"wi_{key}"] = values[key]
 
 
@@ -111,6 +120,30 @@ def init_state(values: dict[str, Any]) -> None:
 def cached_calibration(_db: Any, db_url: str, token: tuple[Any, ...]) -> Calibration:
     """engine.whatif.calibrate.calibrate, cached per database, runs and measurements."""
     return calibrate(_db)
+
+
+def _memory_traces(fig: go.Figure, x: list[str], rows: list[dict[str, Any]]) -> None:
+    """Stacked memory parts per device and the usable capacity, in the third subplot."""
+    for part, color in (
+        ("weights_gb", "#72b7b2"),
+        ("kv_gb", "#f58518"),
+        ("activations_gb", "#b279a2"),
+        ("overhead_gb", "#bab0ac"),
+    ):
+        fig.add_trace(
+            go.Bar(x=x, y=[r[part] for r in rows], name=part.removesuffix("_gb"), marker_color=color), row=1, col=3
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[r["usable_gb"] for r in rows],
+            mode="markers",
+            name="usable capacity",
+            marker={"symbol": "line-ew-open", "size": 30, "color": "black"},
+        ),
+        row=1,
+        col=3,
+    )
 
 
 def chart(rows: list[dict[str, Any]]) -> go.Figure:
@@ -151,161 +184,129 @@ def chart(rows: list[dict[str, Any]]) -> go.Figure:
                 col=col,
             )
         fig.update_yaxes(type="log", row=1, col=col)
-    for part, color in (
-        ("weights_gb", "#72b7b2"),
-        ("kv_gb", "#f58518"),
-        ("activations_gb", "#b279a2"),
-        ("overhead_gb", "#bab0ac"),
-    ):
-        fig.add_trace(
-            go.Bar(x=x, y=[r[part] for r in rows], name=part.removesuffix("_gb"), marker_color=color), row=1, col=3
-        )
-    fig.add_trace(
-        go.Scatter(
-            x=x,
-            y=[r["usable_gb"] for r in rows],
-            mode="markers",
-            name="usable capacity",
-            marker={"symbol": "line-ew-open", "size": 30, "color": "black"},
-        ),
-        row=1,
-        col=3,
-    )
+    _memory_traces(fig, x, rows)
     fig.update_layout(barmode="stack", height=430, margin={"t": 40, "b": 10}, legend={"orientation": "h", "y": -0.15})
     return fig
 
 
-def page() -> None:
-    st.title("What-if: hardware you don't own")
-    st.caption(
-        "Roofline estimates (prefill compute-bound, decode memory-bound, plus the engine's per-step "
-        "overhead), calibrated by the runs measured here. Data-sheet figures are vendor claims."
-    )
-    db = database()
-    entries = catalog(db)
-    values, problems = read_params(list(entries))
-    for p in problems:
-        st.warning(f"{p}; using the default instead.")
-    init_state(values)
+TABLE_COLUMNS = (
+    "hardware fits ttft_ms tpot_ms output_tokens_per_s band_ttft_pct band_tpot_pct measured_ttft_ms "
+    "measured_tpot_ms memory_gb usable_gb weights_gb kv_gb kv_per_token_kb activations_gb max_batch "
+    "max_context bound precision notes"
+).split()
+TABLE_CONFIG = {
+    "ttft_ms": ("TTFT [ms]", "%.1f"),
+    "tpot_ms": ("TPOT [ms]", "%.2f"),
+    "output_tokens_per_s": ("tokens/s", "%.1f"),
+    "band_ttft_pct": ("TTFT ±%", "%.0f"),
+    "band_tpot_pct": ("TPOT ±%", "%.0f"),
+    "measured_ttft_ms": ("measured TTFT", "%.1f"),
+    "measured_tpot_ms": ("measured TPOT", "%.2f"),
+    "memory_gb": ("memory [GB]", "%.2f"),
+    "usable_gb": ("usable [GB]", "%.1f"),
+    "weights_gb": ("weights [GB]", "%.2f"),
+    "kv_gb": ("KV [GB]", "%.3f"),
+    "kv_per_token_kb": ("KV/token [KiB]", "%.1f"),
+    "activations_gb": ("activations [GB]", "%.3f"),
+}
 
+
+def inputs(entries: dict[str, Any]) -> dict[str, Any]:
+    """The model, recipe, workload and hardware widgets; their values keyed like the URL."""
     c1, c2, c3, c4 = st.columns(4)
-    model_choice = c1.selectbox("Model", MODELS + [LOCAL_FOLDER], key="wi_model")
-    model = model_choice
-    if model_choice == LOCAL_FOLDER:
+    model = c1.selectbox("Model", MODELS + [LOCAL_FOLDER], key="wi_model")
+    if model == LOCAL_FOLDER:
         model = c1.text_input("Folder with config.json", key="wi_folder").strip()
-    engine = c2.selectbox(
+    values: dict[str, Any] = {"model": model}
+    values["engine"] = c2.selectbox(
         "Engine", list(ENGINES), key="wi_engine", help="transformers: eager HF (launch-bound); ideal: bare roofline"
     )
-    dtype = c3.selectbox("Weights", list(WEIGHT_DTYPES), key="wi_dtype")
-    kv = c4.selectbox("KV cache", list(KV_DTYPES), key="wi_kv")
-    c1, c2, c3, c4, c5 = st.columns(5)
-    bs = c1.number_input("Batch size", 1, 4096, key="wi_bs")
-    tp = c2.selectbox("Tensor parallel", [1, 2, 4, 8, 16], key="wi_tp")
-    prompt = c3.number_input("Prompt tokens", 1, 10_000_000, key="wi_prompt")
-    output = c4.number_input("Output tokens", 1, 1_000_000, key="wi_output")
-    conc = c5.number_input("Concurrency (0 = one batch)", 0, 100_000, key="wi_conc")
-    hw_keys = st.multiselect("Hardware", list(entries), key="wi_hw", format_func=lambda k: f"{k}: {entries[k].name}")
-
-    st.query_params.from_dict(
-        {
-            "model": model,
-            "engine": engine,
-            "dtype": dtype,
-            "kv": kv,
-            "bs": str(bs),
-            "tp": str(tp),
-            "prompt": str(prompt),
-            "output": str(output),
-            "conc": str(conc),
-            "hw": ",".join(hw_keys),
-        }
+    values["dtype"] = c3.selectbox("Weights", list(WEIGHT_DTYPES), key="wi_dtype")
+    values["kv"] = c4.selectbox("KV cache", list(KV_DTYPES), key="wi_kv")
+    c1, c2, c3, c4, c5, c6 = st.columns(6)
+    values["bs"] = int(c1.number_input("Batch size", 1, 4096, key="wi_bs"))
+    values["tp"] = int(c2.selectbox("Tensor parallel", [1, 2, 4, 8, 16], key="wi_tp"))
+    values["drop"] = int(
+        c3.number_input("Dropped layers", 0, 1024, key="wi_drop", help="pruning: decoder layers removed")
     )
+    values["prompt"] = int(c4.number_input("Prompt tokens", 1, 10_000_000, key="wi_prompt"))
+    values["output"] = int(c5.number_input("Output tokens", 1, 1_000_000, key="wi_output"))
+    values["conc"] = int(c6.number_input("Concurrency (0 = one batch)", 0, 100_000, key="wi_conc"))
+    values["hw"] = st.multiselect(
+        "Hardware", list(entries), key="wi_hw", format_func=lambda k: f"{k}: {entries[k].name}"
+    )
+    return values
+
+
+def write_params(values: dict[str, Any]) -> None:
+    """The widgets' state into the URL (so the view is a link), remembered as this page's own."""
+    params = {k: (",".join(v) if k == "hw" else str(v)) for k, v in values.items()}
+    st.query_params.from_dict(params)
     st.session_state["_whatif_written"] = st.query_params.to_dict()
-    if not model:
-        st.info("Give a local folder that holds a config.json, or pick a catalog model.")
-        return
-    if not hw_keys:
-        st.info("Pick at least one hardware entry.")
-        return
+
+
+def compute(db: Any, entries: dict[str, Any], values: dict[str, Any]) -> tuple[Any, Any] | None:
+    """(model shape, what-if result), or None after a warning when the input cannot be estimated."""
     try:
-        shape = model_shape(model)
-        recipe = EstimateRecipe(engine=engine, dtype=dtype, kv_dtype=kv, batch_size=int(bs), tp=int(tp))
-        workload = EstimateWorkload(prompt_tokens=int(prompt), output_tokens=int(output), concurrency=int(conc) or None)
+        shape = model_shape(values["model"])
+        recipe = EstimateRecipe(
+            engine=values["engine"],
+            dtype=values["dtype"],
+            kv_dtype=values["kv"],
+            batch_size=values["bs"],
+            tp=values["tp"],
+            drop_layers=values["drop"],
+        )
+        shape.dropped(recipe.drop_layers)
+        workload = EstimateWorkload(
+            prompt_tokens=values["prompt"], output_tokens=values["output"], concurrency=values["conc"] or None
+        )
         cal = Calibration(groups=[])
         if db is not None:
             from storage.hardware import latest_per_device
 
             token = (runs_changed_token(db), tuple(m.id for m in latest_per_device(db)))
             cal = cached_calibration(db, db.url, token)
-        result = what_if(shape, model, [entries[k] for k in hw_keys], recipe, workload, calibration=cal)
+        hardware = [entries[k] for k in values["hw"]]
+        return shape, what_if(shape, values["model"], hardware, recipe, workload, calibration=cal)
     except EstimateError as exc:
         st.warning(f"Cannot estimate this: {exc}")
-        return
+        return None
 
-    rows = table_rows(result)
-    st.caption(
-        f"{model}: {shape.params / 1e9:.3f} B parameters, {shape.layers} layers, "
-        f"KV {shape.kv_heads} heads x {shape.head_dim}"
-    )
-    frame = pd.DataFrame(rows)
-    cols = [
-        "hardware",
-        "fits",
-        "ttft_ms",
-        "tpot_ms",
-        "output_tokens_per_s",
-        "band_ttft_pct",
-        "band_tpot_pct",
-        "measured_ttft_ms",
-        "measured_tpot_ms",
-        "memory_gb",
-        "usable_gb",
-        "weights_gb",
-        "kv_gb",
-        "kv_per_token_kb",
-        "activations_gb",
-        "max_batch",
-        "max_context",
-        "bound",
-        "precision",
-        "notes",
-    ]
-    st.dataframe(
-        frame[cols],
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "ttft_ms": st.column_config.NumberColumn("TTFT [ms]", format="%.1f"),
-            "tpot_ms": st.column_config.NumberColumn("TPOT [ms]", format="%.2f"),
-            "output_tokens_per_s": st.column_config.NumberColumn("tokens/s", format="%.1f"),
-            "band_ttft_pct": st.column_config.NumberColumn("TTFT ±%", format="%.0f"),
-            "band_tpot_pct": st.column_config.NumberColumn("TPOT ±%", format="%.0f"),
-            "measured_ttft_ms": st.column_config.NumberColumn("measured TTFT", format="%.1f"),
-            "measured_tpot_ms": st.column_config.NumberColumn("measured TPOT", format="%.2f"),
-            "memory_gb": st.column_config.NumberColumn("memory [GB]", format="%.2f"),
-            "usable_gb": st.column_config.NumberColumn("usable [GB]", format="%.1f"),
-            "weights_gb": st.column_config.NumberColumn("weights [GB]", format="%.2f"),
-            "kv_gb": st.column_config.NumberColumn("KV [GB]", format="%.3f"),
-            "kv_per_token_kb": st.column_config.NumberColumn("KV/token [KiB]", format="%.1f"),
-            "activations_gb": st.column_config.NumberColumn("activations [GB]", format="%.3f"),
-        },
-    )
-    st.plotly_chart(chart(rows), width="stretch")
+
+def table(rows: list[dict[str, Any]]) -> None:
+    """One row per hardware entry: predictions, bands, measured overlay, memory."""
+    config = {k: st.column_config.NumberColumn(label, format=fmt) for k, (label, fmt) in TABLE_CONFIG.items()}
+    st.dataframe(pd.DataFrame(rows)[TABLE_COLUMNS], hide_index=True, width="stretch", column_config=config)
+
+
+def calibration_notes(rows: list[dict[str, Any]], result: Any) -> None:
+    """Which calibration each row used, and the runs left out ("N runs left out: 3 speculative ...")."""
     for label in dict.fromkeys(r["calibration"] for r in rows):
         (st.info if label.startswith("uncalibrated") else st.caption)(label)
-    if result.calibration.skipped:
-        with st.expander(f"{len(result.calibration.skipped)} run(s) not used for calibration"):
-            st.dataframe(pd.DataFrame(result.calibration.skipped, columns=["run", "reason"]), hide_index=True)
+    skipped = result.calibration.skipped
+    if skipped:
+        with st.expander(result.calibration.left_out):
+            st.caption(
+                "Left out of the fit and of the measured overlay: the estimator does not model these "
+                "recipes or workloads, so fitting them would distort the factors and the error band."
+            )
+            st.dataframe(pd.DataFrame(skipped, columns=["run", "reason"]), hide_index=True)
 
+
+def measure_here(db: Any, values: dict[str, Any]) -> None:
+    """A Launch link for the real benchmark and the CPU micro-benchmark button."""
     st.subheader("Measure here")
+    engine = values["engine"]
     launch = urlencode(
         {
-            "model": model,
+            "model": values["model"],
             "engine": engine if engine != "ideal" else "transformers",
-            "dtype": LAUNCH_DTYPE.get(dtype, "auto"),
-            "batch_size": int(bs),
-            "prompt_tokens": int(prompt),
-            "output_tokens": int(output),
+            "dtype": LAUNCH_DTYPE.get(values["dtype"], "auto"),
+            "batch_size": values["bs"],
+            **({"drop_layers": values["drop"]} if values["drop"] else {}),
+            "prompt_tokens": values["prompt"],
+            "output_tokens": values["output"],
             "device": "cpu",
         }
     )
@@ -322,25 +323,62 @@ def page() -> None:
             cached_calibration.clear()
         else:
             st.error(f"The micro-benchmark failed: {message}")
+
+
+def hardware_sources(entries: dict[str, Any], hw_keys: list[str]) -> None:
+    """Where each picked hardware entry's figures come from."""
+    rows = [
+        {
+            "key": k,
+            "name": entries[k].name,
+            "memory GB": entries[k].memory_gb,
+            "bandwidth GB/s": entries[k].bandwidth_gbs,
+            "bf16 TFLOP/s": entries[k].tflops.get("bf16"),
+            "fp8 TFLOP/s": entries[k].tflops.get("fp8"),
+            "interconnect": entries[k].interconnect,
+            "source": entries[k].source,
+        }
+        for k in hw_keys
+    ]
     with st.expander("Hardware sources"):
-        st.dataframe(
-            pd.DataFrame(
-                [
-                    {
-                        "key": k,
-                        "name": entries[k].name,
-                        "memory GB": entries[k].memory_gb,
-                        "bandwidth GB/s": entries[k].bandwidth_gbs,
-                        "bf16 TFLOP/s": entries[k].tflops.get("bf16"),
-                        "fp8 TFLOP/s": entries[k].tflops.get("fp8"),
-                        "interconnect": entries[k].interconnect,
-                        "source": entries[k].source,
-                    }
-                    for k in hw_keys
-                ]
-            ),
-            hide_index=True,
-        )
+        st.dataframe(pd.DataFrame(rows), hide_index=True)
+
+
+def page() -> None:
+    """The what-if page: inputs from the URL, estimates, overlay, calibration, measure here."""
+    st.title("What-if: hardware you don't own")
+    st.caption(
+        "Roofline estimates (prefill compute-bound, decode memory-bound, with the engine's launch "
+        "overheads), calibrated by the comparable runs measured here. Data-sheet figures are vendor claims."
+    )
+    db = database()
+    entries = catalog(db)
+    values, problems = read_params(list(entries))
+    for p in problems:
+        st.warning(f"{p}; using the default instead.")
+    init_state(values)
+    values = inputs(entries)
+    write_params(values)
+    if not values["model"]:
+        st.info("Give a local folder that holds a config.json, or pick a catalog model.")
+        return
+    if not values["hw"]:
+        st.info("Pick at least one hardware entry.")
+        return
+    computed = compute(db, entries, values)
+    if computed is None:
+        return
+    shape, result = computed
+    rows = table_rows(result)
+    st.caption(
+        f"{values['model']}: {shape.params / 1e9:.3f} B parameters, {shape.layers} layers, "
+        f"KV {shape.kv_heads} heads x {shape.head_dim}"
+    )
+    table(rows)
+    st.plotly_chart(chart(rows), width="stretch")
+    calibration_notes(rows, result)
+    measure_here(db, values)
+    hardware_sources(entries, values["hw"])
     share_link("whatif")
 
 

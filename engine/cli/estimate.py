@@ -26,9 +26,10 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
     )
     p.add_argument("--engine", default="transformers", help="transformers | vllm | ideal (bare roofline)")
     p.add_argument("--dtype", default="auto", help="weights: auto | fp32 | bf16 | fp16 | fp8 | int8 | int4")
-    p.add_argument("--kv-dtype", default="auto", help="KV cache: auto | fp32 | bf16 | fp16 | fp8 | int8")
+    p.add_argument("--kv-dtype", default="auto", help="KV cache: auto | fp32 | bf16 | fp16 | fp8 | int8 | int4 | int2")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--tp", type=int, default=1, help="tensor parallelism (GPUs per replica)")
+    p.add_argument("--drop-layers", type=int, default=0, help="decoder layers removed (pruning)")
     p.add_argument("--prompt-tokens", type=int, default=128)
     p.add_argument("--output-tokens", type=int, default=32)
     p.add_argument("--concurrency", type=int, default=None, help="requests in flight (default: one batch)")
@@ -92,25 +93,24 @@ def render(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def cmd_estimate(args: argparse.Namespace) -> int:
-    """Print calibrated estimates for one model/recipe/workload on several hardware entries."""
-    from engine.cli.main import UsageError, _emit_json, open_db
-    from engine.whatif.calibrate import table_rows, what_if
+def _list_hardware(entries: dict[str, Any], as_json: bool) -> None:
+    from engine.cli.main import _emit_json
+
+    if as_json:
+        _emit_json([h.to_dict() for h in entries.values()])
+        return
+    for h in entries.values():
+        print(
+            f"{h.key:<14}{h.name:<40}{h.memory_gb:>7.0f} GB {h.bandwidth_gbs:>7.0f} GB/s  "
+            f"bf16 {_fmt(h.tflops.get('bf16'))} TFLOP/s  source: {h.source}"
+        )
+
+
+def _question(args: argparse.Namespace, entries: dict[str, Any]) -> tuple[Any, Any, Any, list[Any]]:
+    """(shape, recipe, workload, hardware) from the arguments; UsageError for bad input."""
+    from engine.cli.main import UsageError
     from engine.whatif.estimate import ENGINES, EstimateError, EstimateRecipe, EstimateWorkload, model_shape
 
-    db = open_db(args)
-    entries = catalog(db)
-    if args.list_hardware:
-        items = [h.to_dict() for h in entries.values()]
-        if args.json:
-            _emit_json(items)
-        else:
-            for h in entries.values():
-                print(
-                    f"{h.key:<14}{h.name:<40}{h.memory_gb:>7.0f} GB {h.bandwidth_gbs:>7.0f} GB/s  "
-                    f"bf16 {_fmt(h.tflops.get('bf16'))} TFLOP/s  source: {h.source}"
-                )
-        return 0
     if not args.model:
         raise UsageError("--model is required (demo, synthetic:<arch> or a local folder with config.json)")
     if args.engine not in ENGINES:
@@ -118,41 +118,74 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     try:
         shape = model_shape(args.model)
         recipe = EstimateRecipe(
-            engine=args.engine, dtype=args.dtype, kv_dtype=args.kv_dtype, batch_size=args.batch_size, tp=args.tp
+            engine=args.engine,
+            dtype=args.dtype,
+            kv_dtype=args.kv_dtype,
+            batch_size=args.batch_size,
+            tp=args.tp,
+            drop_layers=args.drop_layers,
         )
+        shape.dropped(recipe.drop_layers)
         workload = EstimateWorkload(
             prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, concurrency=args.concurrency
         )
-        hardware = _hardware_list(args.hardware, entries)
+    except EstimateError as exc:
+        raise UsageError(str(exc)) from exc
+    return shape, recipe, workload, _hardware_list(args.hardware, entries)
+
+
+def _payload(args: argparse.Namespace, shape: Any, recipe: Any, workload: Any, result: Any) -> dict[str, Any]:
+    """The ``--json`` object: the question, one estimate per hardware entry, what was left out."""
+    from engine.whatif.query import table_rows
+
+    rows = table_rows(result)
+    return {
+        "model": args.model,
+        "parameters": shape.params,
+        "recipe": asdict(recipe),
+        "workload": asdict(workload),
+        "estimates": [
+            dict(
+                e.to_dict(),
+                measured_runs=r["measured_runs"],
+                measured_ttft_ms=r["measured_ttft_ms"],
+                measured_tpot_ms=r["measured_tpot_ms"],
+            )
+            for e, r in zip(result.estimates, rows, strict=True)
+        ],
+        "calibrated": result.calibration.calibrated,
+        "left_out": [{"run": rid, "reason": reason} for rid, reason in result.calibration.skipped],
+        "left_out_summary": result.calibration.left_out,
+    }
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    """Print calibrated estimates for one model/recipe/workload on several hardware entries."""
+    from engine.cli.main import UsageError, _emit_json, open_db
+    from engine.whatif.estimate import EstimateError
+    from engine.whatif.query import table_rows, what_if
+
+    db = open_db(args)
+    entries = catalog(db)
+    if args.list_hardware:
+        _list_hardware(entries, args.json)
+        return 0
+    shape, recipe, workload, hardware = _question(args, entries)
+    try:
         result = what_if(shape, args.model, hardware, recipe, workload, db=db)
     except EstimateError as exc:
         raise UsageError(str(exc)) from exc
-    rows = table_rows(result)
     if args.json:
-        _emit_json(
-            {
-                "model": args.model,
-                "parameters": shape.params,
-                "recipe": asdict(recipe),
-                "workload": asdict(workload),
-                "estimates": [
-                    dict(
-                        e.to_dict(),
-                        measured_runs=r["measured_runs"],
-                        measured_ttft_ms=r["measured_ttft_ms"],
-                        measured_tpot_ms=r["measured_tpot_ms"],
-                    )
-                    for e, r in zip(result.estimates, rows, strict=True)
-                ],
-                "calibrated": result.calibration.calibrated,
-            }
-        )
-    else:
-        print(
-            f"{args.model}: {shape.params / 1e9:.3f} B parameters, {recipe.engine}, batch {recipe.batch_size}, "
-            f"tp {recipe.tp}, {workload.prompt_tokens} prompt + {workload.output_tokens} output tokens"
-        )
-        print(render(rows))
+        _emit_json(_payload(args, shape, recipe, workload, result))
+        return 0
+    dropped = f", {recipe.drop_layers} layers dropped" if recipe.drop_layers else ""
+    print(
+        f"{args.model}: {shape.params / 1e9:.3f} B parameters, {recipe.engine}, batch {recipe.batch_size}, "
+        f"tp {recipe.tp}{dropped}, {workload.prompt_tokens} prompt + {workload.output_tokens} output tokens"
+    )
+    print(render(table_rows(result)))
+    if result.calibration.left_out:
+        print(result.calibration.left_out + " (python -m engine estimate --json lists them)")
     return 0
 
 

@@ -54,6 +54,40 @@ def _system_memory_bytes() -> int | None:
     return None
 
 
+def _device(torch: Any, device: str) -> tuple[Any, str, int | None, int | None, bool]:
+    """(torch device, name, memory bytes, CPU threads, is GPU) of ``cpu`` or ``cuda:N``."""
+    if device == "cpu":
+        return torch.device("cpu"), _cpu_name(), _system_memory_bytes(), torch.get_num_threads(), False
+    if not device.startswith("cuda:"):
+        raise ValueError(f"device {device!r} is not 'cpu' or 'cuda:N'")
+    if not torch.cuda.is_available():
+        raise ValueError(f"device {device} was asked for but CUDA is not available here")
+    index = int(device.split(":")[1])
+    if index >= torch.cuda.device_count():
+        raise ValueError(f"device {device} does not exist; this machine has {torch.cuda.device_count()} GPU(s)")
+    dev = torch.device("cuda", index)
+    props = torch.cuda.get_device_properties(dev)
+    return dev, props.name, int(props.total_memory), None, True
+
+
+def _best_s(torch: Any, dev: Any, fn: Any, repeats: int) -> float:
+    """Fastest of ``repeats`` timed calls of ``fn`` after one warm-up (synchronized on a GPU)."""
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
 def run_microbench(
     device: str = "cpu",
     copy_mb: int = 64,
@@ -68,47 +102,15 @@ def run_microbench(
     import torch
 
     start = time.perf_counter()
-    if device == "cpu":
-        dev = torch.device("cpu")
-        name = _cpu_name()
-        memory = _system_memory_bytes()
-        threads: int | None = torch.get_num_threads()
-        precisions = precisions or CPU_PRECISIONS
-    elif device.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device} was asked for but CUDA is not available here")
-        index = int(device.split(":")[1])
-        if index >= torch.cuda.device_count():
-            raise ValueError(f"device {device} does not exist; this machine has {torch.cuda.device_count()} GPU(s)")
-        dev = torch.device("cuda", index)
-        props = torch.cuda.get_device_properties(dev)
-        name, memory, threads = props.name, int(props.total_memory), None
-        precisions = precisions or CUDA_PRECISIONS
-        copy_mb = max(copy_mb, 1024)
-        matmul_n = max(matmul_n, 8192)
-    else:
-        raise ValueError(f"device {device!r} is not 'cpu' or 'cuda:N'")
-
-    def sync() -> None:
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-
-    def best(fn: Any) -> float:
-        fn()  # warm-up
-        sync()
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            times.append(time.perf_counter() - t0)
-        return min(times)
+    dev, name, memory, threads, gpu = _device(torch, device)
+    precisions = precisions or (CUDA_PRECISIONS if gpu else CPU_PRECISIONS)
+    if gpu:
+        copy_mb, matmul_n = max(copy_mb, 1024), max(matmul_n, 8192)
 
     n_bytes = copy_mb * 1024 * 1024
     src = torch.empty(n_bytes // 4, dtype=torch.float32, device=dev).fill_(1.0)
     dst = torch.empty_like(src)
-    copy_s = best(lambda: dst.copy_(src))
-    copy_gbs = 2 * n_bytes / copy_s / 1e9
+    copy_gbs = 2 * n_bytes / _best_s(torch, dev, lambda: dst.copy_(src), repeats) / 1e9
 
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     matmul: dict[str, float] = {}
@@ -116,10 +118,8 @@ def run_microbench(
     for p in precisions:
         a = torch.randn(matmul_n, matmul_n, device=dev).to(dtypes[p])
         b = torch.randn(matmul_n, matmul_n, device=dev).to(dtypes[p])
-        t = best(lambda a=a, b=b: torch.matmul(a, b))
-        per_precision_s[p] = t
-        matmul[p] = 2 * matmul_n**3 / t / 1e12
-    duration = time.perf_counter() - start
+        per_precision_s[p] = _best_s(torch, dev, lambda a=a, b=b: torch.matmul(a, b), repeats)
+        matmul[p] = 2 * matmul_n**3 / per_precision_s[p] / 1e12
     return MicrobenchResult(
         device=device,
         device_name=name,
@@ -127,7 +127,7 @@ def run_microbench(
         matmul_tflops=matmul,
         memory_bytes=memory,
         threads=threads,
-        duration_s=duration,
+        duration_s=time.perf_counter() - start,
         details={
             "copy_mb": copy_mb,
             "matmul_n": matmul_n,

@@ -4,12 +4,15 @@ runs, and turns bad parameters into friendly messages."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
+sys.path.append(str(Path(__file__).resolve().parents[1] / "engine" / "whatif"))
+from whatif_seed import save_cpu_measurement, seed_mixed  # noqa: E402  (the what-if tests' seeding)
 
 
 @pytest.fixture
@@ -85,21 +88,9 @@ def test_unknown_model_folder_is_a_warning(app_db):
 
 
 def test_measured_runs_overlay_on_the_local_device(app_db):
-    from storage.hardware import NewMeasurement, save_measurement
     from storage.runs import NewRun, save_run
 
-    save_measurement(
-        app_db,
-        NewMeasurement(
-            host="h",
-            device="cpu",
-            device_name="Test CPU",
-            copy_gbs=20.0,
-            matmul_tflops={"fp32": 0.2},
-            duration_s=1.0,
-            memory_bytes=16_000_000_000,
-        ),
-    )
+    save_cpu_measurement(app_db, host="h", memory_bytes=16_000_000_000)
     for i, (ttft, tpot) in enumerate([(100.0, 40.0), (300.0, 45.0)]):
         prompt = 64 * (i + 1)
         save_run(
@@ -135,3 +126,28 @@ def test_calibration_button_measures_the_cpu(app_db):
     assert not at.exception and any("stored as measurement" in s.value for s in at.success)
     at = open_whatif(model="demo", hw="local:cpu")
     assert not at.warning and at.dataframe[0].value["hardware"].tolist() == ["local:cpu"]
+
+
+def test_runs_the_estimator_does_not_model_are_left_out_and_not_overlaid(app_db):
+    ids = seed_mixed(app_db)
+    at = open_whatif(model="demo", prompt="32", output="16", hw="local:cpu")
+    assert not at.exception and not at.warning
+    labels = [e.label for e in at.expander]
+    assert (
+        "4 runs left out: 2 Poisson load (not modelled), 1 speculative decoding (not modelled), "
+        "1 torch.compile (not modelled)"
+    ) in labels
+    row = at.dataframe[0].value.set_index("hardware").loc["local:cpu"]
+    plain = ids["plain"][0]  # the batch-1, 32-token plain run
+    assert row["measured_tpot_ms"] == pytest.approx(_plain_tpot(app_db, plain))
+    assert any("calibrated on 24 transformers/fp32" in c.value for c in at.caption)
+    at = open_whatif(model="demo", prompt="32", output="16", hw="local:cpu", drop="6")
+    row = at.dataframe[0].value.set_index("hardware").loc["local:cpu"]
+    assert row["measured_tpot_ms"] == pytest.approx(_plain_tpot(app_db, ids["dropped"][0]))
+    assert at.query_params["drop"] == "6"
+
+
+def _plain_tpot(db, run_id: int) -> float:
+    from storage.runs import get_run
+
+    return get_run(db, run_id).metrics["tpot_ms"]["p50"]

@@ -92,3 +92,40 @@ def test_calibrate_stores_a_measurement(capsys, db_url, monkeypatch):
 def test_calibrate_bad_device(capsys, db_url):
     code, _, err = run(capsys, "calibrate", "--db", db_url, "--device", "tpu")
     assert code == 2 and err.count("\n") == 1
+
+
+def _seed_mixed(db_url: str) -> dict[str, list[int]]:
+    import sys
+    from pathlib import Path
+
+    sys.path.append(str(Path(__file__).resolve().parents[1] / "whatif"))
+    from whatif_seed import seed_mixed
+
+    from storage import open_database
+
+    return seed_mixed(open_database(db_url))
+
+
+def test_estimate_names_the_runs_left_out_and_overlays_only_matching_ones(capsys, db_url):
+    ids = _seed_mixed(db_url)
+    argv = ["estimate", "--db", db_url, "--model", "demo", "--hardware", "local:cpu"]
+    code, out, err = run(capsys, *argv, "--prompt-tokens", "32", "--output-tokens", "16")
+    assert code == 0, err
+    assert (
+        "4 runs left out: 2 Poisson load (not modelled), 1 speculative decoding (not modelled), "
+        "1 torch.compile (not modelled)"
+    ) in out
+    assert "calibrated on 24 transformers/fp32 run(s)" in out
+    code, out, _ = run(capsys, *argv, "--prompt-tokens", "32", "--output-tokens", "16", "--drop-layers", "6", "--json")
+    data = json.loads(out)
+    (est,) = data["estimates"]
+    assert est["measured_runs"] == [ids["dropped"][0]] and data["recipe"]["drop_layers"] == 6
+    assert {d["run"]: d["reason"] for d in data["left_out"]}[ids["speculative"][0]] == (
+        "speculative decoding (not modelled)"
+    )
+    assert data["left_out_summary"].startswith("4 runs left out")
+
+
+def test_dropping_every_layer_is_one_line(capsys, db_url):
+    code, out, err = run(capsys, "estimate", "--db", db_url, "--model", "demo", "--drop-layers", "30")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "leaves none" in err

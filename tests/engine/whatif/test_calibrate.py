@@ -6,35 +6,18 @@ from __future__ import annotations
 import random
 
 import pytest
+from whatif_seed import CPU, GRID, TRUE, save_cpu_measurement, seed_mixed, truth
 
-from engine.whatif.calibrate import Calibration, calibrate, collect_points, fit_factors, table_rows, what_if
-from engine.whatif.estimate import EstimateRecipe, EstimateWorkload, Factors, model_shape, phase_times, prior, work
-from engine.whatif.hardware import CATALOG, Hardware
-
-CPU = Hardware(
-    key="local:cpu",
-    name="Test CPU (local, measured)",
-    vendor="local",
-    kind="cpu",
-    memory_gb=32,
-    bandwidth_gbs=20,
-    tflops={"fp32": 0.2},
-    measured=True,
-)
-TRUE = Factors(
-    eff_bandwidth=0.45,
-    eff_compute_prefill=0.6,
-    eff_compute_decode=0.35,
-    step_overhead_ms=12.0,
-    prefill_overhead_ms=30.0,
-)
-GRID = [(b, p) for b in (1, 4, 16, 64) for p in (32, 256, 1024)]
+from engine.whatif.calibrate import Calibration, calibrate
+from engine.whatif.estimate import EstimateRecipe, EstimateWorkload, model_shape, prior, work
+from engine.whatif.fit import fit_factors
+from engine.whatif.hardware import CATALOG
+from engine.whatif.points import collect_points
+from engine.whatif.query import table_rows, what_if
 
 
 def _truth(model: str, batch: int, prompt: int, output: int = 16) -> tuple[float, float]:
-    w = work(model_shape(model), CPU, EstimateRecipe(dtype="fp32", batch_size=batch), prompt, output, batch)
-    ttft, tpot, _, _ = phase_times(w, TRUE)
-    return ttft * 1e3, tpot * 1e3
+    return truth(model, batch, prompt, output)
 
 
 def test_fit_recovers_the_generating_factors():
@@ -47,21 +30,9 @@ def test_fit_recovers_the_generating_factors():
 
 
 def _store_runs(db, noise: float = 0.0, seed: int = 0) -> list[int]:
-    from storage.hardware import NewMeasurement, save_measurement
     from storage.runs import NewRun, save_run
 
-    save_measurement(
-        db,
-        NewMeasurement(
-            host="testhost",
-            device="cpu",
-            device_name="Test CPU",
-            copy_gbs=20.0,
-            matmul_tflops={"fp32": 0.2},
-            duration_s=1.0,
-            memory_bytes=32_000_000_000,
-        ),
-    )
+    save_cpu_measurement(db)
     rng = random.Random(seed)
     ids = []
     for i, (b, p) in enumerate(GRID):
@@ -165,3 +136,28 @@ def test_runs_without_a_device_measurement_are_skipped_with_a_reason(db):
     points, skipped = collect_points(db)
     assert points == [] and skipped == [(rid, "no micro-benchmark of cpu (run: python -m engine calibrate)")]
     assert isinstance(calibrate(db), Calibration)
+
+
+def test_only_comparable_runs_enter_a_fit_and_the_others_are_listed_with_reasons(db):
+    ids = seed_mixed(db)
+    cal = calibrate(db)
+    by_recipe = {(g.dtype, g.kv, g.method): g for g in cal.groups}
+    assert set(by_recipe) == {("fp32", "fp32", ""), ("int4", "fp32", "gptq")}
+    plain = by_recipe[("fp32", "fp32", "")]
+    # dropped-layer runs are modelled (layer count after dropping), so they join the plain fit
+    assert sorted(plain.run_ids) == sorted(ids["plain"] + ids["dropped"])
+    for name, value in TRUE.to_dict().items():
+        assert getattr(plain.factors, name) == pytest.approx(value, rel=0.03), name
+    assert plain.band.ttft_pct < 2 and plain.band.tpot_pct < 2
+    assert by_recipe[("int4", "fp32", "gptq")].run_ids == ids["gptq"]
+    assert "transformers/int4 (gptq), kv fp32" in by_recipe[("int4", "fp32", "gptq")].label
+    reasons = dict(cal.skipped)
+    assert {reasons[i] for i in ids["speculative"]} == {"speculative decoding (not modelled)"}
+    assert {reasons[i] for i in ids["poisson"]} == {"Poisson load (not modelled)"}
+    assert {reasons[i] for i in ids["compile"]} == {"torch.compile (not modelled)"}
+    assert cal.left_out == (
+        "4 runs left out: 2 Poisson load (not modelled), 1 speculative decoding (not modelled), "
+        "1 torch.compile (not modelled)"
+    )
+    factors, _, label = cal.for_target("transformers", "cpu", "fp32", "fp32")
+    assert factors == plain.factors and label.startswith("calibrated on 24 transformers/fp32 run(s)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from whatif_seed import CPU
 
 from engine.whatif.estimate import (
     EstimateError,
@@ -127,17 +128,7 @@ def test_concurrency_beyond_the_batch_queues():
 def test_precision_fallback_and_auto():
     est = estimate(LLAMA8, CATALOG["a100-80gb"], EstimateRecipe(dtype="fp8"), EstimateWorkload())
     assert est.compute_precision == "bf16" and any("no fp8 path" in n for n in est.notes)
-    cpu = Hardware(
-        key="local:cpu",
-        name="cpu",
-        vendor="local",
-        kind="cpu",
-        memory_gb=32,
-        bandwidth_gbs=20,
-        tflops={"fp32": 0.2},
-        measured=True,
-    )
-    auto = estimate(LLAMA8, cpu, EstimateRecipe(), EstimateWorkload())
+    auto = estimate(LLAMA8, CPU, EstimateRecipe(), EstimateWorkload())
     assert (auto.weight_dtype, auto.kv_dtype) == ("fp32", "fp32")
 
 
@@ -176,3 +167,24 @@ def test_local_folder_config(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(architecture_config("llama-3.2-1b")))
     shape = model_shape(str(tmp_path))
     assert shape.params == model_shape("synthetic:llama-3.2-1b").params and shape.head_dim == 64
+
+
+def test_dropped_layers_shrink_weights_kv_and_work():
+    cut = LLAMA8.dropped(8)
+    per_layer = 4096 * 4096 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 14336 + 2 * 4096
+    assert cut.layers == 24 and cut.params == LLAMA8.params - 8 * per_layer
+    hw = CATALOG["h100-sxm"]
+    full = memory(LLAMA8, hw, EstimateRecipe(dtype="bf16"), 128, 32)
+    pruned = memory(LLAMA8, hw, EstimateRecipe(dtype="bf16", drop_layers=8), 128, 32)
+    assert pruned.weights == pytest.approx(cut.params * 2) and pruned.kv_per_token == full.kv_per_token * 24 / 32
+    wl = EstimateWorkload(prompt_tokens=128, output_tokens=32)
+    fast = estimate(LLAMA8, hw, EstimateRecipe(engine="ideal", dtype="bf16", drop_layers=8), wl, factors=IDEAL)
+    assert fast.tpot_ms == pytest.approx(estimate(cut, hw, EstimateRecipe(engine="ideal", dtype="bf16"), wl).tpot_ms)
+    with pytest.raises(EstimateError, match="leaves none"):
+        LLAMA8.dropped(32)
+
+
+def test_quantized_kv_cache_bits():
+    assert kv_bytes_per_token_per_gpu(LLAMA8, "int4") == 2 * 32 * 8 * 128 * 0.5
+    assert kv_bytes_per_token_per_gpu(LLAMA8, "int2") == 2 * 32 * 8 * 128 * 0.25
+    assert EstimateRecipe(kv_dtype="int4").kv_dtype == "int4"

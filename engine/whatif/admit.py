@@ -1,0 +1,156 @@
+"""Which stored runs the estimator models, and in what terms; the reason for the others.
+
+The estimator models a recipe by its weight precision, KV-cache precision, layer count
+(after dropping layers) and batch size, served in static batches of fixed-length prompts.
+A run whose recipe or workload does something else (speculative decoding, torch.compile,
+continuous batching, Poisson load ...) would be fitted against a roofline that does not
+describe it, so it is left out with a short reason such as "speculative decoding (not
+modelled)". Reasons are categories (no run-specific detail) so that they can be counted.
+
+Pure: spec and provenance dicts in, no storage, no torch.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from engine.whatif.recipe import normalize_dtype
+from engine.whatif.shapes import EstimateError
+
+NOT_MODELLED = "(not modelled)"
+# Weight precision of a transformers quantization method (None: bits from other knobs).
+TRANSFORMERS_WEIGHTS: dict[str, str | None] = {
+    "torchao_int8_weight_only": "int8",
+    "torchao_int8_dynamic": "int8",
+    "torch_dynamic_int8": "int8",
+    "torchao_int4_weight_only": "int4",
+    "torchao_float8": "fp8",
+    "bnb_nf4": "int4",
+    "bnb_int8": "int8",
+    "gptq": None,
+}
+GPTQ_WEIGHTS = {4: "int4", 8: "int8"}
+TRANSFORMERS_KV = {"quanto_int4": "int4", "quanto_int2": "int2", "hqq_int4": "int4", "hqq_int8": "int8"}
+VLLM_WEIGHTS = {"fp8": "fp8", "fp8_per_channel": "fp8", "int8_per_channel_weight_only": "int8"}
+VLLM_KV = {"fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "bfloat16": "bf16"}
+ARRIVALS = {
+    "poisson": "Poisson load",
+    "gamma": "gamma (bursty) load",
+    "concurrency": "fixed-concurrency load",
+    "max": "all-at-once load",
+}
+
+
+@dataclass(frozen=True)
+class RunRecipe:
+    """A run in the estimator's terms: what a fit and an overlay compare."""
+
+    weight: str
+    kv: str
+    method: str  # "" for plain weights and cache; else e.g. "gptq", "kv quanto_int4"
+    drop_layers: int
+
+
+def _compute_dtype(recipe: dict[str, Any], prov: dict[str, Any], kind: str) -> str:
+    """The activation precision: what the run's applied (or asked) dtype resolves to."""
+    name = (prov.get("applied") or {}).get("dtype") or recipe.get("dtype") or "auto"
+    if name == "auto":
+        return "fp32" if kind == "cpu" else "bf16"
+    return normalize_dtype(str(name), ("fp32", "bf16", "fp16"))
+
+
+def _transformers_reason(r: dict[str, Any], applied: dict[str, Any]) -> str | None:
+    if r.get("speculative", "none") != "none":
+        return f"speculative decoding {NOT_MODELLED}"
+    if r.get("compile") and applied.get("compile", True):
+        return f"torch.compile {NOT_MODELLED}"
+    if r.get("cache_implementation", "dynamic") != "dynamic":
+        return f"static KV cache {NOT_MODELLED}"
+    if r.get("batching", "static") != "static":
+        return f"continuous batching {NOT_MODELLED}"
+    if r.get("tensor_parallel"):
+        return "tensor parallelism (not calibrated yet)"
+    if r.get("sliding_window") is not None:
+        return f"sliding-window override {NOT_MODELLED}"
+    if r.get("cpu_threads") is not None:
+        return f"CPU thread count set {NOT_MODELLED}"
+    if r.get("quantization", "none") == "gptq" and int(r.get("gptq_bits", 4)) not in GPTQ_WEIGHTS:
+        return f"GPTQ {r.get('gptq_bits')}-bit weights {NOT_MODELLED}"
+    return None
+
+
+def _transformers(r: dict[str, Any], prov: dict[str, Any], kind: str) -> RunRecipe | str:
+    applied = prov.get("applied") or {}
+    reason = _transformers_reason(r, applied)
+    if reason:
+        return reason
+    compute = _compute_dtype(r, prov, kind)
+    quant = r.get("quantization", "none")
+    weight, methods = compute, []
+    if quant != "none":
+        weight = TRANSFORMERS_WEIGHTS.get(quant) or GPTQ_WEIGHTS.get(int(r.get("gptq_bits", 4)), "")
+        if not weight:
+            return f"{quant} weights {NOT_MODELLED}"
+        methods.append(quant)
+    kv_quant = r.get("kv_cache_quantization", "none")
+    kv = TRANSFORMERS_KV.get(kv_quant, compute)
+    if kv_quant != "none":
+        methods.append(f"kv {kv_quant}")
+    return RunRecipe(weight, kv, ", ".join(methods), int(r.get("drop_layers", 0)))
+
+
+def _vllm(r: dict[str, Any], prov: dict[str, Any], kind: str) -> RunRecipe | str:
+    if r.get("speculative", "none") != "none":
+        return f"speculative decoding {NOT_MODELLED}"
+    if int(r.get("tensor_parallel_size", 1)) > 1:
+        return "tensor parallelism (not calibrated yet)"
+    compute = _compute_dtype(r, prov, kind)
+    quant = r.get("quantization", "none")
+    weight = compute if quant == "none" else VLLM_WEIGHTS.get(quant)
+    if weight is None:
+        return f"vLLM {quant} quantization: weight bits unknown {NOT_MODELLED}"
+    kv_name = r.get("kv_cache_dtype", "auto")
+    kv = compute if kv_name == "auto" else VLLM_KV.get(kv_name, kv_name)
+    method = ", ".join(m for m in ("" if quant == "none" else quant, "" if kv_name == "auto" else f"kv {kv_name}") if m)
+    return RunRecipe(weight, kv, method, 0)
+
+
+def workload_reason(wl: dict[str, Any]) -> str | None:
+    """Why a workload is not the estimator's (static batches of fixed-length prompts), or None."""
+    if not wl.get("prompt_tokens"):
+        return "prompt file workload: prompt length not fixed"
+    arrival = wl.get("arrival", "batch")
+    if arrival != "batch":
+        return f"{ARRIVALS.get(arrival, arrival + ' arrivals')} {NOT_MODELLED}"
+    if wl.get("prompt_length", "fixed") != "fixed":
+        return f"varying prompt lengths {NOT_MODELLED}"
+    return None
+
+
+def admit(spec: dict[str, Any], prov: dict[str, Any], kind: str) -> RunRecipe | str:
+    """The run's recipe in the estimator's terms, or the reason it is not modelled."""
+    reason = workload_reason(spec.get("workload") or {})
+    if reason:
+        return reason
+    recipe = spec.get("recipe") or {}
+    engine = recipe.get("engine", "transformers")
+    try:
+        if engine == "transformers":
+            return _transformers(recipe, prov, kind)
+        if engine == "vllm":
+            return _vllm(recipe, prov, kind)
+    except (EstimateError, ValueError, TypeError) as exc:
+        return f"recipe not understood: {exc}"
+    return f"{engine}: served over HTTP {NOT_MODELLED}"
+
+
+def left_out_summary(skipped: list[tuple[int, str]]) -> str:
+    """ "5 runs left out: 3 speculative decoding (not modelled), 2 Poisson load (not modelled)"; "" if none."""
+    if not skipped:
+        return ""
+    counts = Counter(reason for _, reason in skipped)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))  # most first, then by name
+    parts = ", ".join(f"{n} {reason}" for reason, n in ranked)
+    return f"{len(skipped)} run{'s' if len(skipped) != 1 else ''} left out: {parts}"

@@ -13,7 +13,9 @@ class SpecError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: an infinity or NaN is rejected at validation, so it never reaches
+    # storage (it is not JSON) nor a metric (a comparison with NaN is always false).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def canonical_json(data: Any) -> str:

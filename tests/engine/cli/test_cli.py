@@ -164,3 +164,19 @@ def test_limits_must_be_positive(args, db_url, capsys):
     assert main([*args, "--db", db_url]) == 2
     err = capsys.readouterr().err.strip()
     assert "--limit" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--slo-tpot-ms", "inf"],
+        ["--slo-ttft-ms", "nan"],
+        ["--arrival", "poisson", "--rate", "inf"],
+        ["--engine", "vllm", "--knob", "gpu_memory_utilization=nan"],
+    ],
+)
+def test_non_finite_numbers_exit_2_in_one_line_and_store_nothing(args, db_url, capsys):
+    assert main(["run", "--model", "demo", *args, "--db", db_url]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "finite number" in err and len(err.splitlines()) == 1, err
+    assert count_runs(open_database(db_url)) == 0

@@ -8,6 +8,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from engine.cli.common import UsageError, emit_json, open_db
 from engine.whatif.hardware import DEFAULT_COMPARISON, UnknownHardware, catalog, get_hardware
 
 
@@ -45,7 +46,6 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
 
 
 def _hardware_list(text: str | None, entries: dict[str, Any]) -> list[Any]:
-    from engine.cli.main import UsageError
 
     if text is None:
         keys = list(DEFAULT_COMPARISON) + sorted(k for k in entries if k.startswith("local:"))
@@ -94,7 +94,6 @@ def render(rows: list[dict[str, Any]]) -> str:
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     """Print calibrated estimates for one model/recipe/workload on several hardware entries."""
-    from engine.cli.main import UsageError, _emit_json, open_db
     from engine.whatif.calibrate import table_rows, what_if
     from engine.whatif.estimate import ENGINES, EstimateError, EstimateRecipe, EstimateWorkload, model_shape
 
@@ -103,7 +102,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if args.list_hardware:
         items = [h.to_dict() for h in entries.values()]
         if args.json:
-            _emit_json(items)
+            emit_json(items)
         else:
             for h in entries.values():
                 print(
@@ -129,7 +128,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     rows = table_rows(result)
     if args.json:
-        _emit_json(
+        emit_json(
             {
                 "model": args.model,
                 "parameters": shape.params,
@@ -158,7 +157,6 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Run the micro-benchmark on the local device, store it, and summarize the run-based fit."""
-    from engine.cli.main import UsageError, _emit_json, open_db
     from engine.whatif.calibrate import calibrate
     from engine.whatif.microbench import run_microbench, store
 
@@ -171,7 +169,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     mid = store(db, result)
     cal = calibrate(db)
     if args.json:
-        _emit_json(
+        emit_json(
             {
                 "measurement_id": mid,
                 **asdict(result),

@@ -7,6 +7,7 @@ import argparse
 import typing
 from typing import Any
 
+from engine.cli.common import emit_json
 from engine.spec import SpecError
 
 
@@ -40,13 +41,11 @@ def knob_table(engine: str, device: str) -> list[dict[str, Any]]:
 
 
 def cmd_knobs(args: argparse.Namespace) -> int:
-    from engine.cli.main import _emit_json
-
     if args.device != "cpu" and not args.device.startswith("cuda:"):
         raise SpecError(f"device {args.device!r} is not 'cpu' or 'cuda:N'")
     rows = knob_table(args.engine, args.device)
     if args.json:
-        _emit_json(rows)
+        emit_json(rows)
         return 0
     print(f"knobs of engine {args.engine} on {args.device}  (set with --knob NAME=VALUE)")
     for row in rows:

@@ -21,7 +21,7 @@ from engine.spec import JobSpec, parse_job_spec
 
 
 def _numbers(text: str, what: str, integer: bool) -> list[float]:
-    from engine.cli.main import UsageError
+    from engine.cli.common import UsageError
 
     out: list[float] = []
     for part in text.split(","):
@@ -62,7 +62,7 @@ def sweep_points(base: JobSpec, rates: list[float] | None, concurrencies: list[i
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run every point in turn; a failed point is stored as failed and the sweep goes on."""
-    from engine.cli.main import EXIT_FAILED, EXIT_OK, UsageError, _emit_json, open_db, spec_from_args
+    from engine.cli.common import EXIT_FAILED, EXIT_OK, UsageError, emit_json, open_db, spec_from_args
     from engine.run import runner
 
     if bool(args.rates) == bool(args.concurrencies):
@@ -114,7 +114,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             }
         )
     if args.json:
-        _emit_json({"sweep": name, "points": rows})
+        emit_json({"sweep": name, "points": rows})
     else:
         print(f"sweep {name}")
         print(
@@ -141,7 +141,7 @@ def _f(v: Any, digits: int = 2) -> str:
 
 def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``sweep`` verb."""
-    from engine.cli.main import add_spec_arguments
+    from engine.cli.common import add_spec_arguments
 
     p = subparsers.add_parser(
         "sweep", parents=[common, as_json], help="one run per request rate or concurrency (a latency-throughput curve)"

@@ -121,7 +121,8 @@ def test_bad_db_url_is_one_line(capsys):
 
 
 def test_knob_option_sets_any_recipe_field():
-    from engine.cli.main import build_parser, spec_from_args
+    from engine.cli.common import spec_from_args
+    from engine.cli.main import build_parser
 
     args = build_parser().parse_args(
         [

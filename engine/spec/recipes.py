@@ -323,5 +323,12 @@ class OpenAIRecipe(_Strict):
 
 
 Recipe = Annotated[TransformersRecipe | VllmRecipe | VllmServerRecipe | OpenAIRecipe, Field(discriminator="engine")]
-ENGINES: tuple[str, ...] = ("transformers", "vllm", "vllm-server", "openai")
+# The recipe class of every engine, in the order forms list them.
+RECIPE_CLASSES: dict[str, type[_Strict]] = {
+    "transformers": TransformersRecipe,
+    "vllm": VllmRecipe,
+    "vllm-server": VllmServerRecipe,
+    "openai": OpenAIRecipe,
+}
+ENGINES: tuple[str, ...] = tuple(RECIPE_CLASSES)
 SERVING_ENGINES: tuple[str, ...] = ("vllm", "vllm-server", "openai")

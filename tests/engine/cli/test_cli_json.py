@@ -3,14 +3,10 @@ the engine, of libraries and of child processes go to stderr."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -19,7 +15,6 @@ from engine.cli import runs as runs_verb
 from engine.cli.main import main
 
 REPO = Path(__file__).resolve().parents[3]
-FAKE_SERVER = REPO / "tests" / "engine" / "backends" / "test_openai_backend.py"
 QUICK = ["--prompt-tokens", "4", "--output-tokens", "3", "--requests", "2", "--warmup", "0"]
 
 
@@ -66,29 +61,15 @@ def test_listing_verbs_print_one_document(verb, db_url, capfd) -> None:
     json.loads(capfd.readouterr().out)
 
 
-@pytest.fixture(scope="module")
-def fake_server() -> Iterator[str]:
-    spec = importlib.util.spec_from_file_location("fake_openai_server", FAKE_SERVER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), module._Handler)
-    server.daemon_threads = True
-    server.bodies = []  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
-
-
 OPENAI = ["--model", "synthetic:smollm2-135m", "--engine", "openai", "--served-model", "ok"]
 
 
 @pytest.mark.slow
-def test_openai_run_and_sweep_print_one_document(fake_server, db_url) -> None:
-    proc = _cli("run", "--json", "--db", db_url, *OPENAI, "--base-url", fake_server, *QUICK)
+def test_openai_run_and_sweep_print_one_document(fake_openai, db_url) -> None:
+    proc = _cli("run", "--json", "--db", db_url, *OPENAI, "--base-url", fake_openai, *QUICK)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["status"] == "done"
-    proc = _cli("sweep", "--json", "--db", db_url, *OPENAI, "--base-url", fake_server, *QUICK, "--rates", "50,inf")
+    proc = _cli("sweep", "--json", "--db", db_url, *OPENAI, "--base-url", fake_openai, *QUICK, "--rates", "50,inf")
     assert proc.returncode == 0, proc.stderr
     assert [p["status"] for p in json.loads(proc.stdout)["points"]] == ["done", "done"]
 

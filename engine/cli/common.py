@@ -108,6 +108,18 @@ def json_stdout() -> Iterator[None]:
         sys.stdout.flush()
 
 
+def listed_as_json_or_empty(args: argparse.Namespace, items: list[Any], as_row: Any, empty_hint: str) -> bool:
+    """For listing verbs: print the items as JSON (``--json``) or the hint when there are none;
+    True when that was the whole answer, False when the caller prints its table."""
+    if args.json:
+        emit_json([as_row(item) for item in items])
+        return True
+    if not items:
+        print(empty_hint)
+        return True
+    return False
+
+
 # -- the options that describe a job -----------------------------------------------------------
 def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     """The options that describe a job (shared by run, submit and sweep)."""

@@ -92,6 +92,17 @@ def render(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _list_hardware(args: argparse.Namespace, entries: dict[str, Any]) -> None:
+    if args.json:
+        emit_json([h.to_dict() for h in entries.values()])
+        return
+    for h in entries.values():
+        print(
+            f"{h.key:<14}{h.name:<40}{h.memory_gb:>7.0f} GB {h.bandwidth_gbs:>7.0f} GB/s  "
+            f"bf16 {_fmt(h.tflops.get('bf16'))} TFLOP/s  source: {h.source}"
+        )
+
+
 def cmd_estimate(args: argparse.Namespace) -> int:
     """Print calibrated estimates for one model/recipe/workload on several hardware entries."""
     from engine.whatif.calibrate import table_rows, what_if
@@ -100,15 +111,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     db = open_db(args)
     entries = catalog(db)
     if args.list_hardware:
-        items = [h.to_dict() for h in entries.values()]
-        if args.json:
-            emit_json(items)
-        else:
-            for h in entries.values():
-                print(
-                    f"{h.key:<14}{h.name:<40}{h.memory_gb:>7.0f} GB {h.bandwidth_gbs:>7.0f} GB/s  "
-                    f"bf16 {_fmt(h.tflops.get('bf16'))} TFLOP/s  source: {h.source}"
-                )
+        _list_hardware(args, entries)
         return 0
     if not args.model:
         raise UsageError("--model is required (demo, synthetic:<arch> or a local folder with config.json)")

@@ -17,6 +17,7 @@ from engine.cli.common import (
     UsageError,
     add_spec_arguments,
     emit_json,
+    listed_as_json_or_empty,
     open_db,
     positive_int,
     spec_from_args,
@@ -91,11 +92,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
     db = open_db(args)
     rows = jobs.list_jobs(db, limit=args.limit)
-    if args.json:
-        emit_json([job_row(j) for j in rows])
-        return EXIT_OK
-    if not rows:
-        print("no jobs yet; queue one with: python -m engine submit --model demo")
+    if listed_as_json_or_empty(
+        args, rows, job_row, "no jobs yet; queue one with: python -m engine submit --model demo"
+    ):
         return EXIT_OK
     print(f"{'id':>5}  {'status':<10}{'phase':<11}{'progress':>9}  {'device':<9}{'sweep':<16}{'run':>5}  reason")
     for j in rows:

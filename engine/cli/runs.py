@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from engine.cli.common import EXIT_OK, UsageError, emit_json, open_db, positive_int
+from engine.cli.common import EXIT_OK, UsageError, emit_json, listed_as_json_or_empty, open_db, positive_int
 
 
 def _num(v: Any, digits: int = 2) -> str:
@@ -37,11 +37,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     db = open_db(args)
     runs = list_runs(db, limit=args.limit)
-    if args.json:
-        emit_json([run_row(r) for r in runs])
-        return EXIT_OK
-    if not runs:
-        print("no runs stored yet; try: python -m engine run --model demo")
+    if listed_as_json_or_empty(args, runs, run_row, "no runs stored yet; try: python -m engine run --model demo"):
         return EXIT_OK
     print(
         f"{'id':>5}  {'created (UTC)':<19}  {'status':<7}{'model':<32}{'engine':<14}{'device':<8}"

@@ -8,20 +8,18 @@ A sweep queues the grid of several values for some fields as one named sweep.
 
 from __future__ import annotations
 
-import itertools
-import types
-import typing
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import streamlit as st
-from pydantic import BaseModel
 
 from engine.measure.devices import detect_devices
-from engine.spec import ENGINES, JobSpec, SpecError, Workload, parse_job_spec
+from engine.spec import RECIPE_CLASSES, JobSpec, SpecError, Workload
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
+from engine.spec.sweep import Axis, SweepPoint, build_grid, field_axis, grid_size, grid_specs
 from storage import StorageError
 from ui.common import database, viewer_mode
+from ui.launch_form import field_kind, field_widget, param_value, sweep_values_widget
 
 MAX_SWEEP_JOBS = 64
 PRESETS: dict[str, dict[str, Any]] = {
@@ -39,124 +37,6 @@ MODEL_KINDS = {
 }
 
 
-# -- generic field widgets ----------------------------------------------------------------
-def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
-    args = typing.get_args(annotation)
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
-        rest = [a for a in args if a is not type(None)]
-        return (rest[0] if len(rest) == 1 else annotation), True
-    return annotation, False
-
-
-def recipe_classes() -> dict[str, type[BaseModel]]:
-    """Recipe model per engine name, read from JobSpec's ``recipe`` field."""
-    annotation = JobSpec.model_fields["recipe"].annotation
-    if typing.get_origin(annotation) is typing.Annotated:
-        annotation = typing.get_args(annotation)[0]
-    classes = (
-        typing.get_args(annotation)
-        if typing.get_origin(annotation) in (typing.Union, types.UnionType)
-        else (annotation,)
-    )
-    out: dict[str, type[BaseModel]] = {}
-    for cls in classes:
-        engine_field = cls.model_fields.get("engine")
-        if engine_field is not None:
-            out[str(engine_field.default)] = cls
-    return out
-
-
-def field_kind(annotation: Any) -> tuple[str, Any, bool]:
-    """(kind, extra, optional): kind is literal|bool|int|float|str|other; extra the choices."""
-    base, optional = _unwrap_optional(annotation)
-    if typing.get_origin(base) is Literal:
-        return "literal", list(typing.get_args(base)), optional
-    if base is bool:
-        return "bool", None, optional
-    if base is int:
-        return "int", None, optional
-    if base is float:
-        return "float", None, optional
-    if base is str:
-        return "str", None, optional
-    return "other", None, optional
-
-
-def _bounds(info: Any) -> tuple[Any, Any]:
-    lo = hi = None
-    for m in info.metadata:
-        lo = getattr(m, "ge", lo) if getattr(m, "ge", None) is not None else lo
-        hi = getattr(m, "le", hi) if getattr(m, "le", None) is not None else hi
-    return lo, hi
-
-
-def field_widget(name: str, info: Any, default: Any, key: str, disabled: bool = False) -> Any:
-    """One input for a pydantic field, chosen from its type; returns the value (None = unset)."""
-    kind, choices, optional = field_kind(info.annotation)
-    label = name.replace("_", " ")
-    help_text = info.description
-    if kind == "literal":
-        options = ([None] if optional else []) + choices
-        index = options.index(default) if default in options else 0
-        return st.selectbox(
-            label,
-            options,
-            index=index,
-            key=key,
-            help=help_text,
-            disabled=disabled,
-            format_func=lambda v: "(none)" if v is None else str(v),
-        )
-    if kind == "bool":
-        return st.checkbox(label, value=bool(default), key=key, help=help_text, disabled=disabled)
-    if kind in ("int", "float"):
-        lo, hi = _bounds(info)
-        cast = int if kind == "int" else float
-        if optional:
-            use = st.checkbox(
-                f"set {label}",
-                value=default is not None,
-                key=f"{key}__set",
-                disabled=disabled,
-                help=help_text or "unset: the engine's default",
-            )
-            if not use:
-                return None
-        value = default if default is not None else (lo if lo is not None else cast(0))
-        return st.number_input(
-            label,
-            min_value=None if lo is None else cast(lo),
-            max_value=None if hi is None else cast(hi),
-            value=cast(value),
-            step=cast(1) if kind == "int" else None,
-            key=key,
-            help=help_text,
-            disabled=disabled,
-        )
-    text = st.text_input(
-        label,
-        value="" if default is None else str(default),
-        key=key,
-        help=help_text,
-        disabled=disabled,
-        placeholder="(none)" if optional else None,
-    )
-    return text or (None if optional else text)
-
-
-def parse_values(kind: str, text: str) -> list[Any]:
-    """'1, 4, 16' -> [1, 4, 16] for a sweep field; raises SpecError."""
-    out: list[Any] = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        try:
-            out.append(int(part) if kind == "int" else float(part) if kind == "float" else part)
-        except ValueError as exc:
-            raise SpecError(f"{part!r} is not a {kind}") from exc
-    return out
-
-
 # -- prefill from a link (e.g. the What-if page's "launch the real benchmark") ------------------
 def _model_state(source: str) -> dict[str, Any]:
     if source == "demo":
@@ -170,6 +50,23 @@ def _model_state(source: str) -> dict[str, Any]:
     return {"model_kind": "hf", "model_hf": source.removeprefix("hf:")}
 
 
+def _field_state(fields: dict[str, Any], prefix: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Widget state for every field named in ``params`` whose value the field accepts."""
+    state: dict[str, Any] = {}
+    for name, info in fields.items():
+        raw = params.get(name)
+        if raw is None or name == "engine":
+            continue
+        usable, value = param_value(info, raw)
+        if not usable:
+            continue
+        state[prefix + name] = value
+        kind, _, optional = field_kind(info.annotation)
+        if optional and kind in ("int", "float"):
+            state[f"{prefix}{name}__set"] = True
+    return state
+
+
 def prefill_from_link() -> None:
     """Seed the widgets once from query parameters (model, engine, device, any recipe or
     workload field by name); unknown or invalid values are ignored, the form says why later."""
@@ -181,30 +78,14 @@ def prefill_from_link() -> None:
     state: dict[str, Any] = {}
     if params.get("model"):
         state.update(_model_state(params["model"]))
-    engine = params.get("engine") if params.get("engine") in recipe_classes() else st.session_state.get("engine")
-    engine = engine or next(iter(recipe_classes()), "transformers")
+    engine = params.get("engine") if params.get("engine") in RECIPE_CLASSES else st.session_state.get("engine")
+    engine = engine or next(iter(RECIPE_CLASSES))
     state["engine"] = engine
     if params.get("device"):
         state["device"] = params["device"]
     preset = st.session_state.get("preset", next(iter(PRESETS)))
-    targets = [(recipe_classes()[engine].model_fields, f"recipe_{engine}_"), (Workload.model_fields, f"wl_{preset}_")]
-    for fields, prefix in targets:
-        for name, info in fields.items():
-            raw = params.get(name)
-            if raw is None or name == "engine":
-                continue
-            kind, choices, optional = field_kind(info.annotation)
-            try:
-                value: Any = {"int": int, "float": float}.get(kind, str)(raw)
-            except ValueError:
-                continue
-            if kind == "bool":
-                value = raw.lower() in ("1", "true", "yes", "on")
-            if kind == "literal" and value not in choices:
-                continue
-            state[prefix + name] = value
-            if optional and kind in ("int", "float"):
-                state[f"{prefix}{name}__set"] = True
+    state.update(_field_state(RECIPE_CLASSES[engine].model_fields, f"recipe_{engine}_", params))
+    state.update(_field_state(Workload.model_fields, f"wl_{preset}_", params))
     st.session_state.update(state)
 
 
@@ -300,40 +181,95 @@ def device_picker(db: Any, disabled: bool) -> str:
     return device
 
 
-def build_specs(base: dict[str, Any], sweep: dict[tuple[str, str], list[Any]]) -> list[tuple[dict[str, Any], str]]:
-    """The grid: one spec dict per combination of swept values, with a short label."""
-    if not sweep:
-        return [(base, "")]
-    keys = list(sweep)
-    out = []
-    for combo in itertools.product(*(sweep[k] for k in keys)):
-        spec = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
-        parts = []
-        for (group, name), value in zip(keys, combo, strict=True):
-            spec[group] = {**spec[group], name: value}
-            parts.append(f"{name}={value}")
-        out.append((spec, ", ".join(parts)))
-    return out
-
-
-def validate(db: Any, specs: list[tuple[dict[str, Any], str]]) -> tuple[list[JobSpec], str | None]:
-    """Parse and pre-flight every spec; (specs, None) or ([], one-line reason)."""
+def validate(db: Any, points: list[SweepPoint]) -> tuple[list[JobSpec], str | None]:
+    """Parse and pre-flight every point; (specs, None) or ([], one-line reason)."""
     from engine.jobs.worker import check_submittable
 
-    parsed: list[JobSpec] = []
-    for i, (data, label) in enumerate(specs):
+    try:
+        specs = grid_specs(points)
+    except SpecError as exc:
+        return [], str(exc)
+    for i, (point, spec) in enumerate(zip(points, specs, strict=True)):
         try:
-            spec = parse_job_spec(data)
             check_submittable(db, spec)
         except SpecError as exc:
-            where = f"job {i + 1} of {len(specs)} ({label}): " if label else ""
-            return [], f"{where}{exc}"
+            return [], f"{point.where(i, len(points))}{exc}"
         except StorageError:
             raise
         except Exception as exc:  # noqa: BLE001 - a checker that breaks must not put a traceback on the page
             return [], f"the spec could not be checked ({type(exc).__name__}: {exc})"
-        parsed.append(spec)
-    return parsed, None
+    return specs, None
+
+
+def _fields(cls: Any) -> dict[str, Any]:
+    return {n: f for n, f in (cls.model_fields.items() if cls else []) if n != "engine"}
+
+
+def recipe_form(engine: str, disabled: bool) -> dict[str, Any]:
+    """One widget per knob of the engine's recipe; the recipe as a dict."""
+    st.subheader("Recipe")
+    recipe: dict[str, Any] = {"engine": engine}
+    for name, info in _fields(RECIPE_CLASSES.get(engine)).items():
+        default = info.get_default(call_default_factory=True)
+        recipe[name] = field_widget(name, info, default, f"recipe_{engine}_{name}", disabled)
+    return recipe
+
+
+def workload_form(disabled: bool) -> dict[str, Any]:
+    """A preset, then one widget per workload field (the preset's values as defaults)."""
+    st.subheader("Workload")
+    preset = st.selectbox("Preset", list(PRESETS), key="preset", disabled=disabled)
+    workload: dict[str, Any] = {}
+    for name, info in Workload.model_fields.items():
+        default = PRESETS[preset].get(name, info.get_default(call_default_factory=True))
+        workload[name] = field_widget(name, info, default, f"wl_{preset}_{name}", disabled)
+    return workload
+
+
+def sweep_form(engine: str, disabled: bool) -> tuple[list[Axis], str | None, str | None]:
+    """(axes, the sweep's name, the first problem with the values) for the fields chosen to sweep."""
+    sweepable = {("recipe", n): f for n, f in _fields(RECIPE_CLASSES.get(engine)).items()}
+    sweepable.update(
+        {
+            ("workload", n): f
+            for n, f in Workload.model_fields.items()
+            if field_kind(f.annotation)[0] in ("int", "float", "bool", "literal")
+        }
+    )
+    chosen = st.multiselect(
+        "Fields to sweep",
+        list(sweepable),
+        format_func=lambda k: f"{k[0]}.{k[1]}",
+        key="sweep_fields",
+        disabled=disabled,
+    )
+    axes: list[Axis] = []
+    problem = None
+    for section, name in chosen:
+        values, why = sweep_values_widget(section, name, sweepable[(section, name)], disabled)
+        axes.append(field_axis(section, name, values))
+        problem = problem or why
+    if not chosen:
+        return axes, None, problem
+    placeholder = f"sweep {datetime.now():%Y-%m-%d %H:%M}"
+    return axes, st.text_input("Sweep name", key="sweep_name", disabled=disabled, placeholder=placeholder), problem
+
+
+def check_launch(
+    db: Any, base: dict[str, Any], axes: list[Axis], problem: str | None
+) -> tuple[list[JobSpec], str | None]:
+    """Every job the form would queue, or the reason it cannot launch."""
+    if not base["model"]["source"]:
+        return [], "choose a model"
+    if problem:
+        return [], problem
+    size = grid_size(axes)
+    if size > MAX_SWEEP_JOBS:
+        return [], f"the sweep has {size} combinations; at most {MAX_SWEEP_JOBS} can be queued at once"
+    try:
+        return validate(db, build_grid(base, axes))
+    except StorageError as exc:
+        return [], f"the database cannot be read: {exc}"
 
 
 def page() -> None:
@@ -351,96 +287,21 @@ def page() -> None:
         st.subheader("Model and hardware")
         source = model_picker(read_only)
         device = device_picker(db, read_only)
-        engines = list(recipe_classes()) or list(ENGINES)
-        engine = st.selectbox("Engine", engines, key="engine", disabled=read_only)
-        st.subheader("Recipe")
-        recipe_cls = recipe_classes().get(engine)
-        recipe: dict[str, Any] = {"engine": engine}
-        recipe_fields = {n: f for n, f in (recipe_cls.model_fields.items() if recipe_cls else []) if n != "engine"}
-        for name, info in recipe_fields.items():
-            value = field_widget(
-                name, info, info.get_default(call_default_factory=True), f"recipe_{engine}_{name}", read_only
-            )
-            recipe[name] = value
+        engine = st.selectbox("Engine", list(RECIPE_CLASSES), key="engine", disabled=read_only)
+        recipe = recipe_form(engine, read_only)
     with right:
-        st.subheader("Workload")
-        preset = st.selectbox("Preset", list(PRESETS), key="preset", disabled=read_only)
-        workload: dict[str, Any] = {}
-        wl_fields = Workload.model_fields
-        for name, info in wl_fields.items():
-            default = PRESETS[preset].get(name, info.get_default(call_default_factory=True))
-            workload[name] = field_widget(name, info, default, f"wl_{preset}_{name}", read_only)
+        workload = workload_form(read_only)
         quality = accuracy_picker(source, read_only)
         name = st.text_input("Name (optional)", key="job_name", disabled=read_only) or None
         timeout = st.number_input(
             "Timeout (s)", min_value=10, max_value=7 * 24 * 3600, value=3600, step=60, key="timeout", disabled=read_only
         )
-
     with st.expander("Sweep: several values for some fields", expanded=False):
-        sweepable = {("recipe", n): f for n, f in recipe_fields.items()}
-        sweepable.update(
-            {
-                ("workload", n): f
-                for n, f in wl_fields.items()
-                if field_kind(f.annotation)[0] in ("int", "float", "bool", "literal")
-            }
-        )
-        chosen = st.multiselect(
-            "Fields to sweep",
-            list(sweepable),
-            format_func=lambda k: f"{k[0]}.{k[1]}",
-            key="sweep_fields",
-            disabled=read_only,
-        )
-        sweep: dict[tuple[str, str], list[Any]] = {}
-        sweep_problem = None
-        for key in chosen:
-            kind, choices, optional = field_kind(sweepable[key].annotation)
-            label = f"{key[0]}.{key[1]} values"
-            if kind == "literal":
-                sweep[key] = st.multiselect(label, choices, key=f"sweep_{key[0]}_{key[1]}", disabled=read_only)
-            elif kind == "bool":
-                sweep[key] = st.multiselect(label, [False, True], key=f"sweep_{key[0]}_{key[1]}", disabled=read_only)
-            else:
-                text = st.text_input(
-                    f"{label} (comma-separated)",
-                    key=f"sweep_{key[0]}_{key[1]}",
-                    placeholder="1, 4, 16",
-                    disabled=read_only,
-                )
-                try:
-                    sweep[key] = parse_values(kind, text)
-                except SpecError as exc:
-                    sweep_problem = f"{key[0]}.{key[1]}: {exc}"
-            if not sweep.get(key) and sweep_problem is None:
-                sweep_problem = f"give at least one value for {key[0]}.{key[1]}"
-        sweep_name = (
-            st.text_input(
-                "Sweep name", key="sweep_name", disabled=read_only, placeholder=f"sweep {datetime.now():%Y-%m-%d %H:%M}"
-            )
-            if chosen
-            else None
-        )
+        axes, sweep_name, sweep_problem = sweep_form(engine, read_only)
 
     base = {"model": {"source": source}, "recipe": recipe, "workload": workload, "device": device}
-    if quality:
-        base["quality"] = quality
-    if name:
-        base["name"] = name
-    specs: list[JobSpec] = []
-    if not source:
-        problem: str | None = "choose a model"
-    elif sweep_problem:
-        problem = sweep_problem
-    else:
-        grid = build_specs(base, sweep)
-        if len(grid) > MAX_SWEEP_JOBS:
-            problem = f"the sweep has {len(grid)} combinations; at most {MAX_SWEEP_JOBS} can be queued at once"
-        else:
-            try:
-                specs, problem = validate(db, grid)
-            except StorageError as exc:
-                problem = f"the database cannot be read: {exc}"
+    base.update({k: v for k, v in (("quality", quality), ("name", name)) if v})
+    specs, problem = check_launch(db, base, axes, sweep_problem)
     st.divider()
     if problem:
         st.error(f"Cannot launch: {problem}", icon=":material/block:")
@@ -449,10 +310,10 @@ def page() -> None:
         st.success(f"Ready: {what} on {device}.", icon=":material/check_circle:")
     label = f"Submit {len(specs)} jobs" if len(specs) > 1 else "Submit"
     if st.button(label, type="primary", disabled=read_only or bool(problem), key="submit"):
-        submit(db, specs, chosen, sweep_name, float(timeout))
+        submit(db, specs, bool(axes), sweep_name, float(timeout))
 
 
-def submit(db: Any, specs: list[JobSpec], swept: list[Any], sweep_name: str | None, timeout: float) -> None:
+def submit(db: Any, specs: list[JobSpec], swept: bool, sweep_name: str | None, timeout: float) -> None:
     from storage import jobs
 
     sweep = (sweep_name or f"sweep {datetime.now():%Y-%m-%d %H:%M:%S}") if swept else None

@@ -8,6 +8,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from engine.cli.common import UsageError, emit_json, open_db
 from engine.whatif.hardware import DEFAULT_COMPARISON, UnknownHardware, catalog, get_hardware
 
 
@@ -46,7 +47,6 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
 
 
 def _hardware_list(text: str | None, entries: dict[str, Any]) -> list[Any]:
-    from engine.cli.main import UsageError
 
     if text is None:
         keys = list(DEFAULT_COMPARISON) + sorted(k for k in entries if k.startswith("local:"))
@@ -94,10 +94,9 @@ def render(rows: list[dict[str, Any]]) -> str:
 
 
 def _list_hardware(entries: dict[str, Any], as_json: bool) -> None:
-    from engine.cli.main import _emit_json
 
     if as_json:
-        _emit_json([h.to_dict() for h in entries.values()])
+        emit_json([h.to_dict() for h in entries.values()])
         return
     for h in entries.values():
         print(
@@ -108,7 +107,6 @@ def _list_hardware(entries: dict[str, Any], as_json: bool) -> None:
 
 def _question(args: argparse.Namespace, entries: dict[str, Any]) -> tuple[Any, Any, Any, list[Any]]:
     """(shape, recipe, workload, hardware) from the arguments; UsageError for bad input."""
-    from engine.cli.main import UsageError
     from engine.whatif.estimate import ENGINES, EstimateError, EstimateRecipe, EstimateWorkload, model_shape
 
     if not args.model:
@@ -161,7 +159,6 @@ def _payload(args: argparse.Namespace, shape: Any, recipe: Any, workload: Any, r
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     """Print calibrated estimates for one model/recipe/workload on several hardware entries."""
-    from engine.cli.main import UsageError, _emit_json, open_db
     from engine.whatif.estimate import EstimateError
     from engine.whatif.query import table_rows, what_if
 
@@ -176,7 +173,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     except EstimateError as exc:
         raise UsageError(str(exc)) from exc
     if args.json:
-        _emit_json(_payload(args, shape, recipe, workload, result))
+        emit_json(_payload(args, shape, recipe, workload, result))
         return 0
     dropped = f", {recipe.drop_layers} layers dropped" if recipe.drop_layers else ""
     print(
@@ -191,7 +188,6 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Run the micro-benchmark on the local device, store it, and summarize the run-based fit."""
-    from engine.cli.main import UsageError, _emit_json, open_db
     from engine.whatif.calibrate import calibrate
     from engine.whatif.microbench import run_microbench, store
 
@@ -204,7 +200,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     mid = store(db, result)
     cal = calibrate(db)
     if args.json:
-        _emit_json(
+        emit_json(
             {
                 "measurement_id": mid,
                 **asdict(result),

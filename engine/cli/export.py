@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from engine.cli.main import EXIT_OK, UsageError, open_db
+from engine.cli.common import EXIT_OK, UsageError, open_db
 
 FORMATS: tuple[str, ...] = ("html", "csv", "json")
 MAX_COMPARE = 8

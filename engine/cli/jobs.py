@@ -11,12 +11,13 @@ import argparse
 import sys
 from typing import Any
 
-from engine.cli.main import (
+from engine.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
-    _emit_json,
     add_spec_arguments,
+    emit_json,
+    listed_as_json_or_empty,
     open_db,
     positive_int,
     spec_from_args,
@@ -62,7 +63,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     check_submittable(db, spec)
     job_id = jobs.submit(db, spec, sweep=args.sweep, timeout_s=args.timeout or 3600.0)
     if args.json:
-        _emit_json(job_row(jobs.get_job(db, job_id)))
+        emit_json(job_row(jobs.get_job(db, job_id)))
     else:
         print(job_id)
         served = {d for w in jobs.list_workers(db, alive_within_s=LIVE_WORKER_S) for d in w.devices}
@@ -91,11 +92,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
     db = open_db(args)
     rows = jobs.list_jobs(db, limit=args.limit)
-    if args.json:
-        _emit_json([job_row(j) for j in rows])
-        return EXIT_OK
-    if not rows:
-        print("no jobs yet; queue one with: python -m engine submit --model demo")
+    if listed_as_json_or_empty(
+        args, rows, job_row, "no jobs yet; queue one with: python -m engine submit --model demo"
+    ):
         return EXIT_OK
     print(f"{'id':>5}  {'status':<10}{'phase':<11}{'progress':>9}  {'device':<9}{'sweep':<16}{'run':>5}  reason")
     for j in rows:

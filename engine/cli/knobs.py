@@ -4,24 +4,19 @@ run on a device (the same rules the Launch page and pre-flight apply)."""
 from __future__ import annotations
 
 import argparse
-import typing
 from typing import Any
 
+from engine.cli.common import emit_json
 from engine.spec import SpecError
 
 
 def knob_table(engine: str, device: str) -> list[dict[str, Any]]:
     """One row per knob: name, type, default, description, and per-choice availability."""
-    from engine.spec import JobSpec, forms
+    from engine.spec import RECIPE_CLASSES, forms
 
-    annotation = JobSpec.model_fields["recipe"].annotation
-    if typing.get_origin(annotation) is typing.Annotated:
-        annotation = typing.get_args(annotation)[0]
-    classes = typing.get_args(annotation) or (annotation,)
-    recipe_cls = next((c for c in classes if c.model_fields["engine"].default == engine), None)
+    recipe_cls = RECIPE_CLASSES.get(engine)
     if recipe_cls is None:
-        names = ", ".join(c.model_fields["engine"].default for c in classes)
-        raise SpecError(f"unknown engine {engine!r}; available: {names}")
+        raise SpecError(f"unknown engine {engine!r}; available: {', '.join(RECIPE_CLASSES)}")
     choices = forms.options(device) if engine == "transformers" else {}
     rows = []
     for name, info in recipe_cls.model_fields.items():
@@ -40,13 +35,11 @@ def knob_table(engine: str, device: str) -> list[dict[str, Any]]:
 
 
 def cmd_knobs(args: argparse.Namespace) -> int:
-    from engine.cli.main import _emit_json
-
     if args.device != "cpu" and not args.device.startswith("cuda:"):
         raise SpecError(f"device {args.device!r} is not 'cpu' or 'cuda:N'")
     rows = knob_table(args.engine, args.device)
     if args.json:
-        _emit_json(rows)
+        emit_json(rows)
         return 0
     print(f"knobs of engine {args.engine} on {args.device}  (set with --knob NAME=VALUE)")
     for row in rows:

@@ -6,23 +6,32 @@ Example::
         --slo-ttft-ms 500 --sweep demo-rates
 
 Each point is a normal stored run (``sweep=<name>``), so the Explore page can draw the
-latency-throughput curve; ``inf`` means "as fast as possible" (arrival ``max``).
+latency-throughput curve; ``inf`` means "as fast as possible" (arrival ``max``). The grid
+is built by :mod:`engine.spec.sweep` (as the Launch page's), and every point runs in its
+own job process (:mod:`engine.jobs.sweep`).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from typing import Any
 
-from engine.spec import JobSpec, parse_job_spec
+from engine.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_spec_arguments,
+    emit_json,
+    open_db,
+    spec_from_args,
+    stderr_log,
+)
+from engine.spec.sweep import SweepPoint, build_grid, concurrency_axis, grid_specs, rate_axis
 
 
 def _numbers(text: str, what: str, integer: bool) -> list[float]:
-    from engine.cli.main import UsageError
-
     out: list[float] = []
     for part in text.split(","):
         part = part.strip()
@@ -40,99 +49,77 @@ def _numbers(text: str, what: str, integer: bool) -> list[float]:
     return out
 
 
-def sweep_points(base: JobSpec, rates: list[float] | None, concurrencies: list[int] | None) -> list[JobSpec]:
-    """The JobSpec of every point: the base spec with the arrival and rate/concurrency of that point."""
-    data = base.model_dump(mode="json")
-    wl = data["workload"]
-    points = []
-    for value in rates or []:
-        w = dict(wl, batch_size=1)
-        if math.isinf(value):
-            w.update(arrival="max", rate=None, burstiness=1.0)
-        else:
-            w.update(arrival="gamma" if wl.get("arrival") == "gamma" else "poisson", rate=value)
-            if w["arrival"] == "poisson":
-                w["burstiness"] = 1.0
-        points.append(parse_job_spec(dict(data, workload=w)))
-    for value in concurrencies or []:
-        w = dict(wl, batch_size=1, arrival="concurrency", max_concurrency=int(value), rate=None, burstiness=1.0)
-        points.append(parse_job_spec(dict(data, workload=w)))
-    return points
+def _axis(args: argparse.Namespace) -> tuple[str, list[float]]:
+    """('rates' | 'concurrency', the values): exactly one of the two options."""
+    if bool(args.rates) == bool(args.concurrencies):
+        raise UsageError("give exactly one of --rates (e.g. 1,2,4,inf) or --concurrencies (e.g. 1,4,16)")
+    if args.rates:
+        return "rates", _numbers(args.rates, "rates", False)
+    return "concurrency", _numbers(args.concurrencies, "concurrencies", True)
+
+
+def _row(point: SweepPoint, outcome: Any) -> dict[str, Any]:
+    if not outcome.ok:
+        return {"point": point.label, "run_id": outcome.run_id, "status": "failed", "error": outcome.error}
+    m = outcome.metrics
+    return {
+        "point": point.label,
+        "run_id": outcome.run_id,
+        "status": "done",
+        "achieved_rate": (m.get("load") or {}).get("achieved_rate"),
+        "requests_per_s": m["requests_per_s"],
+        "ttft_p50_ms": m["ttft_ms"]["p50"],
+        "tpot_p50_ms": m["tpot_ms"]["p50"],
+        "e2el_p99_ms": m["e2el_ms"]["p99"],
+        "output_tokens_per_s": m["output_tokens_per_s"],
+        "goodput_requests_per_s": m["goodput_requests_per_s"],
+        "goodput_fraction": m["goodput_fraction"],
+        "failed_requests": m["failed"],
+    }
+
+
+def _print_table(name: str, rows: list[dict[str, Any]]) -> None:
+    print(f"sweep {name}")
+    print(
+        f"{'point':<18}{'run':>5}{'sent/s':>8}{'TTFT p50':>10}{'TPOT p50':>10}{'E2EL p99':>10}"
+        f"{'tok/s':>8}{'goodput':>9}{'failed':>7}"
+    )
+    for r in rows:
+        if r["status"] != "done":
+            print(f"{r['point']:<18}{r['run_id'] or '-':>5}  failed: {r['error']}")
+            continue
+        sent = r["achieved_rate"]
+        sent_text = "burst" if sent is not None and sent > 9999 else _f(sent)  # everything sent at once
+        print(
+            f"{r['point']:<18}{r['run_id']:>5}{sent_text:>8}{_f(r['ttft_p50_ms']):>10}"
+            f"{_f(r['tpot_p50_ms']):>10}{_f(r['e2el_p99_ms']):>10}{_f(r['output_tokens_per_s'], 1):>8}"
+            f"{_f(r['goodput_fraction']):>9}{r['failed_requests']:>7}"
+        )
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    """Run every point in turn; a failed point is stored as failed and the sweep goes on."""
-    from engine.cli.main import EXIT_FAILED, EXIT_OK, UsageError, _emit_json, open_db, spec_from_args
+    """Run every point in turn, each in its own process; a failed point is stored as failed and the sweep goes on."""
+    from engine.jobs.sweep import run_point
     from engine.run import runner
 
-    if bool(args.rates) == bool(args.concurrencies):
-        raise UsageError("give exactly one of --rates (e.g. 1,2,4,inf) or --concurrencies (e.g. 1,4,16)")
-    rates = _numbers(args.rates, "rates", False) if args.rates else None
-    concs = [int(v) for v in _numbers(args.concurrencies, "concurrencies", True)] if args.concurrencies else None
+    kind, values = _axis(args)
     base = spec_from_args(args)
-    points = sweep_points(base, rates, concs)
-    for spec in points:
+    axis = rate_axis(values, base.workload.arrival) if kind == "rates" else concurrency_axis([int(v) for v in values])
+    points = build_grid(base, [axis])
+    specs = grid_specs(points)
+    for spec in specs:
         runner.preflight(spec)
-    name = args.sweep or f"{base.recipe.engine}-{'rates' if rates else 'concurrency'}-{time.strftime('%Y%m%d-%H%M%S')}"
-    db = open_db(args)
-
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
-
-    rows: list[dict[str, Any]] = []
-    failed = 0
-    for spec in points:
-        wl = spec.workload
-        label = (
-            f"rate {wl.rate:g}/s"
-            if wl.rate
-            else (f"concurrency {wl.max_concurrency}" if wl.arrival == "concurrency" else "max rate")
-        )
-        log(f"[{name}] {label}")
-        try:
-            result = runner.run_benchmark(spec, db=db, log=log, sweep=name)
-        except runner.BenchmarkFailed as exc:
-            failed += 1
-            rows.append({"point": label, "run_id": exc.run_id, "status": "failed", "error": exc.reason})
-            continue
-        m = result.metrics
-        load = m.get("load") or {}
-        rows.append(
-            {
-                "point": label,
-                "run_id": result.run_id,
-                "status": "done",
-                "achieved_rate": load.get("achieved_rate"),
-                "requests_per_s": m["requests_per_s"],
-                "ttft_p50_ms": m["ttft_ms"]["p50"],
-                "tpot_p50_ms": m["tpot_ms"]["p50"],
-                "e2el_p99_ms": m["e2el_ms"]["p99"],
-                "output_tokens_per_s": m["output_tokens_per_s"],
-                "goodput_requests_per_s": m["goodput_requests_per_s"],
-                "goodput_fraction": m["goodput_fraction"],
-                "failed_requests": m["failed"],
-            }
-        )
+    name = args.sweep or f"{base.recipe.engine}-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+    db_url = open_db(args).url  # checked (and migrated) once here; each point's process opens it again
+    rows = []
+    for point, spec in zip(points, specs, strict=True):
+        stderr_log(f"[{name}] {point.label}")
+        rows.append(_row(point, run_point(spec.canonical_json(), db_url, name, stderr_log)))
     if args.json:
-        _emit_json({"sweep": name, "points": rows})
+        emit_json({"sweep": name, "points": rows})
     else:
-        print(f"sweep {name}")
-        print(
-            f"{'point':<18}{'run':>5}{'sent/s':>8}{'TTFT p50':>10}{'TPOT p50':>10}{'E2EL p99':>10}"
-            f"{'tok/s':>8}{'goodput':>9}{'failed':>7}"
-        )
-        for r in rows:
-            if r["status"] != "done":
-                print(f"{r['point']:<18}{r['run_id'] or '-':>5}  failed: {r['error']}")
-                continue
-            sent = r["achieved_rate"]
-            sent_text = "burst" if sent is not None and sent > 9999 else _f(sent)  # everything sent at once
-            print(
-                f"{r['point']:<18}{r['run_id']:>5}{sent_text:>8}{_f(r['ttft_p50_ms']):>10}"
-                f"{_f(r['tpot_p50_ms']):>10}{_f(r['e2el_p99_ms']):>10}{_f(r['output_tokens_per_s'], 1):>8}"
-                f"{_f(r['goodput_fraction']):>9}{r['failed_requests']:>7}"
-            )
-    return EXIT_FAILED if failed else EXIT_OK
+        _print_table(name, rows)
+    return EXIT_FAILED if any(r["status"] != "done" for r in rows) else EXIT_OK
 
 
 def _f(v: Any, digits: int = 2) -> str:
@@ -141,8 +128,6 @@ def _f(v: Any, digits: int = 2) -> str:
 
 def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``sweep`` verb."""
-    from engine.cli.main import add_spec_arguments
-
     p = subparsers.add_parser(
         "sweep", parents=[common, as_json], help="one run per request rate or concurrency (a latency-throughput curve)"
     )

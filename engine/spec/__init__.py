@@ -12,6 +12,7 @@ from engine.spec.model import ModelKind, ModelSpec
 from engine.spec.quality import QUALITY_METRICS_HELP, QualitySpec
 from engine.spec.recipes import (
     ENGINES,
+    RECIPE_CLASSES,
     SERVING_ENGINES,
     TRANSFORMERS_KNOB_DEFAULTS,
     OpenAIRecipe,
@@ -25,6 +26,7 @@ from engine.spec.workload import SERVING_DEFAULTS, Workload
 __all__ = [
     "ENGINES",
     "QUALITY_METRICS_HELP",
+    "RECIPE_CLASSES",
     "SERVING_DEFAULTS",
     "SERVING_ENGINES",
     "TRANSFORMERS_KNOB_DEFAULTS",

@@ -13,7 +13,14 @@ class SpecError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: an infinity or NaN is rejected at validation, so it never reaches
+    # storage (it is not JSON) nor a metric (a comparison with NaN is always false).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @classmethod
+    def field_defaults(cls) -> dict[str, Any]:
+        """Every field's default value (fields with a default factory are left out)."""
+        return {name: info.default for name, info in cls.model_fields.items() if info.default_factory is None}
 
 
 def canonical_json(data: Any) -> str:

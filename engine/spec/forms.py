@@ -9,13 +9,20 @@ from pydantic import ValidationError
 from engine.spec.recipes import TransformersRecipe
 from engine.spec.rules import job_problems
 
+# Knobs that only matter with another knob (engine.spec.rules.KNOB_DEPENDENCIES) are checked with it set.
+_ENABLERS: dict[str, dict[str, Any]] = {
+    "compile_mode": {"compile": True, "cache_implementation": "static"},
+    "gptq_bits": {"quantization": "gptq"},
+    "gptq_desc_act": {"quantization": "gptq"},
+    "drop_layers_from": {"drop_layers": 1},
+}
+
 
 def option_reason(field_name: str, value: Any, device: str) -> str | None:
     """Why ``field_name=value`` (other knobs at their defaults) cannot run on ``device``; None when it can."""
-
-    from engine.spec.recipes import TransformersRecipe
-
     base: dict[str, Any] = {field_name: value}
+    if value != TransformersRecipe.model_fields[field_name].default:
+        base.update(_ENABLERS.get(field_name, {}))
     # A knob that only makes sense with a companion gets that companion for the check.
     if field_name == "compile" and value:
         base["cache_implementation"] = "static"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from engine.spec.base import _Strict
-from engine.spec.rules import recipe_problems, vllm_job_problems
+from engine.spec.rules import recipe_problems, unused_knob_problems, vllm_job_problems
 
 if TYPE_CHECKING:
     from engine.spec.workload import Workload
@@ -222,6 +222,9 @@ class _VllmKnobs(_Strict):
             raise ValueError(f"speculative={self.speculative} needs speculative_model (a draft model folder or id)")
         if self.prompt_lookup_min > self.prompt_lookup_max:
             raise ValueError("prompt_lookup_min must not exceed prompt_lookup_max")
+        problems = unused_knob_problems(self.engine, dict(self), self.field_defaults())  # type: ignore[attr-defined]
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def job_problems(self, device: str, workload: Workload | None = None, model_kind: str | None = None) -> list[str]:
@@ -320,5 +323,12 @@ class OpenAIRecipe(_Strict):
 
 
 Recipe = Annotated[TransformersRecipe | VllmRecipe | VllmServerRecipe | OpenAIRecipe, Field(discriminator="engine")]
-ENGINES: tuple[str, ...] = ("transformers", "vllm", "vllm-server", "openai")
+# The recipe class of every engine, in the order forms list them.
+RECIPE_CLASSES: dict[str, type[_Strict]] = {
+    "transformers": TransformersRecipe,
+    "vllm": VllmRecipe,
+    "vllm-server": VllmServerRecipe,
+    "openai": OpenAIRecipe,
+}
+ENGINES: tuple[str, ...] = tuple(RECIPE_CLASSES)
 SERVING_ENGINES: tuple[str, ...] = ("vllm", "vllm-server", "openai")

@@ -6,6 +6,10 @@
   and a model kind allow for a transformers recipe; :func:`vllm_job_problems` the same for
   both vLLM engines (used by ``JobSpec`` validation, so a spec that cannot run is never queued).
 * :func:`shape_problems` - what a model's config allows (e.g. heads that split over ranks).
+* :data:`KNOB_DEPENDENCIES` - knobs that only matter with another knob set (``gptq_bits``
+  with ``quantization=gptq``); :func:`unused_knob_problems` refuses such a knob set away
+  from its default where nothing uses it (it would be ignored, yet change the fingerprint),
+  and :mod:`engine.spec.sweep` resets it on the grid points that do not use it.
 
 Facts known only on the machine that runs a job (GPU compute capability, installed
 packages) are gathered and judged by :mod:`engine.run.preflight`.
@@ -17,6 +21,7 @@ environment, so the UI and the spec import it freely.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.spec.device import gpu_count
@@ -55,6 +60,64 @@ def tensor_parallel_world_size(recipe: Any, device: str) -> int:
     return gpu_count(device) or (recipe.tensor_parallel_ranks or 2)
 
 
+# -- knobs that only matter with another knob ------------------------------------------
+# (knob, whether the section's other values use it, what would enable it)
+Dependency = tuple[str, Callable[[Mapping[str, Any]], bool], str]
+_VLLM_DRAFTS = ("draft", "eagle", "eagle3")
+_VLLM_DEPENDENCIES: tuple[Dependency, ...] = (
+    ("num_speculative_tokens", lambda r: r["speculative"] != "none", "speculative=ngram, draft, eagle or eagle3"),
+    ("prompt_lookup_min", lambda r: r["speculative"] == "ngram", "speculative=ngram"),
+    ("prompt_lookup_max", lambda r: r["speculative"] == "ngram", "speculative=ngram"),
+    ("speculative_model", lambda r: r["speculative"] in _VLLM_DRAFTS, "speculative=draft, eagle or eagle3"),
+)
+KNOB_DEPENDENCIES: dict[str, tuple[Dependency, ...]] = {
+    "workload": (
+        ("rate", lambda w: w["arrival"] in ("poisson", "gamma"), "arrival=poisson or gamma"),
+        (
+            "max_concurrency",
+            lambda w: w["arrival"] != "batch",
+            "arrival=concurrency, poisson, gamma or max (arrival=batch sends batch_size requests at a time)",
+        ),
+        ("prompt_length_spread", lambda w: w["prompt_length"] != "fixed", "prompt_length=uniform or normal"),
+    ),
+    "transformers": (
+        ("compile_mode", lambda r: r["compile"], "compile=true"),
+        *(
+            (knob, lambda r: r["quantization"] == "gptq", "quantization=gptq")
+            for knob in ("gptq_bits", "gptq_group_size", "gptq_desc_act", "gptq_calibration_file")
+        ),
+        (
+            "num_speculative_tokens",
+            lambda r: r["speculative"] != "none",
+            "speculative=prompt_lookup, assistant or early_exit",
+        ),
+        ("prompt_lookup_ngram", lambda r: r["speculative"] == "prompt_lookup", "speculative=prompt_lookup"),
+        ("assistant_model", lambda r: r["speculative"] == "assistant", "speculative=assistant"),
+        ("early_exit_layer", lambda r: r["speculative"] == "early_exit", "speculative=early_exit"),
+        ("drop_layers_from", lambda r: r["drop_layers"] > 0, "drop_layers > 0"),
+        ("tensor_parallel_ranks", lambda r: r["tensor_parallel"], "tensor_parallel"),
+    ),
+    "vllm": _VLLM_DEPENDENCIES,
+    "vllm-server": _VLLM_DEPENDENCIES,
+    "openai": (),
+}
+
+
+def unused_knobs(section: str, values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(knob, what enables it) for every knob of ``section`` ('workload' or an engine name) that
+    the other ``values`` (every field of the section) leave unused."""
+    return [(knob, enabler) for knob, used, enabler in KNOB_DEPENDENCIES.get(section, ()) if not used(values)]
+
+
+def unused_knob_problems(section: str, values: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[str]:
+    """One message per knob set away from its default where nothing uses it."""
+    return [
+        f"{knob} is only used with {enabler}"
+        for knob, enabler in unused_knobs(section, values)
+        if values[knob] != defaults[knob]
+    ]
+
+
 # -- pure, device-independent ---------------------------------------------------------
 def recipe_problems(recipe: TransformersRecipe) -> list[str]:
     """Knobs of one recipe that contradict each other (any device); empty when fine."""
@@ -75,12 +138,8 @@ def recipe_problems(recipe: TransformersRecipe) -> list[str]:
             problems.append("continuous batching does not do speculative decoding; use batching=static")
     if r.speculative == "assistant" and not r.assistant_model:
         problems.append("speculative=assistant needs assistant_model (a model with the same tokenizer, e.g. 'demo')")
-    if r.assistant_model and r.speculative != "assistant":
-        problems.append("assistant_model is only used with speculative=assistant")
     if r.speculative == "early_exit" and r.early_exit_layer is None:
         problems.append("speculative=early_exit needs early_exit_layer (how many layers draft the tokens)")
-    if r.early_exit_layer is not None and r.speculative != "early_exit":
-        problems.append("early_exit_layer is only used with speculative=early_exit")
     if r.batching == "continuous":
         if r.cache_implementation == "static" or r.compile:
             problems.append(
@@ -90,8 +149,6 @@ def recipe_problems(recipe: TransformersRecipe) -> list[str]:
             problems.append("continuous batching has no quantized KV cache")
         if r.tensor_parallel:
             problems.append("continuous batching with tensor parallelism is not offered; pick one")
-    if r.tensor_parallel_ranks is not None and not r.tensor_parallel:
-        problems.append("tensor_parallel_ranks is only used with tensor_parallel")
     if r.tensor_parallel:
         unsupported = [
             name
@@ -116,7 +173,7 @@ def recipe_problems(recipe: TransformersRecipe) -> list[str]:
         )
     if r.quantization == "gptq" and r.gptq_group_size == 0:
         problems.append("gptq_group_size must be a positive number of weights or -1 (one group per column)")
-    return problems
+    return problems + unused_knob_problems("transformers", dict(r), r.field_defaults())
 
 
 def job_problems(
@@ -250,7 +307,15 @@ def vllm_job_problems(recipe: Any, device: str, model_kind: str | None = None) -
             problems.append("int8_per_channel_weight_only runs on vLLM's CPU backend with dtype=bfloat16 only")
         if recipe.tensor_parallel_size > 1:
             problems.append("tensor_parallel_size > 1 needs that many CUDA GPUs (device cuda:0,1,...)")
-    elif recipe.tensor_parallel_size != gpus:
+        if recipe.gpu_memory_utilization != type(recipe).model_fields["gpu_memory_utilization"].default:
+            problems.append(
+                "gpu_memory_utilization is only used on a GPU; on the CPU the KV cache size is cpu_kvcache_space_gib"
+            )
+    elif recipe.cpu_kvcache_space_gib != type(recipe).model_fields["cpu_kvcache_space_gib"].default:
+        problems.append(
+            "cpu_kvcache_space_gib is only used on the CPU; on a GPU vLLM sizes its cache by gpu_memory_utilization"
+        )
+    if gpus and recipe.tensor_parallel_size != gpus:
         problems.append(
             f"tensor_parallel_size={recipe.tensor_parallel_size} but {gpus} GPU(s) picked; "
             f"pick a device with {recipe.tensor_parallel_size} GPU(s)"

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from engine.spec.base import _Strict
+from engine.spec.rules import unused_knob_problems
 
 Arrival = Literal["batch", "poisson", "gamma", "concurrency", "max"]
 PromptLength = Literal["fixed", "uniform", "normal"]
@@ -67,6 +68,9 @@ class Workload(_Strict):
             raise ValueError("burstiness applies to arrival=gamma only")
         if self.prompt_length != "fixed" and self.prompt_file is not None:
             raise ValueError("prompt_length distributions apply to prompt_tokens, not to a prompt file")
+        problems = unused_knob_problems("workload", dict(self), self.field_defaults())
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @model_validator(mode="after")

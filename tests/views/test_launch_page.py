@@ -203,3 +203,23 @@ def test_accuracy_choice_goes_into_the_job(app, db):
     _submit(app).click().run()
     [job] = jobs.list_jobs(db)
     assert job.spec["quality"]["metrics"] == ["ppl"] and job.spec["quality"]["budget_tokens"] == 256
+
+
+def test_a_knob_set_where_nothing_uses_it_is_explained(app, db):
+    app.selectbox(key="preset").select(QUICK).run()
+    app.selectbox(key="recipe_transformers_compile_mode").select("max-autotune").run()
+    assert any("compile_mode is only used with compile=true" in e.value for e in app.error)
+    assert _submit(app).disabled
+
+
+def test_a_sweep_point_that_does_not_use_a_knob_gets_its_default(app, db):
+    # the same grid builder as the CLI: on the compile=false point compile_mode would be ignored
+    app.selectbox(key="preset").select(QUICK).run()
+    app.selectbox(key="recipe_transformers_cache_implementation").select("static").run()
+    app.selectbox(key="recipe_transformers_compile_mode").select("max-autotune").run()
+    app.multiselect(key="sweep_fields").set_value([("recipe", "compile")]).run()
+    app.multiselect(key="sweep_recipe_compile").set_value([False, True]).run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    _submit(app).click().run()
+    modes = {j.spec["recipe"]["compile"]: j.spec["recipe"]["compile_mode"] for j in jobs.list_jobs(db)}
+    assert modes == {False: "default", True: "max-autotune"}

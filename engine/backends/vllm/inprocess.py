@@ -105,6 +105,7 @@ def vllm_env(recipe: Any, device: str, base: dict[str, str] | None = None) -> di
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
     env.setdefault("DO_NOT_TRACK", "1")
+    env.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # vLLM's default is stdout: keep it for --json
     if device == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(recipe.cpu_kvcache_space_gib)
     else:
@@ -168,6 +169,7 @@ class VllmBackend:
             "HF_HUB_OFFLINE",
             "VLLM_NO_USAGE_STATS",
             "DO_NOT_TRACK",
+            "VLLM_LOGGING_STREAM",
             "VLLM_CPU_KVCACHE_SPACE",
             "CUDA_VISIBLE_DEVICES",
         ):

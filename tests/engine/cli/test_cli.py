@@ -121,7 +121,8 @@ def test_bad_db_url_is_one_line(capsys):
 
 
 def test_knob_option_sets_any_recipe_field():
-    from engine.cli.main import build_parser, spec_from_args
+    from engine.cli.common import spec_from_args
+    from engine.cli.main import build_parser
 
     args = build_parser().parse_args(
         [
@@ -164,3 +165,19 @@ def test_limits_must_be_positive(args, db_url, capsys):
     assert main([*args, "--db", db_url]) == 2
     err = capsys.readouterr().err.strip()
     assert "--limit" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--slo-tpot-ms", "inf"],
+        ["--slo-ttft-ms", "nan"],
+        ["--arrival", "poisson", "--rate", "inf"],
+        ["--engine", "vllm", "--knob", "gpu_memory_utilization=nan"],
+    ],
+)
+def test_non_finite_numbers_exit_2_in_one_line_and_store_nothing(args, db_url, capsys):
+    assert main(["run", "--model", "demo", *args, "--db", db_url]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "finite number" in err and len(err.splitlines()) == 1, err
+    assert count_runs(open_database(db_url)) == 0

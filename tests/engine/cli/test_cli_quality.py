@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli.main import build_parser, main, spec_from_args
+from engine.cli.common import spec_from_args
+from engine.cli.main import build_parser, main
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -142,6 +142,9 @@ def test_options_for_forms():
     assert cpu["compile"][True] is None  # offered with the static cache it needs
     assert "CPU only" in options("cuda:0")["quantization"]["torch_dynamic_int8"]
     assert option_reason("quantization", "torchao_float8", "cuda:0") is None
+    # a knob that needs another one is offered with it (not refused as unused)
+    assert cpu["compile_mode"]["max-autotune"] is None and cpu["gptq_bits"][8] is None
+    assert cpu["gptq_desc_act"][True] is None and cpu["drop_layers_from"]["end"] is None
 
 
 def test_notes_warn_about_slow_paths():
@@ -240,3 +243,79 @@ def test_tensor_parallel_ranks_and_rules():
                 "quality": {"metrics": ["ppl"]},
             }
         )
+
+
+@pytest.mark.parametrize(
+    ("recipe", "message"),
+    [
+        ({"compile_mode": "max-autotune"}, "compile_mode is only used with compile=true"),
+        ({"gptq_bits": 8}, "gptq_bits is only used with quantization=gptq"),
+        ({"gptq_group_size": 64}, "gptq_group_size is only used with quantization=gptq"),
+        ({"gptq_desc_act": True}, "gptq_desc_act is only used with quantization=gptq"),
+        ({"gptq_calibration_file": "calib.txt"}, "gptq_calibration_file is only used with quantization=gptq"),
+        ({"quantization": "torchao_int8_weight_only", "gptq_bits": 8}, "gptq_bits is only used with quantization=gptq"),
+        ({"num_speculative_tokens": 4}, "num_speculative_tokens is only used with speculative="),
+        ({"prompt_lookup_ngram": 2}, "prompt_lookup_ngram is only used with speculative=prompt_lookup"),
+        (
+            {"speculative": "assistant", "assistant_model": "demo", "prompt_lookup_ngram": 2},
+            "prompt_lookup_ngram is only used with speculative=prompt_lookup",
+        ),
+        ({"drop_layers_from": "end"}, "drop_layers_from is only used with drop_layers > 0"),
+    ],
+)
+def test_a_transformers_knob_that_would_be_ignored_is_refused(recipe, message):
+    with pytest.raises(SpecError) as exc:
+        _spec(recipe)
+    assert message in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        {"cache_implementation": "static", "compile": True, "compile_mode": "max-autotune"},
+        {"quantization": "gptq", "gptq_bits": 8, "gptq_group_size": 64, "gptq_desc_act": True},
+        {"speculative": "prompt_lookup", "prompt_lookup_ngram": 2, "num_speculative_tokens": 4},
+        {"speculative": "early_exit", "early_exit_layer": 4, "num_speculative_tokens": 4},
+        {"drop_layers": 2, "drop_layers_from": "end"},
+    ],
+)
+def test_transformers_knobs_with_their_enabler_are_accepted(recipe):
+    assert _spec(recipe)
+
+
+def _vllm(recipe: dict, device: str = "cpu", engine: str = "vllm"):
+    return parse_job_spec({"model": {"source": "demo"}, "recipe": {"engine": engine, **recipe}, "device": device})
+
+
+@pytest.mark.parametrize("engine", ["vllm", "vllm-server"])
+@pytest.mark.parametrize(
+    ("recipe", "device", "message"),
+    [
+        ({"prompt_lookup_min": 1}, "cpu", "prompt_lookup_min is only used with speculative=ngram"),
+        (
+            {"speculative": "draft", "speculative_model": "demo", "prompt_lookup_max": 6},
+            "cpu",
+            "prompt_lookup_max is only used with speculative=ngram",
+        ),
+        ({"num_speculative_tokens": 5}, "cpu", "num_speculative_tokens is only used with speculative="),
+        ({"speculative_model": "demo"}, "cpu", "speculative_model is only used with speculative=draft"),
+        ({"gpu_memory_utilization": 0.5}, "cpu", "gpu_memory_utilization is only used on a GPU"),
+        ({"cpu_kvcache_space_gib": 4}, "cuda:0", "cpu_kvcache_space_gib is only used on the CPU"),
+    ],
+)
+def test_a_vllm_knob_that_would_be_ignored_is_refused(recipe, device, message, engine):
+    with pytest.raises(SpecError) as exc:
+        _vllm(recipe, device, engine)
+    assert message in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("recipe", "device"),
+    [
+        ({"speculative": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 6, "num_speculative_tokens": 5}, "cpu"),
+        ({"gpu_memory_utilization": 0.5}, "cuda:0"),
+        ({"cpu_kvcache_space_gib": 4}, "cpu"),
+    ],
+)
+def test_vllm_knobs_with_their_enabler_are_accepted(recipe, device):
+    assert _vllm(recipe, device)

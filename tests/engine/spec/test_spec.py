@@ -106,3 +106,27 @@ def test_specs_are_frozen():
     s = JobSpec(model=ModelSpec(source="demo"))
     with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen error type
         s.device = "cuda:0"  # type: ignore[misc]
+
+
+def test_an_ignored_knob_cannot_change_the_fingerprint():
+    plain = parse_job_spec({"model": {"source": "demo"}})
+    assert plain.fingerprint() == "1b1512eb5d8b99b6"  # stored fingerprints of default specs stay valid
+    explicit = parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "recipe": {
+                "engine": "transformers",
+                "gptq_bits": 4,
+                "compile_mode": "default",
+                "num_speculative_tokens": 10,
+            },
+            "workload": {"rate": None, "max_concurrency": None, "prompt_length_spread": 0.0},
+        }
+    )
+    assert explicit.fingerprint() == plain.fingerprint()
+    # the same knobs set to something else would run the same thing: refused, not fingerprinted
+    for recipe in ({"gptq_bits": 8}, {"compile_mode": "max-autotune"}, {"num_speculative_tokens": 3}):
+        with pytest.raises(SpecError, match="is only used with"):
+            parse_job_spec({"model": {"source": "demo"}, "recipe": {"engine": "transformers", **recipe}})
+    with pytest.raises(SpecError, match="rate is only used with arrival=poisson"):
+        parse_job_spec({"model": {"source": "demo"}, "workload": {"rate": 4.0}})

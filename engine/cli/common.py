@@ -1,0 +1,292 @@
+"""What every verb of ``python -m engine`` shares: exit codes, the one-line usage error, the
+parent parsers (``--db``, ``--json``), the job options and the spec built from them, the
+database, and ``--json`` output (one JSON document on stdout, everything else on stderr)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+from engine.settings import database_url
+from engine.spec import ENGINES, JobSpec, SpecError, parse_job_spec
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad input from the command line; printed as one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line and exit 2 (via :class:`UsageError`)."""
+
+    def error(self, message: str) -> NoReturn:  # argparse would print the usage too
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def common_parent() -> argparse.ArgumentParser:
+    """The ``--db`` option every verb takes."""
+    common = Parser(add_help=False)
+    common.add_argument(
+        "--db",
+        metavar="URL",
+        default=None,
+        help="database URL (default: env LATENCYLAB_DB_URL, else data/latencylab.db)",
+    )
+    return common
+
+
+def json_parent() -> argparse.ArgumentParser:
+    """The ``--json`` option of the verbs that print results."""
+    p = Parser(add_help=False)
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout (logs go to stderr)")
+    return p
+
+
+def open_db(args: argparse.Namespace) -> Any:
+    """The database of ``--db`` (or the environment's); UsageError with one line when it cannot open."""
+    from storage import StorageError, open_database
+
+    try:
+        return open_database(database_url(args.db))
+    except StorageError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+# -- --json: one document on stdout ------------------------------------------------------------
+_pending_json: list[str] | None = None  # documents held back while stdout points at stderr
+
+
+def emit_json(obj: Any) -> None:
+    """Print ``obj`` as JSON on stdout (in ``--json`` mode, once the verb is over: see :func:`json_stdout`)."""
+    text = json.dumps(obj, indent=2, default=str) + "\n"
+    if _pending_json is not None:
+        _pending_json.append(text)
+    else:
+        sys.stdout.write(text)
+
+
+@contextmanager
+def json_stdout() -> Iterator[None]:
+    """For the duration of a ``--json`` verb, send everything written to stdout to stderr.
+
+    File descriptor 1 is pointed at stderr (so libraries writing to it, vLLM's loggers and
+    the child processes a run starts, which inherit it, all land on stderr) and so is
+    ``sys.stdout``; :func:`emit_json` holds its document back. Afterwards stdout is put
+    back and receives the document(s) alone.
+    """
+    global _pending_json
+    sys.stdout.flush()
+    saved_fd, saved_stdout = os.dup(1), sys.stdout
+    os.dup2(2, 1)
+    sys.stdout, _pending_json = sys.stderr, []
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
+        sys.stdout, pending, _pending_json = saved_stdout, _pending_json, None
+        for text in pending:
+            sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def listed_as_json_or_empty(args: argparse.Namespace, items: list[Any], as_row: Any, empty_hint: str) -> bool:
+    """For listing verbs: print the items as JSON (``--json``) or the hint when there are none;
+    True when that was the whole answer, False when the caller prints its table."""
+    if args.json:
+        emit_json([as_row(item) for item in items])
+        return True
+    if not items:
+        print(empty_hint)
+        return True
+    return False
+
+
+# -- the options that describe a job -----------------------------------------------------------
+def add_spec_arguments(p: argparse.ArgumentParser) -> None:
+    """The options that describe a job (shared by run, submit and sweep)."""
+    g = p.add_argument_group("job")
+    g.add_argument("--spec", metavar="FILE", help="a JSON job spec; other options override its fields")
+    g.add_argument("--model", help="demo | synthetic:<arch> | org/name | ./folder | file.gguf")
+    g.add_argument("--engine", help=f"inference engine ({', '.join(ENGINES)})")
+    g.add_argument("--dtype", help="auto | float32 | bfloat16 | float16")
+    g.add_argument("--attn", dest="attn_implementation", help="auto | eager | sdpa | flash_attention_2")
+    g.add_argument(
+        "--knob",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="any recipe knob, repeatable, e.g. --knob quantization=torchao_int8_weight_only "
+        "--knob drop_layers=4 (list them: python -m engine knobs)",
+    )
+    g.add_argument("--device", help="cpu | cuda:N | cuda:N,M (default cpu)")
+    g.add_argument("--name", help="a display name for the run")
+    w = p.add_argument_group("workload")
+    w.add_argument("--prompt-tokens", type=int, help="synthetic prompt length in tokens (default 128)")
+    w.add_argument("--prompt-file", help="a text file, one prompt per line (or JSONL with 'prompt')")
+    w.add_argument("--output-tokens", type=int, help="tokens generated per request (default 32)")
+    w.add_argument("--requests", type=int, help="measured requests (default 8)")
+    w.add_argument("--batch-size", type=int, help="static batch size (default 1)")
+    w.add_argument("--warmup", dest="warmup_requests", type=int, help="warm-up requests, excluded (default 1)")
+    w.add_argument("--seed", type=int, help="prompt seed (default 0)")
+    w.add_argument("--stop-at-eos", action="store_true", help="let requests end at EOS (default: fixed length)")
+    s = p.add_argument_group("serving load (engine/load.py; default: static batches)")
+    s.add_argument("--arrival", help="batch | poisson | gamma | concurrency | max")
+    s.add_argument("--rate", type=float, help="poisson/gamma: requests per second")
+    s.add_argument("--burstiness", type=float, help="gamma shape: 1 = Poisson, < 1 burstier")
+    s.add_argument("--max-concurrency", type=int, help="most requests in flight")
+    s.add_argument("--prompt-length", help="fixed | uniform | normal (around --prompt-tokens)")
+    s.add_argument("--prompt-length-spread", type=float, help="uniform/normal: relative spread, 0..1")
+    for slo in ("ttft", "tpot", "e2el"):
+        s.add_argument(f"--slo-{slo}-ms", type=float, help=f"goodput SLO on {slo.upper()} in ms")
+    e = p.add_argument_group("servers (engines vllm, vllm-server, openai)")
+    e.add_argument("--base-url", help="openai: server base URL, e.g. http://127.0.0.1:8000/v1")
+    e.add_argument("--served-model", dest="model_name", help="openai: the model name the server knows")
+    e.add_argument("--endpoint", help="openai/vllm-server: completions | chat")
+    e.add_argument("--api-key-env", help="openai: NAME of the environment variable holding the API key")
+    e.add_argument("--max-num-seqs", type=int, help="vllm: most sequences batched per step")
+    e.add_argument("--kv-cache-dtype", help="vllm: auto | fp8 | fp8_e4m3 | fp8_e5m2 | bfloat16")
+    e.add_argument("--enable-prefix-caching", action="store_true", default=None, help="vllm: prefix caching on")
+    q = p.add_argument_group("accuracy (an evaluating phase after the latency measurement)")
+    q.add_argument(
+        "--quality",
+        metavar="LIST",
+        help="comma-separated: ppl, fidelity, task:NAME (NAME: file.jsonl or an lm-eval task); none: off",
+    )
+    q.add_argument("--quality-tokens", type=int, metavar="N", help="corpus tokens scored (default 2048)")
+    q.add_argument(
+        "--quality-corpus", metavar="SRC", help="default | a text file | hf:<dataset>[:config[:split[:column]]]"
+    )
+
+
+_SERVER_OPTIONS = (  # applied after --knob, as before
+    "base_url",
+    "model_name",
+    "endpoint",
+    "api_key_env",
+    "max_num_seqs",
+    "kv_cache_dtype",
+    "enable_prefix_caching",
+)
+_WORKLOAD_OPTIONS = (
+    "output_tokens",
+    "requests",
+    "batch_size",
+    "warmup_requests",
+    "seed",
+    "arrival",
+    "rate",
+    "burstiness",
+    "max_concurrency",
+    "prompt_length",
+    "prompt_length_spread",
+    "slo_ttft_ms",
+    "slo_tpot_ms",
+    "slo_e2el_ms",
+)
+
+
+def _spec_file(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecError(f"cannot read spec file {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SpecError(f"spec file {path} must hold a JSON object")
+    return data
+
+
+def _recipe_from_args(args: argparse.Namespace, recipe: dict[str, Any]) -> dict[str, Any]:
+    if args.engine is not None:
+        if args.engine != recipe.get("engine", args.engine):
+            recipe = {}
+        recipe["engine"] = args.engine
+    recipe.setdefault("engine", "transformers")
+    recipe.update({k: getattr(args, k) for k in ("dtype", "attn_implementation") if getattr(args, k, None) is not None})
+    for item in getattr(args, "knob", None) or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or name.strip() == "engine":
+            raise SpecError(f"--knob {item!r} is not NAME=VALUE (list the knobs with: python -m engine knobs)")
+        recipe[name.strip().replace("-", "_")] = _knob_value(value.strip())
+    recipe.update({k: getattr(args, k) for k in _SERVER_OPTIONS if getattr(args, k, None) is not None})
+    if recipe["engine"] not in ENGINES:
+        raise SpecError(f"unknown engine {recipe['engine']!r}; available: {', '.join(ENGINES)}")
+    return recipe
+
+
+def _workload_from_args(args: argparse.Namespace, workload: dict[str, Any]) -> dict[str, Any]:
+    workload.update({k: getattr(args, k) for k in _WORKLOAD_OPTIONS if getattr(args, k, None) is not None})
+    if args.prompt_file is not None:
+        workload["prompt_file"] = args.prompt_file
+        workload["prompt_tokens"] = None
+    if args.prompt_tokens is not None:
+        workload["prompt_tokens"] = args.prompt_tokens
+    if args.stop_at_eos:
+        workload["ignore_eos"] = False
+    return workload
+
+
+def _quality_from_args(args: argparse.Namespace, quality: dict[str, Any]) -> dict[str, Any]:
+    for option, key in (("quality", "metrics"), ("quality_tokens", "budget_tokens"), ("quality_corpus", "corpus")):
+        if getattr(args, option, None) is not None:
+            quality[key] = getattr(args, option)
+    return quality
+
+
+def spec_from_args(args: argparse.Namespace) -> JobSpec:
+    """Build and validate a JobSpec from parsed options (over ``--spec``'s fields); raises SpecError."""
+    data = _spec_file(args.spec)
+    model = {"source": args.model} if args.model is not None else dict(data.get("model") or {})
+    if "source" not in model:
+        raise SpecError("--model is required (demo, synthetic:<arch>, org/name, ./folder or file.gguf)")
+    spec: dict[str, Any] = {
+        "model": model,
+        "recipe": _recipe_from_args(args, dict(data.get("recipe") or {})),
+        "workload": _workload_from_args(args, dict(data.get("workload") or {})),
+    }
+    quality = _quality_from_args(args, dict(data.get("quality") or {}))
+    if quality:
+        spec["quality"] = quality
+    for key in ("device", "name"):
+        value = getattr(args, key, None) if getattr(args, key, None) is not None else data.get(key)
+        if value is not None:
+            spec[key] = value
+    return parse_job_spec(spec)
+
+
+def _knob_value(text: str) -> Any:
+    """A knob value from the command line; the recipe's types validate it afterwards."""
+    lowered = text.lower()
+    if lowered in ("none", "null"):
+        return None
+    if lowered in ("true", "yes"):
+        return True
+    if lowered in ("false", "no"):
+        return False
+    return text
+
+
+def stderr_log(msg: str) -> None:
+    """The progress log of a verb: one line on stderr."""
+    print(msg, file=sys.stderr, flush=True)

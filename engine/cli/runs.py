@@ -1,0 +1,93 @@
+"""``python -m engine runs`` and ``show``: the stored runs, as a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from engine.cli.common import EXIT_OK, UsageError, emit_json, listed_as_json_or_empty, open_db, positive_int
+
+
+def _num(v: Any, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def run_row(r: Any) -> dict[str, Any]:
+    """One stored run as the flat object ``runs --json`` lists."""
+    m = r.metrics or {}
+    return {
+        "run_id": r.id,
+        "created_at": r.created_at.isoformat(),
+        "status": r.status,
+        "name": r.name,
+        "model": r.model,
+        "engine": r.engine,
+        "device": r.device,
+        "ttft_p50_ms": (m.get("ttft_ms") or {}).get("p50"),
+        "tpot_p50_ms": (m.get("tpot_ms") or {}).get("p50"),
+        "output_tokens_per_s": m.get("output_tokens_per_s"),
+        "error": r.error,
+    }
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """List the latest stored runs."""
+    from storage.runs import list_runs
+
+    db = open_db(args)
+    runs = list_runs(db, limit=args.limit)
+    if listed_as_json_or_empty(args, runs, run_row, "no runs stored yet; try: python -m engine run --model demo"):
+        return EXIT_OK
+    print(
+        f"{'id':>5}  {'created (UTC)':<19}  {'status':<7}{'model':<32}{'engine':<14}{'device':<8}"
+        f"{'TTFT p50':>10}{'TPOT p50':>10}{'tok/s':>9}"
+    )
+    for r in runs:
+        row = run_row(r)
+        print(
+            f"{r.id:>5}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.status:<7}{r.model[:31]:<32}{r.engine:<14}"
+            f"{r.device:<8}{_num(row['ttft_p50_ms']):>10}{_num(row['tpot_p50_ms']):>10}"
+            f"{_num(row['output_tokens_per_s'], 1):>9}"
+        )
+    return EXIT_OK
+
+
+def parse_run_id(text: str) -> int:
+    """A run id from the command line; UsageError with one line when it is not one."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise UsageError(f"run id {text!r} is not a number; list runs with: python -m engine runs") from exc
+    if value < 1:
+        raise UsageError(f"run id {value} is not valid; run ids start at 1")
+    return value
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Print one stored run: its table and spec, or its result object."""
+    from engine.report.results import render_table, result_object
+    from storage.runs import get_run
+
+    db = open_db(args)
+    run_id = parse_run_id(args.run_id)
+    run = get_run(db, run_id)
+    if run is None:
+        raise UsageError(f"no run {run_id} in {db.url}; list runs with: python -m engine runs")
+    obj = result_object(run)
+    if args.json:
+        emit_json(obj)
+    else:
+        print(render_table(obj))
+        print("\nspec: " + json.dumps(run.spec, sort_keys=True))
+    return EXIT_OK
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+    """Add the ``runs`` and ``show`` verbs."""
+    p = subparsers.add_parser("runs", parents=[common, as_json], help="list stored runs")
+    p.add_argument("--limit", type=positive_int, default=50)
+    p.set_defaults(func=cmd_runs)
+    p = subparsers.add_parser("show", parents=[common, as_json], help="print one stored run")
+    p.add_argument("run_id")
+    p.set_defaults(func=cmd_show)

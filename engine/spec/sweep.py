@@ -1,0 +1,150 @@
+"""Sweep grids (pure): a base spec, one axis per swept field, one job spec per combination.
+
+The Launch page sweeps any recipe or workload field (``field_axis``); ``python -m engine
+sweep`` sweeps request rates or concurrencies (``rate_axis``, ``concurrency_axis``: each
+point sets the arrival process with its value). Both build the grid with
+:func:`build_grid` and validate it with :func:`grid_specs`.
+
+A knob that only matters with another one (``gptq_bits`` with ``quantization=gptq``, see
+:data:`engine.spec.rules.KNOB_DEPENDENCIES`) is put back to its default on the points that
+do not use it, unless it is swept itself: sweeping ``quantization`` over ``none, gptq``
+with ``gptq_bits=8`` gives a plain ``none`` point (same fingerprint as any plain run), not
+a refused one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.spec.base import SpecError
+from engine.spec.job import JobSpec, parse_job_spec
+from engine.spec.recipes import RECIPE_CLASSES
+from engine.spec.rules import unused_knobs
+from engine.spec.workload import Workload
+
+# What one point of an axis sets: section ("recipe", "workload", "quality") -> field -> value.
+Overrides = dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One swept dimension: a label and the fields it sets, per point."""
+
+    points: tuple[tuple[str, Overrides], ...]
+
+    def fields(self) -> set[tuple[str, str]]:
+        """Every (section, field) this axis sets."""
+        return {(section, name) for _, over in self.points for section, values in over.items() for name in values}
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One combination: its label (``dtype=float32, batch_size=2``; empty without axes) and spec data."""
+
+    label: str
+    data: dict[str, Any]
+
+    def where(self, index: int, total: int) -> str:
+        """``job 2 of 4 (dtype=float32): `` for messages about this point ('' without a sweep)."""
+        return f"job {index + 1} of {total} ({self.label}): " if self.label else ""
+
+
+def field_axis(section: str, field: str, values: Sequence[Any]) -> Axis:
+    """Every value of one field, labelled ``field=value``."""
+    return Axis(tuple((f"{field}={value}", {section: {field: value}}) for value in values))
+
+
+def rate_axis(rates: Sequence[float], arrival: str = "poisson") -> Axis:
+    """Request rates per second with Poisson arrivals (gamma when the base is gamma); ``inf``: all at once."""
+    points = []
+    for rate in rates:
+        if math.isinf(rate):
+            points.append(
+                ("max rate", {"workload": {"arrival": "max", "rate": None, "burstiness": 1.0, "batch_size": 1}})
+            )
+            continue
+        wl: dict[str, Any] = {"arrival": "gamma" if arrival == "gamma" else "poisson", "rate": rate, "batch_size": 1}
+        if wl["arrival"] == "poisson":
+            wl["burstiness"] = 1.0
+        points.append((f"rate {rate:g}/s", {"workload": wl}))
+    return Axis(tuple(points))
+
+
+def concurrency_axis(concurrencies: Sequence[int]) -> Axis:
+    """Most requests in flight, one point each (arrival ``concurrency``)."""
+    return Axis(
+        tuple(
+            (
+                f"concurrency {int(n)}",
+                {
+                    "workload": {
+                        "arrival": "concurrency",
+                        "max_concurrency": int(n),
+                        "rate": None,
+                        "burstiness": 1.0,
+                        "batch_size": 1,
+                    }
+                },
+            )
+            for n in concurrencies
+        )
+    )
+
+
+def grid_size(axes: Sequence[Axis]) -> int:
+    """How many job specs the axes make (1 without axes)."""
+    return math.prod(len(axis.points) for axis in axes)
+
+
+def build_grid(base: JobSpec | dict[str, Any], axes: Sequence[Axis]) -> list[SweepPoint]:
+    """One point per combination of the axes' values, in order (the first axis varies slowest)."""
+    data = base.model_dump(mode="json") if isinstance(base, JobSpec) else base
+    if not axes:
+        return [SweepPoint("", _copy(data))]
+    swept = set().union(*(axis.fields() for axis in axes))
+    out = []
+    for combo in itertools.product(*(axis.points for axis in axes)):
+        spec = _copy(data)
+        for _, overrides in combo:
+            for section, values in overrides.items():
+                spec[section] = {**(spec.get(section) or {}), **values}
+        _reset_unused(spec, swept)
+        out.append(SweepPoint(", ".join(label for label, _ in combo), spec))
+    return out
+
+
+def grid_specs(points: Sequence[SweepPoint]) -> list[JobSpec]:
+    """Validate every point; SpecError naming the first point that cannot run."""
+    specs = []
+    for i, point in enumerate(points):
+        try:
+            specs.append(parse_job_spec(point.data))
+        except SpecError as exc:
+            raise SpecError(f"{point.where(i, len(points))}{exc}") from exc
+    return specs
+
+
+def _copy(data: dict[str, Any]) -> dict[str, Any]:
+    return {key: dict(value) if isinstance(value, dict) else value for key, value in data.items()}
+
+
+def _reset_unused(spec: dict[str, Any], swept: set[tuple[str, str]]) -> None:
+    """Put knobs this point does not use back to their defaults (unless swept: validation then says why)."""
+    recipe = spec.get("recipe") or {}
+    engine = recipe.get("engine", "transformers")
+    for section, name, cls in (("workload", "workload", Workload), ("recipe", engine, RECIPE_CLASSES.get(engine))):
+        values = spec.get(section)
+        if cls is None or not isinstance(values, dict):
+            continue
+        defaults = cls.field_defaults()
+        try:
+            unused = unused_knobs(name, {**defaults, **values})
+        except (TypeError, KeyError):  # a malformed value: validation will name it
+            continue
+        for knob, _ in unused:
+            if knob in values and (section, knob) not in swept:
+                values[knob] = defaults[knob]

@@ -66,9 +66,11 @@ def axis_options(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
     perf = registry.metric_keys(frame.columns, PERF_KINDS, hints)
     accuracy = registry.metric_keys(frame.columns, ("accuracy",), hints)
     order = list(registry.REGISTRY)
-    return sorted(perf, key=order.index), sorted(
-        accuracy, key=lambda k: (k not in order, order.index(k) if k in order else 0, k)
-    )
+
+    def rank(key: str) -> tuple[int, str]:
+        return (order.index(key), key) if key in order else (len(order), key)
+
+    return sorted(perf, key=rank), sorted(accuracy, key=rank)
 
 
 def metric_name(column: str, hints: dict[str, str] | None = None) -> str:

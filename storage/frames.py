@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import select
 
+from engine.measure import registry
 from engine.measure.registry import LATENCY_GROUPS, SCALARS
 from storage.db import Database
 from storage.models import RunRow
@@ -26,7 +27,19 @@ def flatten_metrics(metrics: dict[str, Any] | None) -> dict[str, Any]:
             flat[f"{group}_{key}"] = stats.get(key)
     for key in SCALAR_KEYS:
         flat[key] = metrics.get(key)
+    flat["error_rate"] = registry.error_rate(metrics) if metrics else None  # stored, else from the counts
     return flat
+
+
+def quality_columns(quality: dict[str, Any] | None) -> dict[str, Any]:
+    """A quality dict's display columns: its accuracy metrics (registry), and each task's kind as a hint.
+
+    Bookkeeping (window, stride, token counts, stderr companions) is left out; the
+    ``quality.task:NAME:kind`` text column tells the registry a task's unit and direction.
+    """
+    columns: dict[str, Any] = dict(registry.quality_metrics(quality))
+    columns.update({f"{key}:kind": kind for key, kind in registry.task_kinds(quality).items()})
+    return columns
 
 
 def _json_loader() -> Any:
@@ -39,12 +52,8 @@ def _json_loader() -> Any:
         return json.loads
 
 
-def runs_frame(db: Database, limit: int | None = None) -> pd.DataFrame:
-    """All runs (newest first) with identity columns, recipe knobs and flat metrics.
-
-    Built column by column (one list per column) and with identical spec texts parsed
-    once, so 10,000 runs take a fraction of a second.
-    """
+def _runs_query(limit: int | None) -> Any:
+    """The columns a runs frame reads, newest first."""
     stmt = select(
         RunRow.id,
         RunRow.created_at,
@@ -60,8 +69,16 @@ def runs_frame(db: Database, limit: int | None = None) -> pd.DataFrame:
         RunRow.quality_json,
         RunRow.error,
     ).order_by(RunRow.id.desc())
-    if limit:
-        stmt = stmt.limit(limit)
+    return stmt.limit(limit) if limit else stmt
+
+
+def runs_frame(db: Database, limit: int | None = None) -> pd.DataFrame:
+    """All runs (newest first) with identity columns, recipe knobs and flat metrics.
+
+    Built column by column (one list per column) and with identical spec texts parsed
+    once, so 10,000 runs take a fraction of a second.
+    """
+    stmt = _runs_query(limit)
     loads = _json_loader()
     with db.session() as s:
         rows = s.execute(stmt).all()
@@ -99,9 +116,8 @@ def runs_frame(db: Database, limit: int | None = None) -> pd.DataFrame:
         for k, v in flatten_metrics(loads(r.metrics_json) if r.metrics_json else None).items():
             put(metric_cols, k, i, v)
         if r.quality_json:
-            for k, v in (loads(r.quality_json) or {}).items():
-                if isinstance(v, (int, float)):
-                    put(quality_cols, f"quality.{k}", i, v)
+            for k, v in quality_columns(loads(r.quality_json)).items():
+                put(quality_cols, k, i, v)
     if n == 0:
         return pd.DataFrame()
     for part in (recipe_cols, workload_cols, metric_cols, quality_cols):

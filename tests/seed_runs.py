@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 from engine.measure.metrics import compute_metrics
@@ -11,6 +12,62 @@ from engine.spec import parse_job_spec
 from storage.runs import NewRun, save_run
 
 MS = 1_000_000
+
+# The quality dict of a real demo run (`python -m engine run --model demo --quality ppl,fidelity
+# --quality-tokens 1024`, the reference recipe itself, so KL 0 and top-1 100 %), copied verbatim.
+REAL_QUALITY: dict[str, Any] = {
+    "corpus": "default (standard-library docstrings, Python 3.11)",
+    "corpus_tokens": 1024,
+    "window": 512,
+    "stride": 512,
+    "baseline_key": "b0b13062b19b5c68e605",
+    "baseline_cached": False,
+    "perplexity": 16.44145140255318,
+    "perplexity_tokens": 1022,
+    "perplexity_stderr": 1.4207556126941452,
+    "nll_mean": 2.7998056705579937,
+    "nll_stderr": 0.08641302874717721,
+    "baseline_perplexity": 16.44145140255318,
+    "kl_mean": 0.0,
+    "kl_p99": 0.0,
+    "kl_stderr": 0.0,
+    "kl_positions": 1022,
+    "kl_top_k": 256,
+    "top1_agreement": 1.0,
+    "top1_agreement_stderr": 0.0,
+    "greedy_flip_rate": 0.0,
+    "greedy_flip_tokens": 32,
+    "greedy_flip_prompts": 2,
+    "timings_s": {"corpus_s": 20.45605595400002, "total_s": 20.456096810999952},
+}
+
+
+def real_quality(
+    perplexity: float = 16.44145140255318,
+    kl_mean: float = 0.0,
+    top1: float = 1.0,
+    flips: float = 0.0,
+    tasks: dict[str, tuple[float, str]] | None = None,
+    notes: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A quality dict shaped like a real one (every bookkeeping key), with the headline figures replaced.
+
+    ``tasks`` maps a task name to (value, kind), kind as stored: ``"multiple choice"`` for a local
+    task, ``"lm-eval acc_norm,none"`` or ``"lm-eval word_perplexity,none"`` for lm-evaluation-harness.
+    """
+    q = dict(REAL_QUALITY, perplexity=perplexity, kl_mean=kl_mean, kl_p99=kl_mean * 8, top1_agreement=top1)
+    q["perplexity_stderr"] = perplexity * q["nll_stderr"]
+    q["greedy_flip_rate"] = flips
+    q["timings_s"] = dict(q["timings_s"])
+    for name, (value, kind) in (tasks or {}).items():
+        q[f"task:{name}"] = value
+        q[f"task:{name}:stderr"] = 0.01
+        q[f"task:{name}:n"] = 100
+        q[f"task:{name}:kind"] = kind
+        q["timings_s"][f"task:{name}_s"] = 3.5
+    if notes:
+        q["notes"] = notes
+    return q
 
 
 def make_requests(
@@ -40,12 +97,25 @@ def make_requests(
     return out
 
 
-def spec_dict(dtype: str = "float32", model: str = "demo", batch_size: int = 1, name: str | None = None) -> dict:
+def spec_dict(
+    dtype: str = "float32",
+    model: str = "demo",
+    batch_size: int = 1,
+    name: str | None = None,
+    workload: dict | None = None,
+    recipe: dict | None = None,
+) -> dict:
     return parse_job_spec(
         {
             "model": {"source": model},
-            "recipe": {"engine": "transformers", "dtype": dtype},
-            "workload": {"prompt_tokens": 32, "output_tokens": 8, "requests": 6, "batch_size": batch_size},
+            "recipe": {"engine": "transformers", "dtype": dtype, **(recipe or {})},
+            "workload": {
+                "prompt_tokens": 32,
+                "output_tokens": 8,
+                "requests": 6,
+                "batch_size": batch_size,
+                **(workload or {}),
+            },
             **({"name": name} if name else {}),
         }
     ).model_dump(mode="json")
@@ -68,12 +138,21 @@ def make_run(
     seed: int = 0,
     gap_ms: float = 0.0,
     n: int = 6,
+    workload: dict | None = None,
+    recipe: dict | None = None,
+    failed_requests: int = 0,
+    weights_memory: int | None = None,
 ) -> int:
-    """Store one run with raw stamps and metrics computed from them; returns its id."""
-    spec = spec_dict(dtype, model, batch_size, name)
+    """Store one run with raw stamps and metrics computed from them; returns its id.
+
+    ``failed_requests`` of the measured requests end with an error after their first token.
+    """
+    spec = spec_dict(dtype, model, batch_size, name, workload, recipe)
     requests = (
         make_requests(n=n, ttft_ms=ttft_ms, tpot_ms=tpot_ms, seed=seed, gap_ms=gap_ms) if status == "done" else []
     )
+    for req in requests[len(requests) - failed_requests :] if failed_requests else []:
+        req.error = "HTTP 500: internal server error"
     metrics = None
     if status == "done":
         measured = [r for r in requests if not r.warmup]
@@ -82,6 +161,8 @@ def make_run(
         )
         metrics = compute_metrics(run)
         metrics.update(peak_memory_bytes=peak_memory, load_s=0.5)
+        if weights_memory is not None:
+            metrics["weights_memory_bytes"] = weights_memory
     parsed = parse_job_spec(spec)
     return save_run(
         db,
@@ -105,14 +186,17 @@ def make_run(
 
 
 def seed_basic(db: Any) -> dict[str, int]:
-    """Three comparable runs (baseline, faster with a bit worse perplexity, synthetic) and a failed one."""
+    """Three comparable runs (baseline, faster with a bit worse perplexity, synthetic) and a failed one.
+
+    The accuracy figures are real quality dicts (every bookkeeping key of a stored run).
+    """
     ids = {
         "base": make_run(
             db,
             name="FP32 baseline",
             ttft_ms=60,
             tpot_ms=20,
-            quality={"perplexity": 18.76, "kl_mean": 0.0, "top1_agreement": 1.0},
+            quality=real_quality(perplexity=18.76),
         ),
         "fast": make_run(
             db,
@@ -121,10 +205,24 @@ def seed_basic(db: Any) -> dict[str, int]:
             ttft_ms=55,
             tpot_ms=8,
             peak_memory=200 * 2**20,
-            quality={"perplexity": 18.84, "kl_mean": 0.012, "top1_agreement": 0.96},
+            quality=real_quality(perplexity=18.84, kl_mean=0.012, top1=0.96, flips=0.0625),
             seed=1,
         ),
         "synth": make_run(db, model="synthetic:smollm2-135m", ttft_ms=40, tpot_ms=12, seed=2),
         "failed": make_run(db, name="broken", status="failed", error="out of memory while loading"),
     }
     return ids
+
+
+APP = Path(__file__).resolve().parents[1] / "app.py"
+
+
+def open_page(page: str, **params: Any) -> Any:
+    """Run the app (AppTest) on ``page`` (e.g. ``views/compare.py``) with the given query parameters."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP), default_timeout=30)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page(page)
+    return at.run()

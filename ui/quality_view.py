@@ -8,26 +8,33 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from engine.measure import registry
+
 
 def _fmt(value: Any, spec: str) -> str:
     return "-" if not isinstance(value, (int, float)) else format(value, spec)
 
 
 def task_table(quality: dict[str, Any]) -> pd.DataFrame:
-    """One row per task: accuracy, standard error, examples, kind."""
+    """One row per task: its score in the task metric's own unit (registry), standard error, examples, kind."""
     rows = []
-    for key, value in quality.items():
-        if key.startswith("task:") and key.count(":") == 1 and isinstance(value, (int, float)):
-            rows.append(
-                {
-                    "task": key.removeprefix("task:"),
-                    "accuracy": value,
-                    "stderr": quality.get(f"{key}:stderr"),
-                    "examples": quality.get(f"{key}:n"),
-                    "kind": quality.get(f"{key}:kind"),
-                }
-            )
-    return pd.DataFrame(rows, columns=["task", "accuracy", "stderr", "examples", "kind"])
+    hints = registry.task_kinds(quality)
+    for key, value in registry.quality_metrics(quality).items():
+        if not key.startswith("quality.task:"):
+            continue
+        metric = registry.lookup(key, hints.get(key))
+        name = key.removeprefix("quality.")
+        rows.append(
+            {
+                "task": name.removeprefix("task:"),
+                "score": metric.format(value),
+                "stderr": metric.format(registry.finite(quality.get(f"{name}:stderr"))),
+                "better": metric.better,
+                "examples": quality.get(f"{name}:n"),
+                "kind": quality.get(f"{name}:kind"),
+            }
+        )
+    return pd.DataFrame(rows, columns=["task", "score", "stderr", "better", "examples", "kind"])
 
 
 def render_quality(run: Any) -> None:

@@ -9,8 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from engine.measure.registry import GROUP_LABELS as LABELS
-from engine.measure.registry import LATENCY_GROUPS
-from engine.report.results import human_bytes, result_object
+from engine.measure.registry import LATENCY_GROUPS, failure_words, human_bytes
+from engine.report.results import result_object
 
 
 def metric_table(obj: dict[str, Any]) -> pd.DataFrame:
@@ -23,6 +23,33 @@ def metric_table(obj: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _headline(obj: dict[str, Any]) -> None:
+    """The headline cards; the failure rate sits beside them, and a warning when a request failed."""
+    ttft = (obj.get("ttft_ms") or {}).get("p50")
+    tpot = (obj.get("tpot_ms") or {}).get("p50")
+    rate = obj.get("error_rate")
+    total = (obj.get("completed") or 0) + (obj.get("failed") or 0)
+    cards = [
+        ("TTFT p50", "-" if ttft is None else f"{ttft:,.1f} ms", None),
+        ("TPOT p50", "-" if tpot is None else f"{tpot:,.1f} ms", "GenAI-Perf/AIPerf call this ITL"),
+        ("Output tokens/s", f"{obj.get('output_tokens_per_s') or 0:,.1f}", None),
+        ("Failed requests", "-" if rate is None else f"{rate:.0%}", f"{obj.get('failed')} of {total} measured"),
+        ("Peak memory", human_bytes(obj.get("peak_memory_bytes")), "peak during the measured phase"),
+    ]
+    if obj.get("weights_memory_bytes") is not None:
+        cards.append(("Weights memory", human_bytes(obj["weights_memory_bytes"]), "parameters and buffers as loaded"))
+    cards.append(("Load time", f"{obj.get('load_s') or 0:,.1f} s", None))
+    for col, (label, value, help_text) in zip(st.columns(len(cards)), cards, strict=True):
+        col.metric(label, value, help=help_text)
+    failed = failure_words(obj)
+    if failed:
+        st.warning(
+            f"{failed}: the latency and throughput figures cover the completed requests only"
+            + (f" ({obj['error']})" if obj.get("error") else "."),
+            icon=":material/warning:",
+        )
+
+
 def render_run(run: Any) -> None:
     """Show one stored run (a RunDetail from storage)."""
     obj = result_object(run)
@@ -32,14 +59,7 @@ def render_run(run: Any) -> None:
     if run.status != "done":
         st.error(f"This run {run.status}: {run.error or 'no reason recorded'}")
     else:
-        ttft = (obj.get("ttft_ms") or {}).get("p50")
-        tpot = (obj.get("tpot_ms") or {}).get("p50")
-        cols = st.columns(5)
-        cols[0].metric("TTFT p50", "-" if ttft is None else f"{ttft:,.1f} ms")
-        cols[1].metric("TPOT p50", "-" if tpot is None else f"{tpot:,.1f} ms", help="GenAI-Perf/AIPerf call this ITL")
-        cols[2].metric("Output tokens/s", f"{obj.get('output_tokens_per_s') or 0:,.1f}")
-        cols[3].metric("Peak memory", human_bytes(obj.get("peak_memory_bytes")))
-        cols[4].metric("Load time", f"{obj.get('load_s') or 0:,.1f} s")
+        _headline(obj)
         st.dataframe(
             metric_table(obj),
             hide_index=True,
@@ -64,6 +84,15 @@ def render_run(run: Any) -> None:
 
 
 # -- cached queries (keyed by a cheap "runs changed" token) and permalinks ---------------
+def results_page(title: str) -> tuple[Any, tuple[int, int]] | None:
+    """A results page's head: its title, then (database, runs-changed token); None when there is no database."""
+    from ui.common import database
+
+    st.title(title)
+    db = database()
+    return None if db is None else (db, runs_changed_token(db))
+
+
 def runs_changed_token(db: Any) -> tuple[int, int]:
     """(number of runs, highest id): changes whenever a run is stored or deleted."""
     from storage.runs import runs_token

@@ -8,11 +8,11 @@ import pandas as pd
 import streamlit as st
 
 from engine.report.compare import compare_runs, comparison_frame, recipe_in_words
+from engine.report.distributions import cdf_figure, latency_samples
 from engine.report.export import comparison_csv, comparison_html, load_requests, permalink, runs_json
-from engine.report.figures import cdf_figure, latency_samples
 from engine.settings import get_settings
-from ui.common import database, query_int, query_int_list
-from ui.run_view import cached_requests, cached_run, cached_runs_frame, runs_changed_token, share_link
+from ui.common import query_int, query_int_list
+from ui.run_view import cached_requests, cached_run, cached_runs_frame, results_page, share_link
 
 MAX_RUNS = 8
 DISTRIBUTIONS = (("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("ttft_ms", "TTFT"), ("itl_ms", "ITL (AIPerf: ICL)"))
@@ -69,12 +69,8 @@ def _downloads(db, runs, baseline_id: int) -> None:
     )
 
 
-def main() -> None:
-    st.title("Compare")
-    db = database()
-    if db is None:
-        return
-    token = runs_changed_token(db)
+def _linked_ids(db, token) -> list[int]:
+    """The run ids in ``?runs=``, with a warning for each part that is not a stored run."""
     ids, bad = query_int_list("runs")
     if bad:
         st.warning(f"Ignoring {', '.join(repr(b) for b in bad)} in the link: run ids are whole numbers like 1,2,3.")
@@ -85,17 +81,11 @@ def main() -> None:
     if missing:
         st.warning(f"There is no run {', '.join(map(str, missing))} (deleted, or the link is from another database).")
         ids = [i for i in ids if i not in missing]
-    frame = cached_runs_frame(db, db.url, token)
-    if frame.empty:
-        st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
-        return
-    ids = _choose_runs(frame, ids)
-    runs = [r for r in (cached_run(db, db.url, i, token) for i in ids) if r is not None]
-    if len(runs) < 2:
-        st.info("Pick at least two runs to compare (or open a link like `compare?runs=1,2&baseline=1`).")
-        share_link("compare")
-        return
+    return ids
 
+
+def _choose_baseline(ids: list[int], runs) -> int:
+    """The baseline selectbox, defaulting to ``?baseline=`` (or the first run), written back to the URL."""
     baseline_q, problem = query_int("baseline")
     if problem or (baseline_q is not None and baseline_q not in ids):
         st.warning(
@@ -112,11 +102,22 @@ def main() -> None:
         format_func=lambda i: next(f"{r.id} · {r.name or r.model}" for r in runs if r.id == i),
     )
     st.query_params["baseline"] = str(baseline_id)
+    return baseline_id
 
-    comparison = compare_runs(runs, baseline_id)
+
+def _summary(comparison, runs) -> None:
+    """The PM summary, a warning per run that differs in more than its recipe, and the recipes."""
+    baseline_id = comparison.baseline_id
     st.subheader("Summary")
     st.markdown(f"Against **run {baseline_id}** ({comparison.labels[baseline_id]}):")
     st.markdown("\n".join(f"- {s}" for s in comparison.summaries.values()))
+    for run_id, diffs in comparison.differences.items():
+        if diffs:
+            st.warning(
+                f"Run {run_id} differs from the baseline in more than its recipe ({'; '.join(diffs)}): "
+                "its ratios are not the recipe's alone.",
+                icon=":material/warning:",
+            )
     with st.expander("Recipes", expanded=False):
         for r in runs:
             st.markdown(
@@ -124,10 +125,8 @@ def main() -> None:
                 f"{r.model} · {recipe_in_words(r.spec, r.engine)}"
             )
 
-    st.subheader("Side by side")
-    st.dataframe(comparison_frame(comparison, formatted=True), hide_index=True)
-    st.caption("÷ baseline: the run's value divided by the baseline's (for latency, below 1 is faster).")
 
+def _distributions(db, token, comparison, runs) -> None:
     st.subheader("Distributions")
     samples = {r.id: latency_samples(cached_requests(db, db.url, r.id, token)) for r in runs}
     tabs = st.tabs([label for _k, label in DISTRIBUTIONS])
@@ -136,6 +135,33 @@ def main() -> None:
             series = {f"#{r.id} {comparison.labels[r.id]}": samples[r.id][key] for r in runs}
             st.plotly_chart(cdf_figure(series, key), key=f"cdf_{key}")
 
+
+def main() -> None:
+    opened = results_page("Compare")
+    if opened is None:
+        return
+    db, token = opened
+    ids = _linked_ids(db, token)
+    frame = cached_runs_frame(db, db.url, token)
+    if frame.empty:
+        st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
+        return
+    ids = _choose_runs(frame, ids)
+    runs = [r for r in (cached_run(db, db.url, i, token) for i in ids) if r is not None]
+    if len(runs) < 2:
+        st.info("Pick at least two runs to compare (or open a link like `compare?runs=1,2&baseline=1`).")
+        share_link("compare")
+        return
+    baseline_id = _choose_baseline(ids, runs)
+    comparison = compare_runs(runs, baseline_id)
+    _summary(comparison, runs)
+    st.subheader("Side by side")
+    st.dataframe(comparison_frame(comparison, formatted=True), hide_index=True)
+    st.caption(
+        "÷ baseline: the run's value divided by the baseline's (for latency, below 1 is faster). "
+        "KL, top-1 and flips are measured against each run's reference recipe, not against the baseline run."
+    )
+    _distributions(db, token, comparison, runs)
     st.subheader("Export")
     _downloads(db, runs, baseline_id)
     share_link("compare")

@@ -12,44 +12,45 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from engine.report.compare import metric_label
 from engine.report.export import explore_html, permalink, table_csv
 from engine.report.figures import (
     LATENCY_METRICS,
-    OTHER_METRICS,
-    THROUGHPUT_METRICS,
     axis_label,
+    axis_options,
     explore_scatter,
+    frame_hints,
     front_run_ids,
+    metric_name,
     sweep_curves,
 )
 from engine.settings import get_settings
-from ui.common import database
-from ui.run_view import cached_runs_frame, current_params, runs_changed_token, share_link
+from ui.run_view import cached_runs_frame, current_params, results_page, share_link
 
 FILTERS = (("model", "Model"), ("device", "Device"), ("engine", "Engine"), ("sweep", "Sweep"))
 GROUP_COLUMNS = ("engine", "model", "device", "device_name", "sweep")
 NONE = ""
 
 
-def _label(column: str) -> str:
+def _label(column: str, hints: dict[str, str] | None = None) -> str:
     if column == NONE:
         return "(none)"
     if column in GROUP_COLUMNS:
         return column.replace("_", " ")
     if column.startswith(("recipe.", "workload.")):
         return column.replace("_", " ")
-    return metric_label(column)
+    return metric_name(column, hints)
 
 
-def _select(container, label: str, options: list[str], param: str, default: str) -> str:
+def _select(container, label: str, options: list[str], param: str, default: str, hints=None) -> str:
     """A selectbox whose value lives in ``st.query_params[param]``."""
     raw = st.query_params.get(param)
     value = raw if raw in options else (default if default in options else options[0])
     key = f"explore_{param}"
     if key in st.session_state and st.session_state[key] not in options:
         del st.session_state[key]
-    chosen = container.selectbox(label, options, index=options.index(value), format_func=_label, key=key)
+    chosen = container.selectbox(
+        label, options, index=options.index(value), format_func=partial(_label, hints=hints), key=key
+    )
     st.query_params[param] = chosen
     return chosen
 
@@ -144,16 +145,20 @@ def _front_table(frame: pd.DataFrame, front: list[int], x: str, y: str) -> None:
     if not front:
         st.caption("No run has both values.")
         return
-    cols = [c for c in ("run_id", "name", "model", "engine", "device", x, y) if c in frame.columns]
+    cols = list(dict.fromkeys(c for c in ("run_id", "name", "model", "engine", "device", x, y) if c in frame.columns))
     table = frame[frame["run_id"].isin(front)][cols].sort_values(x)
     table.insert(0, "open", [f"run?run={i}" for i in table["run_id"]])
+    if "error_rate" in frame.columns:
+        table["failed requests"] = frame.loc[table.index, "error_rate"]
+    hints = frame_hints(frame)
     st.dataframe(
         table,
         hide_index=True,
         column_config={
             "open": st.column_config.LinkColumn("run", display_text=r"run\?run=(\d+)"),
-            x: st.column_config.NumberColumn(_label(x), format="%.4g"),
-            y: st.column_config.NumberColumn(_label(y), format="%.4g"),
+            x: st.column_config.NumberColumn(_label(x, hints), format="%.4g"),
+            y: st.column_config.NumberColumn(_label(y, hints), format="%.4g"),
+            "failed requests": st.column_config.NumberColumn("failed requests", format="percent"),
         },
     )
     st.page_link(
@@ -166,19 +171,22 @@ def _front_table(frame: pd.DataFrame, front: list[int], x: str, y: str) -> None:
 
 def scatter_view(frame: pd.DataFrame) -> None:
     present = set(frame.columns)
-    perf = [c for c in (*LATENCY_METRICS, *THROUGHPUT_METRICS, *OTHER_METRICS) if c in present]
-    quality = sorted(c for c in present if c.startswith("quality."))
+    perf, quality = axis_options(frame)
+    hints = frame_hints(frame)
     groups = (
         [NONE]
         + [c for c in GROUP_COLUMNS if c in present]
         + sorted(c for c in present if c.startswith(("recipe.", "workload.")))
     )
+    if not perf:
+        st.info("No latency or throughput figures among these runs yet.")
+        return
     c1, c2, c3, c4 = st.columns(4)
-    x = _select(c1, "x axis (latency / throughput)", perf, "x", "tpot_ms_p50")
+    x = _select(c1, "x axis (latency / throughput)", perf, "x", "tpot_ms_p50", hints)
     y_default = (
         "quality.perplexity" if "quality.perplexity" in quality else (quality[0] if quality else "output_tokens_per_s")
     )
-    y = _select(c2, "y axis (accuracy or another metric)", quality + perf, "y", y_default)
+    y = _select(c2, "y axis (accuracy or another metric)", quality + perf, "y", y_default, hints)
     color = _select(c3, "Colour by", groups, "color", "engine")
     symbol = _select(c4, "Symbol by", groups, "symbol", NONE)
     if frame.empty:
@@ -234,11 +242,11 @@ def sweeps_view(frame: pd.DataFrame) -> None:
 
 
 def main() -> None:
-    st.title("Explore")
-    db = database()
-    if db is None:
+    opened = results_page("Explore")
+    if opened is None:
         return
-    frame = cached_runs_frame(db, db.url, runs_changed_token(db))
+    db, token = opened
+    frame = cached_runs_frame(db, db.url, token)
     if frame.empty:
         st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
         return

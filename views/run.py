@@ -7,9 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from engine.report.compare import recipe_in_words
-from engine.report.figures import cdf_figure, histogram_figure, latency_samples, timeline_figure
-from ui.common import database, query_int, viewer_mode
-from ui.run_view import cached_requests, cached_run, cached_runs_frame, render_run, runs_changed_token, share_link
+from engine.report.distributions import cdf_figure, histogram_figure, latency_samples, timeline_figure
+from ui.common import query_int, viewer_mode
+from ui.run_view import cached_requests, cached_run, cached_runs_frame, render_run, results_page, share_link
 
 DISTRIBUTIONS = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("itl_ms", "ITL (AIPerf: ICL)"))
 
@@ -61,11 +61,10 @@ def _delete(db, run) -> None:
 
 
 def main() -> None:
-    st.title("Run")
-    db = database()
-    if db is None:
+    opened = results_page("Run")
+    if opened is None:
         return
-    token = runs_changed_token(db)
+    db, token = opened
     run_id, problem = query_int("run")
     if problem:
         st.warning(f"{problem}. Run links look like `run?run=12`.")

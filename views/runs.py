@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from storage.frames import runs_frame
 from storage.runs import get_run
 from ui.common import database, query_int
 from ui.run_view import render_run
+
+
+def reasons(frame: pd.DataFrame) -> list[str]:
+    """Each run's reason: its error, "no reason recorded" for a run that did not finish, else empty."""
+    return [
+        str(error) if isinstance(error, str) and error else ("" if status == "done" else "no reason recorded")
+        for status, error in zip(frame["status"], frame["error"], strict=True)
+    ]
+
 
 db = database()
 if db is not None:
@@ -27,7 +37,7 @@ if db is not None:
     if frame.empty:
         st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
     else:
-        frame = frame.assign(link=[f"run?run={i}" for i in frame["run_id"]])
+        frame = frame.assign(link=[f"run?run={i}" for i in frame["run_id"]], reason=reasons(frame))
         cols = [
             "link",
             "created_at",
@@ -41,7 +51,8 @@ if db is not None:
             "itl_ms_p50",
             "e2el_ms_p50",
             "output_tokens_per_s",
-            "error",
+            "error_rate",
+            "reason",
         ]
         st.dataframe(
             frame[cols],
@@ -54,5 +65,9 @@ if db is not None:
                 "itl_ms_p50": st.column_config.NumberColumn("ITL p50 [ms]", format="%.1f"),
                 "e2el_ms_p50": st.column_config.NumberColumn("E2EL p50 [ms]", format="%.1f"),
                 "output_tokens_per_s": st.column_config.NumberColumn("tokens/s", format="%.1f"),
+                "error_rate": st.column_config.NumberColumn(
+                    "failed requests", format="percent", help="share of the measured requests that failed"
+                ),
+                "reason": st.column_config.TextColumn("reason / note"),
             },
         )

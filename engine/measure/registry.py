@@ -15,8 +15,10 @@ direction from the task's primary metric (``quality.task:<name>:kind``, e.g.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 Better = Literal["lower", "higher"]
 Kind = Literal["latency", "throughput", "accuracy", "memory", "energy", "bookkeeping"]
@@ -43,6 +45,7 @@ class Metric:
     better: Better | None  # None: no direction (bookkeeping)
     kind: Kind
     short: str = ""  # a short header for narrow tables; the label when empty
+    vs_reference: bool = False  # measured against the reference recipe (KL, top-1, flips), not the baseline
 
     @property
     def minimise(self) -> bool:
@@ -54,10 +57,19 @@ class Metric:
         return self.kind != "bookkeeping" and self.better is not None
 
     @property
+    def display_unit(self) -> str:
+        """The unit as shown: ``%`` for ratios, ``""`` for plain numbers."""
+        return {"ratio": "%", "": ""}.get(self.unit, self.unit)
+
+    @property
     def header(self) -> str:
         """Label with its unit, e.g. ``TTFT p50 [ms]``."""
-        unit = {"ratio": "%", "": ""}.get(self.unit, self.unit)
-        return f"{self.label} [{unit}]" if unit else self.label
+        return f"{self.label} [{self.display_unit}]" if self.display_unit else self.label
+
+    @property
+    def hover_format(self) -> str:
+        """A plotly/d3 number format for this metric's values (``.1%`` for ratios)."""
+        return ".1%" if self.unit == "ratio" else ".4g"
 
     def format(self, value: float | None) -> str:
         """The value in this metric's display unit."""
@@ -125,10 +137,12 @@ _QUALITY: dict[str, Metric] = {
     m.key: m
     for m in (
         Metric("quality.perplexity", "perplexity", "", "lower", "accuracy", "ppl"),
-        Metric("quality.kl_mean", "KL mean vs reference", "nats", "lower", "accuracy", "KL"),
-        Metric("quality.kl_p99", "KL p99 vs reference", "nats", "lower", "accuracy", "KL p99"),
-        Metric("quality.top1_agreement", "top-1 agreement vs reference", "ratio", "higher", "accuracy", "top-1"),
-        Metric("quality.greedy_flip_rate", "greedy flip rate vs reference", "ratio", "lower", "accuracy", "flips"),
+        Metric("quality.kl_mean", "KL mean vs reference", "nats", "lower", "accuracy", "KL", True),
+        Metric("quality.kl_p99", "KL p99 vs reference", "nats", "lower", "accuracy", "KL p99", True),
+        Metric("quality.top1_agreement", "top-1 agreement vs reference", "ratio", "higher", "accuracy", "top-1", True),
+        Metric(
+            "quality.greedy_flip_rate", "greedy flip rate vs reference", "ratio", "lower", "accuracy", "flips", True
+        ),
     )
 }
 # Accuracy bookkeeping: counts, settings, companions of a figure. Never a metric.
@@ -166,6 +180,9 @@ _TASK_METRICS: dict[str, tuple[str, Better]] = {
     "word_perplexity": ("", "lower"),
     "byte_perplexity": ("", "lower"),
     "bits_per_byte": ("", "lower"),
+    "perplexity": ("", "lower"),
+    "ter": ("", "lower"),
+    "brier_score": ("", "lower"),
 }
 
 REGISTRY: dict[str, Metric] = {**_latency(), **_scalars(), **_QUALITY}
@@ -190,8 +207,7 @@ def lookup(key: str, task_kind: str | None = None) -> Metric:
         unit, better = task_metric(task_kind)
         label = name.removeprefix("task:") + ("" if unit == "ratio" else f" ({task_kind_name(task_kind)})")
         return Metric(key, label, unit, better, "accuracy", name.removeprefix("task:"))
-    if name in _QUALITY_BOOKKEEPING_EXACT or name.endswith(_QUALITY_BOOKKEEPING_SUFFIXES) or name == "notes":
-        return replace(BOOKKEEPING, key=key, label=name.replace("_", " "))
+    # everything else under quality. (window, stride, counts, stderr companions, timings, notes) is bookkeeping
     return replace(BOOKKEEPING, key=key, label=name.replace("_", " "))
 
 
@@ -219,14 +235,76 @@ def header(key: str, task_kind: str | None = None) -> str:
     return lookup(key, task_kind).header
 
 
-def metric_keys(keys: list[str] | tuple[str, ...], kinds: tuple[Kind, ...] | None = None) -> list[str]:
-    """The keys among ``keys`` that are metrics (optionally of some kinds), in the given order."""
+def metric_keys(
+    keys: Iterable[str],
+    kinds: tuple[Kind, ...] | None = None,
+    hints: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The keys among ``keys`` that are metrics (optionally of some kinds), in the given order.
+
+    ``hints`` maps a task key (``quality.task:NAME``) to its kind text (see :func:`task_kinds`).
+    """
     out = []
     for key in keys:
-        metric = lookup(key)
+        metric = lookup(key, (hints or {}).get(key))
         if metric.is_metric and (kinds is None or metric.kind in kinds):
             out.append(key)
     return out
+
+
+def task_kinds(quality: Mapping[str, Any] | None, prefix: str = "quality.") -> dict[str, str]:
+    """``{"quality.task:NAME": kind}`` from a quality dict's ``task:NAME:kind`` entries (the lookup hints)."""
+    out: dict[str, str] = {}
+    for key, value in (quality or {}).items():
+        if key.startswith("task:") and key.endswith(":kind") and key.count(":") == 2 and isinstance(value, str):
+            out[prefix + key.removesuffix(":kind")] = value
+    return out
+
+
+def finite(value: Any) -> float | None:
+    """A finite float, or None (missing, text, bool, NaN, inf)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def quality_metrics(quality: Mapping[str, Any] | None) -> dict[str, float]:
+    """The accuracy *metrics* of a quality dict as flat ``quality.<name>`` keys; bookkeeping left out."""
+    hints = task_kinds(quality)
+    out: dict[str, float] = {}
+    for name, value in (quality or {}).items():
+        key = f"quality.{name}"
+        number = finite(value)
+        if number is not None and lookup(key, hints.get(key)).is_metric:
+            out[key] = number
+    return out
+
+
+def error_rate(metrics: Mapping[str, Any] | None) -> float | None:
+    """The share of measured requests that failed: ``metrics["error_rate"]``, else from the counts."""
+    metrics = metrics or {}
+    stored = finite(metrics.get("error_rate"))
+    if stored is not None:
+        return stored
+    completed, failed = finite(metrics.get("completed")), finite(metrics.get("failed"))
+    if completed is None or failed is None or completed + failed <= 0:
+        return None
+    return failed / (completed + failed)
+
+
+def failure_words(metrics: Mapping[str, Any] | None) -> str | None:
+    """``"1 of 4 requests failed (25 %)"``, or None when none failed or nothing is known."""
+    rate = error_rate(metrics)
+    if not rate:
+        return None
+    completed, failed = finite((metrics or {}).get("completed")), finite((metrics or {}).get("failed"))
+    if completed is not None and failed is not None:
+        return f"{int(failed)} of {int(completed + failed)} requests failed ({rate:.0%})"
+    return f"{rate:.0%} of requests failed"
 
 
 # The headline scalars of a result object, in display order (a metric is listed once it is measured).
@@ -237,5 +315,6 @@ SCALARS: tuple[str, ...] = (
     "output_tokens_per_s_per_gpu",
     "goodput_requests_per_s",
     "peak_memory_bytes",
+    "weights_memory_bytes",
     "load_s",
 )

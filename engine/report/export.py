@@ -19,7 +19,8 @@ import plotly.graph_objects as go
 
 from engine.measure.records import RequestRecord
 from engine.report.compare import compare_runs, comparison_frame, recipe_in_words
-from engine.report.figures import cdf_figure, explore_scatter, front_run_ids, latency_samples
+from engine.report.distributions import cdf_figure, latency_samples
+from engine.report.figures import explore_scatter, front_run_ids
 from engine.report.results import result_object
 
 EXPLORE_COLUMNS: tuple[str, ...] = (
@@ -137,7 +138,7 @@ def explore_html(
     fig = explore_scatter(frame, x, y, color, symbol)
     front = front_run_ids(frame, x, y)
     title = f"LatencyLab explore: {fig.layout.title.text}"
-    cols = [c for c in (*EXPLORE_COLUMNS, x, y) if c in frame.columns]
+    cols = list(dict.fromkeys(c for c in (*EXPLORE_COLUMNS, x, y, "error_rate") if c in frame.columns))
     front_table = frame[frame["run_id"].isin(front)][cols] if front else pd.DataFrame(columns=cols)
     body = (
         f"<h1>{html.escape(title)}</h1>{_meta(link)}<p>{len(frame)} runs; {len(front)} on the Pareto front.</p>"

@@ -1,4 +1,4 @@
-"""Plotly figure builders for the Explore, Run and Compare pages and the HTML exports.
+"""Plotly figure builders for Explore (scatter with its Pareto front, sweep curves) and the HTML exports.
 
 Pure functions of DataFrames and raw records; no Streamlit, so they are unit-tested
 alone. Every run-bearing point carries its run id in ``customdata[0]`` so a click (or
@@ -8,28 +8,19 @@ an export) can find the run.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from engine.measure.metrics import NS_PER_MS, itl_gaps_ns, tpot_ns, ttft_ns
-from engine.measure.records import RequestRecord
-from engine.report.compare import changed_knobs, metric_label
-from engine.report.pareto import minimise_by_default, pareto_front
+from engine.measure import registry
+from engine.measure.registry import LATENCY_GROUPS, Kind
+from engine.report.pareto import pareto_front
+from engine.report.recipes import changed_knobs
 
 PERCENTILE_KEYS: tuple[str, ...] = ("p50", "p90", "p99", "mean")
-LATENCY_METRICS: tuple[str, ...] = tuple(
-    f"{g}_{p}" for g in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms") for p in PERCENTILE_KEYS
-)
-THROUGHPUT_METRICS: tuple[str, ...] = (
-    "output_tokens_per_s",
-    "tokens_per_s_per_user",
-    "requests_per_s",
-    "goodput_requests_per_s",
-)
-OTHER_METRICS: tuple[str, ...] = ("peak_memory_bytes", "load_s")
+LATENCY_METRICS: tuple[str, ...] = tuple(f"{g}_{p}" for g in LATENCY_GROUPS for p in PERCENTILE_KEYS)
+PERF_KINDS: tuple[Kind, ...] = ("latency", "throughput", "memory", "energy")
 SYMBOLS: tuple[str, ...] = (
     "circle",
     "square",
@@ -58,12 +49,43 @@ MAX_GROUPS = 12
 WEBGL_ABOVE = 2000
 
 
-def axis_label(column: str) -> str:
-    """Axis title for a frame column, with the better direction."""
-    if column.startswith("recipe.") or column.startswith("workload."):
+def frame_hints(frame: pd.DataFrame) -> dict[str, str]:
+    """``{"quality.task:NAME": kind}`` from a runs frame's ``quality.task:NAME:kind`` columns."""
+    out: dict[str, str] = {}
+    for column in frame.columns:
+        if column.startswith("quality.task:") and column.endswith(":kind"):
+            kinds = frame[column].dropna()
+            if not kinds.empty:
+                out[column.removesuffix(":kind")] = str(kinds.iloc[0])
+    return out
+
+
+def axis_options(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The frame's metric columns for axes: (latency/throughput/memory/energy, accuracy), registry order."""
+    hints = frame_hints(frame)
+    perf = registry.metric_keys(frame.columns, PERF_KINDS, hints)
+    accuracy = registry.metric_keys(frame.columns, ("accuracy",), hints)
+    order = list(registry.REGISTRY)
+
+    def rank(key: str) -> tuple[int, str]:
+        return (order.index(key), key) if key in order else (len(order), key)
+
+    return sorted(perf, key=rank), sorted(accuracy, key=rank)
+
+
+def metric_name(column: str, hints: dict[str, str] | None = None) -> str:
+    """A column's label: the registry's for metrics, the knob's name for recipe/workload columns."""
+    if column.startswith(("recipe.", "workload.")):
         return column.split(".", 1)[1].replace("_", " ")
-    arrow = "lower is better" if minimise_by_default(column) else "higher is better"
-    return f"{metric_label(column)} ({arrow})"
+    return registry.label(column, (hints or {}).get(column))
+
+
+def axis_label(column: str, hints: dict[str, str] | None = None) -> str:
+    """Axis title for a frame column: the registry's header and which way is better."""
+    metric = registry.lookup(column, (hints or {}).get(column))
+    if not metric.is_metric:
+        return metric_name(column, hints)
+    return f"{metric.header} ({metric.better} is better)"
 
 
 def _recipe_words_rows(frame: pd.DataFrame) -> list[str]:
@@ -103,7 +125,16 @@ def _recipe_words_rows(frame: pd.DataFrame) -> list[str]:
             + " tokens"
         )
         text = text + work.where(col("workload.batch_size").map(_present), "")
-    return text.tolist()
+    failed = [
+        "" if not words else f"<br><b>{words}</b>"
+        for words in map(_failure_words, col("error_rate"), col("completed"), col("failed"))
+    ]
+    return (text + pd.Series(failed, index=frame.index, dtype=object)).tolist()
+
+
+def _failure_words(rate: Any, completed: Any, failed: Any) -> str | None:
+    counts = {"completed": completed, "failed": failed} if _present(completed) and _present(failed) else {}
+    return registry.failure_words({**counts, "error_rate": rate if _present(rate) else None})
 
 
 def _present(value: Any) -> bool:
@@ -121,14 +152,29 @@ def _ids(run_ids: pd.Series) -> Any:
     return run_ids.astype("int32").to_numpy().reshape(-1, 1)
 
 
+def _direction(column: str, hints: dict[str, str], given: bool | None) -> bool | None:
+    """Whether to minimise a column: the caller's choice, else the registry's (None: not a metric)."""
+    if given is not None:
+        return given
+    metric = registry.lookup(column, hints.get(column))
+    return metric.minimise if metric.is_metric else None
+
+
 def front_run_ids(
     frame: pd.DataFrame, x: str, y: str, minimise_x: bool | None = None, minimise_y: bool | None = None
 ) -> list[int]:
-    """Run ids on the Pareto front of ``x`` against ``y`` (directions default per metric)."""
+    """Run ids on the Pareto front of ``x`` against ``y``; directions from the metric registry.
+
+    Task columns take their direction from the frame's ``quality.task:NAME:kind`` column (an
+    lm-eval ``word_perplexity`` is minimised, an accuracy maximised). No front when an axis is
+    not a metric and no direction is given.
+    """
     if frame.empty or x not in frame.columns or y not in frame.columns:
         return []
-    mx = minimise_by_default(x) if minimise_x is None else minimise_x
-    my = minimise_by_default(y) if minimise_y is None else minimise_y
+    hints = frame_hints(frame)
+    mx, my = _direction(x, hints, minimise_x), _direction(y, hints, minimise_y)
+    if mx is None or my is None:
+        return []
     idx = pareto_front(frame[x].tolist(), frame[y].tolist(), mx, my)
     return [int(frame["run_id"].iloc[i]) for i in idx]
 
@@ -145,6 +191,61 @@ def _groups(frame: pd.DataFrame, column: str | None) -> tuple[list[str], pd.Seri
     return names, values
 
 
+def _hover_template(x: str, y: str, hints: dict[str, str]) -> str:
+    mx, my = registry.lookup(x, hints.get(x)), registry.lookup(y, hints.get(y))
+    return (
+        f"%{{text}}<br>{metric_name(x, hints)}: %{{x:{mx.hover_format}}}<br>"
+        f"{metric_name(y, hints)}: %{{y:{my.hover_format}}}<extra></extra>"
+    )
+
+
+def _point_traces(fig: go.Figure, data: pd.DataFrame, x: str, y: str, groups: dict[str, Any]) -> None:
+    """One trace per (colour, symbol) group of ``data``."""
+    hover, template = groups["hover"], groups["template"]
+    color_names, color_values = _groups(data, groups["color"])
+    symbol_names, symbol_values = _groups(data, groups["symbol"])
+    scatter = go.Scattergl if len(data) > WEBGL_ABOVE else go.Scatter
+    for (ci, cname), (si, sname) in ((c, s) for c in enumerate(color_names) for s in enumerate(symbol_names)):
+        part = data[(color_values == cname) & (symbol_values == sname)]
+        if part.empty:
+            continue
+        name = " / ".join(n for n, col in ((cname, groups["color"]), (sname, groups["symbol"])) if col) or "runs"
+        fig.add_trace(
+            scatter(
+                x=part[x].to_numpy(dtype=float),
+                y=part[y].to_numpy(dtype=float),
+                mode="markers",
+                name=name,
+                customdata=_ids(part["run_id"]),
+                text=hover.loc[part.index].to_numpy(dtype=object),
+                hovertemplate=template,
+                marker={
+                    "color": PALETTE[ci % len(PALETTE)],
+                    "symbol": SYMBOLS[si % len(SYMBOLS)],
+                    "size": 9,
+                    "opacity": 0.85,
+                },
+            )
+        )
+
+
+def _front_trace(fig: go.Figure, data: pd.DataFrame, x: str, y: str, front: set[int], hover: pd.Series) -> None:
+    fr = data[data["run_id"].isin(front)].sort_values([x, y])
+    fig.add_trace(
+        go.Scatter(
+            x=fr[x].astype(float).tolist(),
+            y=fr[y].astype(float).tolist(),
+            mode="lines+markers",
+            name="Pareto front",
+            customdata=[[int(r)] for r in fr["run_id"]],
+            text=hover.loc[fr.index].tolist(),
+            hovertemplate="%{text}<br><i>on the Pareto front</i><extra></extra>",
+            line={"color": "black", "dash": "dash", "width": 1.5, "shape": "linear"},
+            marker={"symbol": "circle-open", "size": 16, "color": "black", "line": {"width": 2}},
+        )
+    )
+
+
 def explore_scatter(
     frame: pd.DataFrame,
     x: str,
@@ -157,13 +258,15 @@ def explore_scatter(
 ) -> go.Figure:
     """Runs as points of ``x`` against ``y``; colour and symbol by any column; Pareto front drawn.
 
-    Rows missing either value are left out. Each point's ``customdata[0]`` is its run id.
+    Rows missing either value are left out. Each point's ``customdata[0]`` is its run id; its
+    hover names the recipe and, when some requests failed, the failure rate.
     """
+    hints = frame_hints(frame) if not frame.empty else {}
     fig = go.Figure()
     fig.update_layout(
-        title=title or f"{metric_label(y)} vs {metric_label(x)}",
-        xaxis_title=axis_label(x),
-        yaxis_title=axis_label(y),
+        title=title or f"{metric_name(y, hints)} vs {metric_name(x, hints)}",
+        xaxis_title=axis_label(x, hints),
+        yaxis_title=axis_label(y, hints),
         legend_title_text=_legend_title(color, symbol),
         hovermode="closest",
         clickmode="event+select",
@@ -176,49 +279,11 @@ def explore_scatter(
     if data.empty:
         return fig
     hover = pd.Series(_recipe_words_rows(data), index=data.index)
-    color_names, color_values = _groups(data, color)
-    symbol_names, symbol_values = _groups(data, symbol)
-    scatter = go.Scattergl if len(data) > WEBGL_ABOVE else go.Scatter
-    for ci, cname in enumerate(color_names):
-        for si, sname in enumerate(symbol_names):
-            part = data[(color_values == cname) & (symbol_values == sname)]
-            if part.empty:
-                continue
-            name = " / ".join(n for n, col in ((cname, color), (sname, symbol)) if col) or "runs"
-            fig.add_trace(
-                scatter(
-                    x=part[x].to_numpy(dtype=float),
-                    y=part[y].to_numpy(dtype=float),
-                    mode="markers",
-                    name=name,
-                    customdata=_ids(part["run_id"]),
-                    text=hover.loc[part.index].to_numpy(dtype=object),
-                    hovertemplate="%{text}<br>" + f"{metric_label(x)}: %{{x:.4g}}<br>{metric_label(y)}: %{{y:.4g}}"
-                    "<extra></extra>",
-                    marker={
-                        "color": PALETTE[ci % len(PALETTE)],
-                        "symbol": SYMBOLS[si % len(SYMBOLS)],
-                        "size": 9,
-                        "opacity": 0.85,
-                    },
-                )
-            )
+    groups = {"hover": hover, "template": _hover_template(x, y, hints), "color": color, "symbol": symbol}
+    _point_traces(fig, data, x, y, groups)
     front = set(front_run_ids(data, x, y, minimise_x, minimise_y))
     if front:
-        fr = data[data["run_id"].isin(front)].sort_values([x, y])
-        fig.add_trace(
-            go.Scatter(
-                x=fr[x].astype(float).tolist(),
-                y=fr[y].astype(float).tolist(),
-                mode="lines+markers",
-                name="Pareto front",
-                customdata=[[int(r)] for r in fr["run_id"]],
-                text=hover.loc[fr.index].tolist(),
-                hovertemplate="%{text}<br><i>on the Pareto front</i><extra></extra>",
-                line={"color": "black", "dash": "dash", "width": 1.5, "shape": "linear"},
-                marker={"symbol": "circle-open", "size": 16, "color": "black", "line": {"width": 2}},
-            )
-        )
+        _front_trace(fig, data, x, y, front, hover)
     return fig
 
 
@@ -231,7 +296,7 @@ def sweep_curves(frame: pd.DataFrame, x: str = "requests_per_s", y: str = "ttft_
     """Latency-throughput curves: one line per sweep, points sorted by ``x``."""
     fig = go.Figure()
     fig.update_layout(
-        title=f"{metric_label(y)} vs {metric_label(x)} per sweep",
+        title=f"{metric_name(y)} vs {metric_name(x)} per sweep",
         xaxis_title=axis_label(x),
         yaxis_title=axis_label(y),
         template="plotly_white",
@@ -249,124 +314,9 @@ def sweep_curves(frame: pd.DataFrame, x: str = "requests_per_s", y: str = "ttft_
                 mode="lines+markers",
                 name=str(sweep),
                 customdata=[[int(r)] for r in part["run_id"]],
-                hovertemplate=f"sweep {sweep}<br>run %{{customdata[0]}}<br>{metric_label(x)}: %{{x:.4g}}<br>"
-                f"{metric_label(y)}: %{{y:.4g}}<extra></extra>",
+                hovertemplate=f"sweep {sweep}<br>run %{{customdata[0]}}<br>{metric_name(x)}: %{{x:.4g}}<br>"
+                f"{metric_name(y)}: %{{y:.4g}}<extra></extra>",
                 line={"color": PALETTE[i % len(PALETTE)]},
-            )
-        )
-    return fig
-
-
-def latency_samples(requests: Sequence[RequestRecord]) -> dict[str, list[float]]:
-    """Per-request TTFT and TPOT and pooled ITL gaps in ms (measured, successful requests)."""
-    ok = [r for r in requests if not r.warmup and r.ok]
-    return {
-        "ttft_ms": [v / NS_PER_MS for r in ok if (v := ttft_ns(r)) is not None],
-        "tpot_ms": [v / NS_PER_MS for r in ok if (v := tpot_ns(r)) is not None],
-        "itl_ms": [g / NS_PER_MS for r in ok for g in itl_gaps_ns(r)],
-    }
-
-
-def cdf_figure(series: dict[str, Sequence[float]], metric: str) -> go.Figure:
-    """Empirical CDFs of one metric (ms), one line per named series (overlaid for Compare)."""
-    fig = go.Figure()
-    fig.update_layout(
-        title=f"{metric_label(metric + '_p50').replace(' p50', '').replace(' [ms]', '')} CDF",
-        xaxis_title=f"{metric_label(metric + '_p50').split(' p50')[0].split(' [')[0]} [ms]",
-        yaxis_title="fraction of samples ≤ x",
-        yaxis_range=[0, 1.02],
-        template="plotly_white",
-    )
-    for i, (name, values) in enumerate(series.items()):
-        vals = sorted(float(v) for v in values)
-        if not vals:
-            continue
-        n = len(vals)
-        fig.add_trace(
-            go.Scatter(
-                x=vals,
-                y=[(k + 1) / n for k in range(n)],
-                mode="lines",
-                line={"shape": "hv", "color": PALETTE[i % 10]},
-                name=f"{name} (n={n})",
-                hovertemplate="%{x:.3f} ms: %{y:.1%}<extra>" + name + "</extra>",
-            )
-        )
-    return fig
-
-
-def histogram_figure(values: Sequence[float], metric: str, bins: int = 30) -> go.Figure:
-    """Histogram of one metric's samples in ms."""
-    name = metric_label(metric + "_p50").split(" p50")[0].split(" [")[0]
-    fig = go.Figure(go.Histogram(x=[float(v) for v in values], nbinsx=bins, name=name, marker={"color": PALETTE[0]}))
-    fig.update_layout(
-        title=f"{name} histogram (n={len(values)})",
-        xaxis_title=f"{name} [ms]",
-        yaxis_title="count",
-        template="plotly_white",
-        bargap=0.05,
-    )
-    return fig
-
-
-def timeline_figure(requests: Sequence[RequestRecord]) -> go.Figure:
-    """Per-request timeline: queued (due → sent), to first token, decoding (first → last token).
-
-    Times are ms since the earliest stamp of the run; warm-up requests are drawn faded.
-    """
-    fig = go.Figure()
-    fig.update_layout(
-        title="Per-request timeline",
-        barmode="overlay",
-        template="plotly_white",
-        xaxis_title="time since start [ms]",
-        yaxis_title="request",
-        yaxis_autorange="reversed",
-        legend_orientation="h",
-        height=max(300, min(1200, 40 + 18 * len(requests))),
-    )
-    if not requests:
-        return fig
-    t0 = min(min(r.arrival_ns, r.send_ns) for r in requests)
-
-    def ms(t: int) -> float:
-        return (t - t0) / NS_PER_MS
-
-    phases: dict[str, tuple[list[float], list[float], list[str], list[str]]] = {
-        k: ([], [], [], []) for k in ("queued", "to first token", "decoding", "failed")
-    }
-    for r in requests:
-        label = f"#{r.index}" + (" (warm-up)" if r.warmup else "")
-        tokens = [t for t, n in zip(r.chunk_ns, r.chunk_tokens, strict=True) if n > 0]
-        spans = [("queued", r.arrival_ns, r.send_ns)]
-        if tokens:
-            spans += [("to first token", r.send_ns, tokens[0]), ("decoding", tokens[0], tokens[-1])]
-        if not r.ok:
-            spans.append(("failed", tokens[-1] if tokens else r.send_ns, (tokens[-1] if tokens else r.send_ns) + 1))
-        for phase, a, b in spans:
-            if b < a:
-                continue
-            base, length, ys, hover = phases[phase]
-            base.append(ms(a))
-            length.append(max(ms(b) - ms(a), 0.0))
-            ys.append(label)
-            hover.append(
-                f"{label} {phase}: {ms(a):.1f} → {ms(b):.1f} ms" + (f" ({r.error})" if phase == "failed" else "")
-            )
-    colours = {"queued": "#bbbbbb", "to first token": "#ff7f0e", "decoding": "#1f77b4", "failed": "#d62728"}
-    for phase, (base, length, ys, hover) in phases.items():
-        if not ys:
-            continue
-        fig.add_trace(
-            go.Bar(
-                base=base,
-                x=length,
-                y=ys,
-                orientation="h",
-                name=phase,
-                marker_color=colours[phase],
-                hovertext=hover,
-                hoverinfo="text",
             )
         )
     return fig

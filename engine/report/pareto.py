@@ -4,6 +4,8 @@ A point is on the front when no other point is at least as good on both axes and
 strictly better on one. Ties are kept: identical points are all on the front (none
 dominates another), and of several points with the same value on one axis only the
 best on the other axis survive. Missing values (None, NaN, inf) are never on the front.
+Which way each axis is better is the caller's to say: :func:`engine.report.figures.front_run_ids`
+asks the metric registry (``registry.minimise``), never the column's name.
 """
 
 from __future__ import annotations
@@ -11,52 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-# Metric column names (storage.frames.runs_frame) where a higher value is better.
-_HIGHER_IS_BETTER_PARTS: tuple[str, ...] = (
-    "tokens_per_s",
-    "requests_per_s",
-    "goodput",
-    "top1_agreement",
-    "accuracy",
-    "acc",
-    "exact_match",
-    "f1",
-    "bleu",
-    "rouge",
-)
-_LOWER_IS_BETTER_PARTS: tuple[str, ...] = (
-    "_ms",
-    "perplexity",
-    "kl_",
-    "flip_rate",
-    "memory",
-    "load_s",
-    "failed",
-    "bits_per",
-    "loss",
-)
-
-
-def minimise_by_default(column: str) -> bool:
-    """Whether smaller is better for a metric column (latency, perplexity, KL, memory).
-
-    Throughput, goodput, agreement and task-accuracy columns are maximised; anything
-    unknown is minimised.
-    """
-    name = column.lower().removeprefix("quality.")
-    if any(part in name for part in _LOWER_IS_BETTER_PARTS):
-        return True
-    return not any(part in name for part in _HIGHER_IS_BETTER_PARTS)
-
-
-def _usable(value: object) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+from engine.measure.registry import finite
 
 
 def pareto_front(
@@ -74,7 +31,7 @@ def pareto_front(
         raise ValueError(f"xs and ys differ in length ({len(xs)} != {len(ys)})")
     points: list[tuple[float, float, int]] = []
     for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
-        fx, fy = _usable(x), _usable(y)
+        fx, fy = finite(x), finite(y)
         if fx is None or fy is None:
             continue
         points.append((fx if minimise_x else -fx, fy if minimise_y else -fy, i))
@@ -96,10 +53,7 @@ def pareto_front(
 
 
 def pareto_mask(
-    xs: Sequence[object],
-    ys: Sequence[object],
-    minimise_x: bool = True,
-    minimise_y: bool = True,
+    xs: Sequence[object], ys: Sequence[object], minimise_x: bool = True, minimise_y: bool = True
 ) -> list[bool]:
     """``True`` for each point on the front (same order as the input)."""
     on_front = set(pareto_front(xs, ys, minimise_x, minimise_y))

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.measure import registry
 from engine.measure.registry import GROUP_LABELS as LABELS
-from engine.measure.registry import LATENCY_GROUPS, SCALARS
+from engine.measure.registry import LATENCY_GROUPS, SCALARS, human_bytes
+
+__all__ = ["human_bytes", "render_table", "result_object"]
 
 
 def result_object(run: Any) -> dict[str, Any]:
@@ -42,6 +45,7 @@ def result_object(run: Any) -> dict[str, Any]:
         "quality_s",
     ):
         obj[key] = metrics.get(key)
+    obj["error_rate"] = registry.error_rate(metrics) if metrics else None
     if metrics.get("load") is not None:  # serving runs: configured vs achieved rate, concurrency, SLOs
         obj["load"] = metrics["load"]
         obj["slo"] = metrics.get("slo")
@@ -57,26 +61,17 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:,.1f} {unit}"
-        size /= 1024
-    return f"{size:,.1f} TiB"
-
-
 def render_table(obj: dict[str, Any]) -> str:
     """A plain-text table of one result object."""
     lines = [
         f"run {obj['run_id']}  status={obj['status']}  model={obj['model']}  engine={obj['engine']}  "
         f"device={obj['device']} ({obj.get('device_name') or '?'})"
     ]
-    if obj.get("error"):
-        lines.append(f"error: {obj['error']}")
+    if obj.get("status") != "done":
+        lines.append(f"error: {obj.get('error') or 'no reason recorded'}")
         return "\n".join(lines)
+    if obj.get("error"):
+        lines.append(f"note: {obj['error']}")
     header = f"{'metric':<34}{'mean':>10}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}"
     lines += [header, "-" * len(header)]
     for group in LATENCY_GROUPS:
@@ -89,11 +84,15 @@ def render_table(obj: dict[str, Any]) -> str:
     lines.append(f"{'output tokens/s':<34}{_fmt(obj.get('output_tokens_per_s'))}")
     lines.append(f"{'requests/s':<34}{_fmt(obj.get('requests_per_s'), 3)}")
     lines.append(f"{'tokens/s per user':<34}{_fmt(obj.get('tokens_per_s_per_user'))}")
-    lines.append(f"{'peak memory':<34}{human_bytes(obj.get('peak_memory_bytes'))}")
+    lines.append(f"{'peak memory (measured phase)':<34}{human_bytes(obj.get('peak_memory_bytes'))}")
+    if obj.get("weights_memory_bytes") is not None:
+        lines.append(f"{'weights memory (as loaded)':<34}{human_bytes(obj.get('weights_memory_bytes'))}")
     lines.append(f"{'load time [s]':<34}{_fmt(obj.get('load_s'))}")
+    rate = obj.get("error_rate")
     lines.append(
-        f"{'requests':<34}{obj.get('completed')} ok, {obj.get('failed')} failed, "
-        f"{obj.get('warmup_excluded')} warm-up excluded"
+        f"{'requests':<34}{obj.get('completed')} ok, {obj.get('failed')} failed"
+        + (f" ({rate:.0%})" if rate else "")
+        + f", {obj.get('warmup_excluded')} warm-up excluded"
     )
     load = obj.get("load")
     if load:
@@ -114,26 +113,17 @@ def render_table(obj: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-QUALITY_LABELS: tuple[tuple[str, str, str], ...] = (
-    ("perplexity", "perplexity", "{:.3f}"),
-    ("kl_mean", "KL mean (vs reference recipe)", "{:.5f}"),
-    ("kl_p99", "KL p99", "{:.5f}"),
-    ("top1_agreement", "top-1 agreement", "{:.1%}"),
-    ("greedy_flip_rate", "greedy tokens flipped", "{:.1%}"),
-)
-
-
 def _quality_lines(quality: dict[str, Any] | None) -> list[str]:
+    """The accuracy metrics (the registry's, bookkeeping left out), each in its own unit, then notes."""
     if not quality:
         return []
     lines = ["", "accuracy (same engine, same recipe)"]
-    for key, label, fmt in QUALITY_LABELS:
-        if isinstance(quality.get(key), (int, float)):
-            lines.append(f"{label:<34}{fmt.format(quality[key])}")
-    for key, value in quality.items():
-        if key.startswith("task:") and not key.endswith(":stderr") and isinstance(value, (int, float)):
-            err = quality.get(f"{key}:stderr")
-            lines.append(f"{key[:33]:<34}{value:.3f}" + (f" ± {err:.3f}" if isinstance(err, (int, float)) else ""))
+    hints = registry.task_kinds(quality)
+    for key, value in registry.quality_metrics(quality).items():
+        metric = registry.lookup(key, hints.get(key))
+        err = registry.finite(quality.get(f"{key.removeprefix('quality.')}:stderr"))
+        text = metric.format(value) + (f" ± {metric.format(err)}" if err is not None else "")
+        lines.append(f"{metric.label[:33]:<34}{text}")
     notes = quality.get("notes")
     if isinstance(notes, dict):
         lines += [f"note: {k}: {v}" for k, v in notes.items()]

@@ -33,7 +33,7 @@ def test_compare_permalink_in_a_fresh_context(permalink_app: tuple[str, dict[str
         page = context.new_page()
         page.goto(url, wait_until="domcontentloaded", timeout=60_000)
         page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=90_000)
-        page.get_by_text("faster decode (TPOT p50)").first.wait_for(timeout=30_000)
+        page.get_by_text("faster decode").first.wait_for(timeout=30_000)
         body = page.inner_text("body")
         assert "INT4:" in body and "perplexity +0.4 %" in body
         assert "no accuracy (synthetic weights)" in body

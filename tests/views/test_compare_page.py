@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from seed_runs import seed_basic
+from seed_runs import open_page, seed_basic
 from streamlit.testing.v1 import AppTest
-
-APP = Path(__file__).resolve().parents[2] / "app.py"
 
 
 @pytest.fixture
@@ -19,11 +16,7 @@ def seeded(db, db_url, monkeypatch):
 
 
 def open_compare(**params: str) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=30)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.switch_page("views/compare.py")
-    return at.run()
+    return open_page("views/compare.py", **params)
 
 
 def markdown(at: AppTest) -> str:
@@ -35,7 +28,7 @@ def test_permalink_shows_summary_ratios_and_cdfs(seeded):
     at = open_compare(runs=f"{ids['base']},{ids['fast']},{ids['synth']}", baseline=str(ids["base"]))
     assert not at.exception
     text = markdown(at)
-    assert "INT4: " in text and "faster decode (TPOT p50)" in text and "perplexity +0.4 %" in text
+    assert "INT4: " in text and "faster decode" in text and "perplexity +0.4 %" in text
     assert "no accuracy (synthetic weights)" in text
     charts = at.get("plotly_chart")
     assert len(charts) == 3
@@ -93,3 +86,24 @@ def test_real_demo_run_against_seeded(demo_run, monkeypatch):
     at = open_compare(runs=f"{run_id},{other}", baseline=str(run_id))
     assert not at.exception
     assert "hand-made: " in markdown(at)
+
+
+def test_summary_is_plain_and_says_what_differs_besides_the_recipe(seeded, db):
+    from seed_runs import make_run
+
+    small = make_run(db, name="A", ttft_ms=20, workload={"prompt_tokens": 16, "output_tokens": 4, "requests": 2})
+    big = make_run(db, name="B", ttft_ms=52, workload={"prompt_tokens": 64, "output_tokens": 16, "requests": 4})
+    at = open_compare(runs=f"{big},{small}", baseline=str(big))
+    assert not at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    assert f"Run {small} differs from the baseline in more than its recipe" in warnings
+    assert "prompt tokens 16 (baseline 64)" in warnings
+    assert "caution, not the recipe alone" in markdown(at)
+
+    at = open_compare(runs=f"{seeded['base']},{seeded['fast']}", baseline=str(seeded["base"]))
+    text = markdown(at)
+    assert "INT4: 2.6x faster decode, 1.1x faster first token, perplexity +0.4 %, peak memory -60 %" in text
+    table = at.dataframe[0].value
+    for word in ("window", "stride", "kl top k", "corpus tokens", "baseline perplexity"):
+        assert not any(word in m for m in table["metric"]), word
+    assert not at.warning

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from seed_runs import make_run, seed_basic
+from seed_runs import make_run, open_page, seed_basic
 from streamlit.testing.v1 import AppTest
-
-APP = Path(__file__).resolve().parents[2] / "app.py"
 
 
 @pytest.fixture
@@ -24,11 +21,7 @@ def seeded(db, db_url, monkeypatch):
 
 
 def open_explore(**params: str | list[str]) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=30)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.switch_page("views/explore.py")
-    return at.run()
+    return open_page("views/explore.py", **params)
 
 
 def figure(at: AppTest) -> dict:
@@ -95,3 +88,36 @@ def test_empty_database(db_url, monkeypatch, db):
     monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
     at = open_explore()
     assert not at.exception and at.info
+
+
+def test_axis_lists_hold_metrics_only(seeded):
+    at = open_explore()
+    assert not at.exception
+    y_options = at.selectbox(key="explore_y").options
+    x_options = at.selectbox(key="explore_x").options
+    # the seeded runs carry real quality dicts (window, stride, kl_top_k, corpus_tokens, ...)
+    for word in ("window", "stride", "kl top k", "kl positions", "corpus tokens", "baseline perplexity", "nll"):
+        assert not any(word in o.lower() for o in y_options + x_options), word
+    assert "perplexity" in y_options and "top-1 agreement vs reference" in y_options
+    assert "failed requests" in x_options
+
+
+def test_task_accuracy_front_and_failure_hover(db, db_url, monkeypatch):
+    from seed_runs import real_quality
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    kind = "lm-eval acc_norm,none"
+    fast = make_run(db, name="fast", tpot_ms=8, quality=real_quality(tasks={"hellaswag": (0.30, kind)}))
+    make_run(db, name="medium", tpot_ms=12, seed=1, quality=real_quality(tasks={"hellaswag": (0.20, kind)}))
+    slow = make_run(
+        db, name="slow", tpot_ms=20, seed=2, failed_requests=1, quality=real_quality(tasks={"hellaswag": (0.6, kind)})
+    )
+    at = open_explore(x="tpot_ms_p50", y="quality.task:hellaswag")
+    assert not at.exception
+    assert "Pareto front: 2 runs" in [s.value for s in at.subheader]
+    front = at.dataframe[0].value
+    assert set(front["run_id"]) == {fast, slow}  # the best accuracy is on the front, not the worst
+    fig = figure(at)
+    assert "higher is better" in fig["layout"]["yaxis"]["title"]["text"]
+    hover = " ".join(t for trace in fig["data"] for t in trace.get("text", []))
+    assert "1 of 6 requests failed (17%)" in hover

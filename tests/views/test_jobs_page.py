@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from streamlit.testing.v1 import AppTest
+from seed_runs import open_page
 
 from engine.spec import parse_job_spec
 from storage import jobs
-
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
 def _spec(seed: int):
@@ -44,10 +40,7 @@ def _open(monkeypatch, db_url, viewer: bool = False):
     if viewer:
         monkeypatch.setenv("LATENCYLAB_VIEWER_MODE", "1")
     get_settings.cache_clear()
-    at = AppTest.from_file(APP, default_timeout=30)
-    at.run()
-    at.switch_page("views/jobs.py")
-    at.run()
+    at = open_page("views/jobs.py")
     assert not at.exception
     return at
 

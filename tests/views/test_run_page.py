@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from seed_runs import seed_basic
+from seed_runs import open_page, seed_basic
 from streamlit.testing.v1 import AppTest
-
-APP = Path(__file__).resolve().parents[2] / "app.py"
 
 
 @pytest.fixture
@@ -19,10 +16,7 @@ def seeded(db, db_url, monkeypatch):
 
 
 def open_run(value: str) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=30)
-    at.query_params["run"] = value
-    at.switch_page("views/run.py")
-    return at.run()
+    return open_page("views/run.py", run=value)
 
 
 def _text(at: AppTest) -> str:
@@ -96,3 +90,37 @@ def test_real_demo_run(demo_run, monkeypatch):
     assert not at.exception
     assert len(at.get("plotly_chart")) == 7
     assert "demo fixture" in _text(at) or any("demo fixture" in s.value for s in at.subheader)
+
+
+def test_failure_rate_beside_the_headline(seeded, db):
+    from seed_runs import make_run
+
+    flaky = make_run(db, name="flaky", failed_requests=2)
+    at = open_run(str(flaky))
+    assert not at.exception
+    cards = {m.label: m.value for m in at.metric}
+    assert cards["Failed requests"] == "33%"
+    assert "2 of 6 requests failed (33%)" in _text(at)
+    at = open_run(str(seeded["base"]))
+    assert {m.label: m.value for m in at.metric}["Failed requests"] == "0%"
+    assert "requests failed" not in _text(at)
+
+
+def test_failed_run_without_a_reason(seeded, db):
+    from seed_runs import make_run
+
+    at = open_run(str(make_run(db, name="mystery", status="failed")))
+    assert not at.exception
+    text = _text(at)
+    assert "no reason recorded" in text and "None" not in text
+
+
+def test_task_scores_in_their_own_units(seeded, db):
+    from seed_runs import make_run, real_quality
+
+    tasks = {"wikitext": (21.5, "lm-eval word_perplexity,none"), "hellaswag": (0.4567, "lm-eval acc_norm,none")}
+    at = open_run(str(make_run(db, name="tasks", quality=real_quality(tasks=tasks))))
+    assert not at.exception
+    table = at.dataframe[-1].value.set_index("task")
+    assert table.loc["wikitext", "score"] == "21.5" and table.loc["wikitext", "better"] == "lower"
+    assert table.loc["hellaswag", "score"] == "45.7%" and table.loc["hellaswag", "better"] == "higher"

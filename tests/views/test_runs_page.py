@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-pytestmark = pytest.mark.slow
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
@@ -24,6 +23,7 @@ def text_of(at: AppTest) -> str:
     return "\n".join(str(p) for p in parts)
 
 
+@pytest.mark.slow
 def test_lists_runs(app, demo_run):
     at = app.run()
     assert not at.exception
@@ -32,6 +32,7 @@ def test_lists_runs(app, demo_run):
     assert demo_run[1] in set(frame["link"].str.extract(r"(\d+)$")[0].astype(int))
 
 
+@pytest.mark.slow
 def test_opens_one_run(app, demo_run):
     app.query_params["run"] = str(demo_run[1])
     at = app.run()
@@ -41,6 +42,7 @@ def test_opens_one_run(app, demo_run):
     assert "TTFT p50" in labels and "TPOT p50" in labels
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("value", "fragment"),
     [("abc", "not a valid run id"), ("999999", "There is no run 999999"), ("-4", "not a valid run id")],
@@ -57,3 +59,23 @@ def test_empty_database(monkeypatch, tmp_path):
     at = AppTest.from_file(APP, default_timeout=30).run()
     assert not at.exception
     assert "No runs yet" in text_of(at)
+
+
+def test_failure_rate_and_reasons_in_the_list(db, db_url, monkeypatch):
+    from seed_runs import make_run
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    flaky = make_run(db, name="flaky", failed_requests=3)
+    fine = make_run(db, name="fine", seed=1)
+    broken = make_run(db, name="broken", status="failed", error="out of memory while loading")
+    mystery = make_run(db, name="mystery", status="failed")
+    at = AppTest.from_file(APP, default_timeout=30).run()
+    assert not at.exception
+    frame = at.dataframe[0].value
+    frame["id"] = frame["link"].str.extract(r"(\d+)$")[0].astype(int)
+    rows = frame.set_index("id")
+    assert rows.loc[flaky, "error_rate"] == 0.5 and rows.loc[fine, "error_rate"] == 0.0
+    assert rows.loc[broken, "reason"] == "out of memory while loading"
+    assert rows.loc[mystery, "reason"] == "no reason recorded"
+    assert rows.loc[fine, "reason"] == ""
+    assert "None" not in set(rows["reason"].astype(str))

@@ -1,12 +1,28 @@
-"""Ratios to a baseline and the PM summary, including missing metrics and accuracy."""
+"""Ratios to a baseline and the PM summary, with real quality dicts, tasks, failures and workload differences."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from seed_runs import seed_basic
+from seed_runs import make_run, real_quality, seed_basic
 
 from engine.report.compare import compare_runs, comparison_frame, recipe_in_words, spec_difference, summarize_against
 from storage.runs import get_run
+
+BOOKKEEPING_WORDS = (
+    "window",
+    "stride",
+    "kl top k",
+    "kl positions",
+    "corpus",
+    "baseline perplexity",
+    "nll",
+    "stderr",
+    "tokens ±",
+    "timings",
+    "greedy flip tokens",
+)
 
 
 @pytest.fixture
@@ -15,18 +31,110 @@ def runs(db):
     return ids, {k: get_run(db, v) for k, v in ids.items()}
 
 
-def test_ratios_and_summary(runs):
+def test_summary_states_only_the_headline_changes(runs):
     ids, r = runs
     cmp = compare_runs([r["base"], r["fast"]], ids["base"])
     tpot = cmp.ratios[ids["fast"]]["tpot_ms_p50"]
     assert 0.3 < tpot < 0.5  # 8 ms vs 20 ms
     assert cmp.ratios[ids["base"]]["tpot_ms_p50"] == pytest.approx(1.0)
     text = cmp.summaries[ids["fast"]]
-    assert text.startswith("INT4: ")
-    assert "x faster decode (TPOT p50)" in text
-    assert "perplexity +0.4 %" in text
-    assert "peak memory -60 %" in text
-    assert "top-1 agreement 96.0 %" in text
+    # both runs carry a real quality dict (window, stride, kl_top_k, corpus_tokens, baseline_perplexity, ...)
+    assert text == "INT4: 2.6x faster decode, 1.1x faster first token, perplexity +0.4 %, peak memory -60 %"
+    for word in BOOKKEEPING_WORDS:
+        assert word not in text.lower()
+
+
+def test_table_and_its_directions_come_from_the_registry(runs):
+    ids, r = runs
+    frame = comparison_frame(compare_runs([r["base"], r["fast"]], ids["base"]))
+    labels = frame["metric"].tolist()
+    assert "perplexity" in labels and "top-1 agreement vs reference" in labels and "failed requests" in labels
+    for word in BOOKKEEPING_WORDS:
+        assert not any(word in label.lower() for label in labels), word
+    assert set(frame["better"]) == {"lower", "higher"}
+    better = dict(zip(frame["metric"], frame["better"], strict=True))
+    assert better["top-1 agreement vs reference"] == "higher" and better["output tokens/s"] == "higher"
+    assert better["perplexity"] == "lower"
+
+
+def test_tasks_in_their_own_units(db):
+    tasks = {
+        "count": (0.50, "multiple choice"),
+        "wikitext": (21.0, "lm-eval word_perplexity,none"),
+    }
+    later = {"count": (0.48, "multiple choice"), "wikitext": (22.05, "lm-eval word_perplexity,none")}
+    base = get_run(db, make_run(db, name="base", quality=real_quality(tasks=tasks)))
+    run = get_run(db, make_run(db, name="q", quality=real_quality(perplexity=16.6, tasks=later)))
+    text = summarize_against(run, base)
+    assert "count -2.0 pts" in text
+    assert "wikitext (word_perplexity) +5.0 %" in text and "pts" not in text.split("wikitext")[1]
+    frame = comparison_frame(compare_runs([base, run], base.id), formatted=True).set_index("metric")
+    assert frame.loc["wikitext (word_perplexity)", "unit"] == ""
+    assert frame.loc["wikitext (word_perplexity)", "better"] == "lower"
+    assert "%" not in frame.loc["wikitext (word_perplexity)"].iloc[2]
+    assert frame.loc["count", "better"] == "higher" and frame.loc["count"].iloc[2].endswith("%")
+
+
+def test_bits_per_byte_is_not_a_percentage(db):
+    kind = "lm-eval bits_per_byte,none"
+    base = get_run(db, make_run(db, name="base", quality=real_quality(tasks={"pile": (0.80, kind)})))
+    run = get_run(db, make_run(db, name="q", quality=real_quality(tasks={"pile": (0.82, kind)})))
+    text = summarize_against(run, base)
+    assert "pile (bits_per_byte) +2.5 %" in text and "pts" not in text
+
+
+def test_fidelity_without_perplexity_is_labelled_vs_reference(db):
+    quality = {k: v for k, v in real_quality(kl_mean=0.02, top1=0.955).items() if "perplexity" not in k}
+    base = get_run(db, make_run(db, name="other run", seed=3))
+    run = get_run(db, make_run(db, name="q", quality=quality))
+    assert "top-1 agreement 95.5% vs reference" in summarize_against(run, base)
+
+
+def test_workload_differences_are_said_not_credited_to_the_recipe(db):
+    small = {"prompt_tokens": 16, "output_tokens": 4, "requests": 2}
+    big = {"prompt_tokens": 64, "output_tokens": 16, "requests": 4}
+    a = get_run(db, make_run(db, name="A", ttft_ms=20, workload=small))
+    b = get_run(db, make_run(db, name="B", ttft_ms=52, workload=big))
+    cmp = compare_runs([b, a], b.id)
+    text = cmp.summaries[a.id]
+    assert "faster first token" in text
+    assert "caution, not the recipe alone" in text
+    assert "prompt tokens 16 (baseline 64)" in text and "requests 2 (baseline 4)" in text
+    assert cmp.differences[a.id] == [
+        "prompt tokens 16 (baseline 64)",
+        "output tokens 4 (baseline 16)",
+        "requests 2 (baseline 4)",
+    ]
+    same = get_run(db, make_run(db, name="C", ttft_ms=30, workload=big))
+    assert "caution" not in summarize_against(same, b) and compare_runs([b, same]).differences[same.id] == []
+
+
+@pytest.mark.parametrize(
+    ("tpot_ms", "expected"),
+    [
+        (20.8, "4 % slower decode"),  # 0.96x the speed: never "1.0x faster"
+        (19.2, "4 % faster decode"),
+        (20.2, "decode about the same"),
+        (11.0, "1.8x faster decode"),
+        (36.0, "1.8x slower decode"),
+    ],
+)
+def test_ratio_words(db, tpot_ms, expected):
+    base = get_run(db, make_run(db, name="base", tpot_ms=20))
+    run = get_run(db, make_run(db, name="run", tpot_ms=tpot_ms))
+    text = summarize_against(run, base)
+    assert expected in text
+    assert not re.search(r"\b1\.0x\b", text)
+
+
+def test_failure_rate_is_in_the_summary_and_the_table(db):
+    base = get_run(db, make_run(db, name="base"))
+    run = get_run(db, make_run(db, name="flaky", failed_requests=2))
+    text = summarize_against(run, base)
+    assert text.startswith("flaky: 2 of 6 requests failed (33%), ")
+    assert "baseline: 2 of 6 requests failed" in summarize_against(base, run)
+    frame = comparison_frame(compare_runs([base, run], base.id), formatted=True).set_index("metric")
+    assert frame.loc["failed requests"].iloc[3] == "33.3%"
 
 
 def test_slower_and_synthetic_accuracy(runs):
@@ -35,13 +143,12 @@ def test_slower_and_synthetic_accuracy(runs):
     assert "slower decode" in text
     synth = summarize_against(r["synth"], r["base"])
     assert "no accuracy (synthetic weights)" in synth
+    assert "model synthetic:smollm2-135m (baseline demo)" in synth  # a different model is said
     assert "FP32" not in synth.split(":")[0]  # unnamed run labelled by what differs
 
 
 def test_missing_accuracy_and_failed(runs, db):
     ids, r = runs
-    from seed_runs import make_run
-
     plain = get_run(db, make_run(db, name="no-acc", tpot_ms=20))
     assert "accuracy not measured" in summarize_against(plain, r["base"])
     assert "out of memory" in summarize_against(r["failed"], r["base"])
@@ -51,6 +158,13 @@ def test_missing_accuracy_and_failed(runs, db):
     frame = comparison_frame(cmp)
     assert cmp.ratios[ids["base"]]["tpot_ms_p50"] is None
     assert not frame.empty
+
+
+def test_failed_run_without_a_reason_never_reads_none(db):
+    base = get_run(db, make_run(db, name="base"))
+    broken = get_run(db, make_run(db, name="broken", status="failed"))
+    text = summarize_against(broken, base)
+    assert "no reason recorded" in text and "None" not in text
 
 
 def test_default_baseline_and_frame(runs):

@@ -18,6 +18,7 @@ from engine.report.export import (
     load_runs,
     permalink,
     runs_json,
+    table_csv,
 )
 from storage.frames import runs_frame
 
@@ -39,6 +40,12 @@ def test_comparison_html_and_csv(db):
     rows = list(csv.reader(io.StringIO(comparison_csv(runs, ids["base"]))))
     assert rows[0][:3] == ["metric", "unit", "better"]
     assert any(r[0] == "perplexity" for r in rows)
+    # real quality dicts: the bookkeeping (window, stride, kl_top_k, ...) is never a row, every row has a direction
+    names = [r[0] for r in rows[1:]]
+    for word in ("window", "stride", "kl top k", "kl positions", "corpus tokens", "baseline perplexity", "nll"):
+        assert not any(word in n for n in names), word
+    assert {r[2] for r in rows[1:]} == {"lower", "higher"}
+    assert "window" not in html.split("<h2>Distributions</h2>")[0].lower()
 
 
 def test_explore_html(db):
@@ -46,6 +53,18 @@ def test_explore_html(db):
     html = explore_html(runs_frame(db), "tpot_ms_p50", "output_tokens_per_s", color="recipe.dtype")
     _self_contained(html)
     assert "Runs on the Pareto front" in html
+
+
+def test_runs_csv_has_metrics_and_failure_rate_not_bookkeeping(db):
+    from seed_runs import make_run
+
+    seed_basic(db)
+    flaky = make_run(db, name="flaky", failed_requests=3)
+    frame = runs_frame(db)
+    rows = list(csv.DictReader(io.StringIO(table_csv(frame))))
+    assert "quality.perplexity" in rows[0] and "error_rate" in rows[0]
+    assert not any(k in rows[0] for k in ("quality.window", "quality.stride", "quality.kl_top_k"))
+    assert float(next(r for r in rows if r["run_id"] == str(flaky))["error_rate"]) == 0.5
 
 
 def test_runs_json_has_raw_stamps(db):

@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import pandas as pd
-from seed_runs import make_requests, seed_basic
+import pytest
+from seed_runs import seed_basic
 
-from engine.report.figures import (
-    cdf_figure,
-    explore_scatter,
-    front_run_ids,
-    histogram_figure,
-    latency_samples,
-    sweep_curves,
-    timeline_figure,
-)
+from engine.report.figures import explore_scatter, front_run_ids, sweep_curves
 from storage.frames import runs_frame
 
 
@@ -69,19 +62,74 @@ def test_sweep_curves(db):
     assert xs == sorted(xs) and len(xs) == 3
 
 
-def test_cdf_histogram_timeline():
-    reqs = make_requests(n=5, ttft_ms=30, tpot_ms=5, output_tokens=4)
-    samples = latency_samples(reqs)
-    assert len(samples["ttft_ms"]) == 5 and len(samples["tpot_ms"]) == 5 and len(samples["itl_ms"]) == 15
-    fig = cdf_figure({"a": samples["ttft_ms"], "b": []}, "ttft_ms")
-    assert len(fig.data) == 1 and fig.data[0].y[-1] == 1.0 and list(fig.data[0].x) == sorted(fig.data[0].x)
-    assert "TTFT" in fig.layout.title.text
-    hist = histogram_figure(samples["itl_ms"], "itl_ms")
-    assert len(hist.data[0].x) == 15
-    reqs[2].error = "boom"
-    tl = timeline_figure(reqs)
-    names = {t.name for t in tl.data}
-    assert {"to first token", "decoding", "failed"} <= names
-    first = [t for t in tl.data if t.name == "to first token"][0]
-    assert min(first.base) == 0.0 and all(v > 20 for v in first.x)
-    assert len(timeline_figure([]).data) == 0
+def _task_runs(db, kind: str, scores: tuple[float, float, float]) -> dict[str, int]:
+    """Three runs: fast and worst on the task, medium, slow and best on the task."""
+    from seed_runs import make_run, real_quality
+
+    return {
+        name: make_run(db, name=name, tpot_ms=tpot, seed=i, quality=real_quality(tasks={"t": (score, kind)}))
+        for i, (name, tpot, score) in enumerate(zip(("fast", "medium", "slow"), (8, 12, 20), scores, strict=True))
+    }
+
+
+@pytest.mark.parametrize("kind", ["lm-eval acc_norm,none", "lm-eval acc,none", "multiple choice", "exact match"])
+def test_front_maximises_task_accuracy(db, kind):
+    ids = _task_runs(db, kind, (0.30, 0.20, 0.60))  # medium is slower and worse than fast: dominated
+    frame = runs_frame(db)
+    assert set(front_run_ids(frame, "tpot_ms_p50", "quality.task:t")) == {ids["fast"], ids["slow"]}
+    fig = explore_scatter(frame, "tpot_ms_p50", "quality.task:t")
+    assert "higher is better" in fig.layout.yaxis.title.text and "[%]" in fig.layout.yaxis.title.text
+    assert "%{y:.1%}" in fig.data[0].hovertemplate
+
+
+@pytest.mark.parametrize("kind", ["lm-eval word_perplexity,none", "lm-eval bits_per_byte,none"])
+def test_front_minimises_perplexity_type_tasks(db, kind):
+    ids = _task_runs(db, kind, (30.0, 20.0, 10.0))  # fast is worst, medium is not dominated, slow is best
+    frame = runs_frame(db)
+    assert set(front_run_ids(frame, "tpot_ms_p50", "quality.task:t")) == set(ids.values())
+    fig = explore_scatter(frame, "tpot_ms_p50", "quality.task:t")
+    title = fig.layout.yaxis.title.text
+    assert "lower is better" in title and "%" not in title
+    assert "%{y:.4g}" in fig.data[0].hovertemplate
+
+
+@pytest.mark.parametrize(
+    ("column", "maximise"),
+    [
+        ("quality.perplexity", False),
+        ("quality.kl_mean", False),
+        ("quality.kl_p99", False),
+        ("quality.top1_agreement", True),
+        ("quality.greedy_flip_rate", False),
+    ],
+)
+def test_front_direction_of_every_fidelity_metric(column, maximise):
+    frame = pd.DataFrame({"run_id": [1, 2], "tpot_ms_p50": [10.0, 20.0], column: [0.5, 0.9]})
+    # run 2 is slower: it is on the front only when its higher value is better
+    assert front_run_ids(frame, "tpot_ms_p50", column) == ([1, 2] if maximise else [1])
+
+
+def test_axis_options_leave_bookkeeping_out(db):
+    from engine.report.figures import axis_options
+
+    seed_basic(db)
+    perf, accuracy = axis_options(runs_frame(db))
+    assert accuracy == [
+        "quality.perplexity",
+        "quality.kl_mean",
+        "quality.kl_p99",
+        "quality.top1_agreement",
+        "quality.greedy_flip_rate",
+    ]
+    assert "tpot_ms_p50" in perf and "error_rate" in perf and "completed" not in perf
+
+
+def test_hover_names_the_failure_rate(db):
+    from seed_runs import make_run
+
+    flaky = make_run(db, name="flaky", failed_requests=2)
+    make_run(db, name="fine", seed=1)
+    fig = explore_scatter(runs_frame(db), "tpot_ms_p50", "output_tokens_per_s")
+    texts = {c[0]: t for tr in fig.data for c, t in zip(tr.customdata, tr.text, strict=True)}
+    assert "2 of 6 requests failed (33%)" in texts[flaky]
+    assert sum("failed" in t for t in texts.values()) == 1

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from engine.report.pareto import minimise_by_default, pareto_front, pareto_mask
+from engine.report.pareto import pareto_front, pareto_mask
 
 
 def brute_force(xs, ys, min_x=True, min_y=True):
@@ -79,16 +79,3 @@ def test_matches_brute_force_with_many_ties():
         ys = [rng.randint(0, 4) for _ in range(n)]
         for min_x, min_y in itertools.product((True, False), repeat=2):
             assert pareto_front(xs, ys, min_x, min_y) == brute_force(xs, ys, min_x, min_y)
-
-
-def test_default_directions():
-    assert minimise_by_default("ttft_ms_p50")
-    assert minimise_by_default("quality.perplexity")
-    assert minimise_by_default("quality.kl_mean")
-    assert minimise_by_default("peak_memory_bytes")
-    assert minimise_by_default("quality.greedy_flip_rate")
-    assert not minimise_by_default("output_tokens_per_s")
-    assert not minimise_by_default("tokens_per_s_per_user")
-    assert not minimise_by_default("goodput_requests_per_s")
-    assert not minimise_by_default("quality.top1_agreement")
-    assert not minimise_by_default("quality.hellaswag_acc")

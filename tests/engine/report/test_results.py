@@ -25,9 +25,9 @@ def test_table_shows_latency_groups_and_accuracy():
     }
     text = render_table(obj)
     assert "TTFT [ms]" in text and "TPOT (GenAI-Perf/AIPerf: ITL) [ms]" in text
-    assert "perplexity                        20.346" in text
-    assert "top-1 agreement                   97.8%" in text
-    assert "task:count" in text and "note: kv: not visible to scoring" in text
+    assert "perplexity                        20.35" in text
+    assert "top-1 agreement vs reference      97.8%" in text
+    assert "count                             100.0% ± 0.0%" in text and "note: kv: not visible to scoring" in text
 
 
 def test_failed_run_shows_its_reason_only():
@@ -35,3 +35,36 @@ def test_failed_run_shows_its_reason_only():
         {"run_id": 3, "status": "failed", "model": "m", "engine": "e", "device": "cpu", "error": "out of memory"}
     )
     assert "error: out of memory" in text and "TTFT" not in text
+
+
+def test_table_of_a_real_run_lists_metrics_in_their_units_only():
+    from seed_runs import real_quality
+
+    quality = real_quality(
+        perplexity=16.5,
+        kl_mean=0.0021,
+        top1=0.97,
+        tasks={"pile": (0.81, "lm-eval bits_per_byte,none"), "count": (0.5, "multiple choice")},
+    )
+    obj = {
+        "run_id": 8,
+        "status": "done",
+        "model": "demo",
+        "engine": "transformers",
+        "device": "cpu",
+        "completed": 3,
+        "failed": 1,
+        "error_rate": 0.25,
+        "quality": quality,
+    }
+    text = render_table(obj)
+    for word in ("window", "stride", "kl top k", "kl_top_k", "corpus_tokens", "baseline_perplexity", "nll"):
+        assert word not in text
+    assert "pile (bits_per_byte)              0.81 ± 0.01" in text
+    assert "count                             50.0% ± 1.0%" in text
+    assert "3 ok, 1 failed (25%)" in text
+
+
+def test_failed_run_without_a_reason_never_reads_none():
+    text = render_table({"run_id": 4, "status": "failed", "model": "m", "engine": "e", "device": "cpu", "error": None})
+    assert "error: no reason recorded" in text and "None" not in text

@@ -1,0 +1,137 @@
+"""Recipes in words, and what differs between two runs besides their recipe.
+
+Works on run-like objects with ``spec`` (the job spec as a dict), ``engine`` and
+``device_name`` (storage's RunDetail); every field may be missing.
+"""
+
+from __future__ import annotations
+
+import typing
+from functools import lru_cache
+from typing import Any
+
+
+@lru_cache(maxsize=16)
+def _recipe_defaults(engine: str) -> tuple[tuple[str, Any], ...]:
+    from engine.spec import Recipe
+
+    union = typing.get_args(Recipe)[0]
+    for cls in typing.get_args(union) or (union,):
+        fields = getattr(cls, "model_fields", {})
+        if "engine" in fields and fields["engine"].default == engine:
+            return tuple(
+                (name, f.get_default(call_default_factory=True)) for name, f in fields.items() if not f.is_required()
+            )
+    return ()
+
+
+def changed_knobs(recipe: dict[str, Any] | None) -> dict[str, Any]:
+    """The recipe's knobs that differ from the engine's defaults (``engine`` itself left out)."""
+    recipe = dict(recipe or {})
+    engine = str(recipe.pop("engine", ""))
+    defaults = dict(_recipe_defaults(engine))
+    return {k: v for k, v in recipe.items() if k not in defaults or defaults[k] != v}
+
+
+def recipe_in_words(spec: dict[str, Any] | None, engine: str | None = None) -> str:
+    """``transformers · dtype bfloat16 · attn sdpa · batch 8 · 128→32 tokens × 8 requests · cpu``.
+
+    Only knobs that differ from the engine's defaults are named.
+    """
+    spec = spec or {}
+    recipe = dict(spec.get("recipe") or {})
+    workload = spec.get("workload") or {}
+    parts = [str(recipe.get("engine") or engine or "?")]
+    for key, value in sorted(changed_knobs(recipe).items()):
+        if value is None:
+            continue
+        short = {"attn_implementation": "attn"}.get(key, key.replace("_", " "))
+        parts.append(short if value is True else f"{short} {value}")
+    if len(parts) == 1:
+        parts.append("defaults")
+    if workload:
+        prompt = workload.get("prompt_tokens") or ("file" if workload.get("prompt_file") else "?")
+        parts.append(f"batch {workload.get('batch_size', 1)}")
+        parts.append(f"{prompt}→{workload.get('output_tokens', '?')} tokens × {workload.get('requests', '?')} requests")
+    if spec.get("device"):
+        parts.append(str(spec["device"]))
+    return " · ".join(parts)
+
+
+def _knobs(spec: dict[str, Any] | None) -> dict[str, Any]:
+    spec = spec or {}
+    knobs: dict[str, Any] = {"model": (spec.get("model") or {}).get("source"), "device": spec.get("device")}
+    knobs.update(dict((spec.get("recipe") or {}).items()))
+    knobs.update(dict((spec.get("workload") or {}).items()))
+    return knobs
+
+
+def spec_difference(spec: dict[str, Any] | None, baseline_spec: dict[str, Any] | None) -> str:
+    """The knobs where a spec differs from the baseline's, e.g. ``dtype bfloat16, batch_size 8``."""
+    mine, base = _knobs(spec), _knobs(baseline_spec)
+    diffs = [f"{k} {mine.get(k)}" for k in sorted(set(mine) | set(base)) if mine.get(k) != base.get(k)]
+    return ", ".join(diffs)
+
+
+def run_label(run: Any, baseline: Any | None = None) -> str:
+    """How a run is called in a comparison: its name, else what differs from the baseline."""
+    if getattr(run, "name", None):
+        return str(run.name)
+    if baseline is not None and baseline is not run:
+        diff = spec_difference(getattr(run, "spec", None), getattr(baseline, "spec", None))
+        if diff:
+            return diff
+    return f"run {run.id}"
+
+
+# Accuracy settings that make two runs' perplexity (or task scores) incomparable when they differ.
+_ACCURACY_SETTINGS: tuple[str, ...] = ("corpus", "budget_tokens", "window", "stride", "task_limit")
+
+
+def _workload_order(field: str) -> tuple[int, str]:
+    """Workload fields in their declared order (prompt tokens, output tokens, requests, ...)."""
+    from engine.spec import Workload
+
+    names = list(Workload.model_fields)
+    return (names.index(field) if field in names else len(names), field)
+
+
+def _context(run: Any) -> dict[str, Any]:
+    """What a run measured besides its recipe: model, engine, device, hardware, workload, accuracy settings."""
+    spec = getattr(run, "spec", None) or {}
+    out: dict[str, Any] = {
+        "model": (spec.get("model") or {}).get("source"),
+        "engine": (spec.get("recipe") or {}).get("engine") or getattr(run, "engine", None),
+        "device": spec.get("device") or getattr(run, "device", None),
+        "hardware": getattr(run, "device_name", None),
+    }
+    workload = spec.get("workload") or {}
+    out.update({k.replace("_", " "): workload[k] for k in sorted(workload, key=_workload_order)})
+    quality = spec.get("quality") or {}
+    if quality.get("metrics"):
+        out.update({f"accuracy {k.replace('_', ' ')}": quality.get(k) for k in _ACCURACY_SETTINGS})
+    return out
+
+
+def context_differences(run: Any, baseline: Any) -> list[str]:
+    """What differs from the baseline besides the recipe, e.g. ``["prompt tokens 16 (baseline 64)"]``.
+
+    Engine, model, device, hardware and every workload field count: a ratio between runs that
+    differ in any of them is not the recipe's alone. Accuracy settings count when both measured accuracy.
+    """
+    if baseline is None or baseline is run:
+        return []
+    mine, base = _context(run), _context(baseline)
+    out = []
+    for key in dict.fromkeys([*mine, *base]):
+        if key.startswith("accuracy ") and (key not in base or key not in mine):
+            continue
+        if key == "hardware" and (mine[key] is None or base.get(key) is None):
+            continue
+        if mine.get(key) != base.get(key):
+            out.append(f"{key} {_word(mine.get(key))} (baseline {_word(base.get(key))})")
+    return out
+
+
+def _word(value: Any) -> str:
+    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)

@@ -34,9 +34,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.jobs.job_process import EXIT_SPEC  # bad input: the job fails, no run is stored
+from engine.jobs.outcomes import (
+    WORKER_STOPPED,
+    failed_run_of,
+    failure_outcome,
+    job_outcome,
+    signal_reason,
+)
 from engine.measure.devices import detect_devices, gpu_indices
 from engine.settings import REPO_ROOT, get_settings
 from storage import StorageError
+
+__all__ = [
+    "LIVE_WORKER_S",
+    "WORKER_STOPPED",
+    "Slot",
+    "Worker",
+    "check_submittable",
+    "failed_run_of",
+    "failure_outcome",
+    "read_tail",
+    "signal_reason",
+]
 
 LOG_TAIL_BYTES = 6000
 LIVE_WORKER_S = 30.0
@@ -82,28 +102,6 @@ def read_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
     if size > limit and "\n" in text:
         text = text.split("\n", 1)[1]
     return text
-
-
-def signal_reason(returncode: int) -> str:
-    """'killed by signal 9 (SIGKILL)' for a negative return code."""
-    num = -returncode
-    try:
-        name = signal.Signals(num).name
-    except ValueError:
-        return f"killed by signal {num}"
-    return f"killed by signal {num} ({name})"
-
-
-def failure_outcome(returncode: int, stored_error: str | None, log_tail: str) -> str:
-    """A one-line reason for a job process that did not exit 0 on its own."""
-    if returncode < 0:
-        reason = signal_reason(returncode)
-    else:
-        lines = [ln.strip() for ln in log_tail.splitlines() if ln.strip()]
-        reason = stored_error or (lines[-1] if lines else f"exited with code {returncode}")
-    if "CUDA out of memory" in (log_tail + reason) and not reason.startswith("CUDA out of memory"):
-        reason = f"CUDA out of memory ({reason})"
-    return reason[:2000]
 
 
 @dataclass
@@ -345,7 +343,7 @@ class Worker:
         elif reason == "shutdown" and not cancel_asked and jobs.requeue(self.db, job.id, self.id):
             _say(f"job {job.id} given back to the queue (worker shutting down)")
         else:
-            status, why = _outcome(reason, returncode, cancel_asked, current, tail)
+            status, why = job_outcome(reason, returncode, cancel_asked, current, tail)
             run = failed_run_of(job, why) if status == jobs.FAILED and returncode != EXIT_SPEC else None
             ended = jobs.finish(self.db, job.id, self.id, status, error=why, log_tail=tail, failed_run=run)
             if ended is None:
@@ -356,46 +354,6 @@ class Worker:
                 _say(f"job {job.id} {status}: {why} (run {ended.run_id})")
         slot.finished.append(job.id)
         slot.job, slot.proc, slot.stop_reason, slot.term_sent = None, None, None, None
-
-
-def _outcome(
-    reason: str | None, returncode: int, cancel_asked: bool, current: Any, tail: str
-) -> tuple[str, str | None]:
-    """(final status, reason) of a job whose process ended, from why it was stopped and its exit."""
-    from storage import jobs
-
-    if reason == "shutdown" and not cancel_asked:  # could not be given back (its run is stored)
-        return (jobs.DONE, None) if returncode == 0 else (jobs.FAILED, WORKER_STOPPED)
-    if reason in ("cancelled", "shutdown"):
-        return jobs.CANCELLED, "cancelled by user"
-    if reason is not None:  # timed out
-        return jobs.FAILED, reason
-    if returncode == 0:
-        return jobs.DONE, None
-    return jobs.FAILED, failure_outcome(returncode, current.error if current else None, tail)
-
-
-def failed_run_of(job: Any, reason: str) -> Any:
-    """The failed run (a :class:`storage.runs.NewRun`) of a job that ended without storing one."""
-    from engine.run.runner import new_run
-    from engine.spec import SpecError, parse_job_spec
-    from storage.runs import NewRun
-
-    prov = {"recorded_by": "worker", "attempt": job.attempts}
-    try:
-        spec = parse_job_spec(job.spec)
-    except SpecError:  # a spec this version no longer accepts: identity from the stored fields
-        model = (job.spec.get("model") or {}).get("source") or "?"
-        engine = (job.spec.get("recipe") or {}).get("engine") or "?"
-        return NewRun(
-            status="failed", spec=job.spec, fingerprint=job.fingerprint, model=model, engine=engine,
-            device=job.device, name=job.name, sweep=job.sweep, provenance=prov, error=reason, job_id=job.id,
-        )  # fmt: skip
-    return new_run(spec, "failed", reason, job_id=job.id, sweep=job.sweep, provenance=prov)
-
-
-WORKER_STOPPED = "worker stopped"
-EXIT_SPEC = 3  # engine.jobs.job_process: the spec cannot run (bad input: no run is stored)
 
 
 def _killpg(proc: subprocess.Popen | None, sig: int) -> None:

@@ -28,6 +28,7 @@ from engine.backends.base import BackendError, GenerationParams, get_backend
 from engine.measure import provenance
 from engine.measure.metrics import compute_metrics
 from engine.measure.records import RequestRecord, RunRecord
+from engine.run.failures import RunRejected, check_failures
 from engine.run.preflight import preflight
 from engine.spec import JobSpec, SpecError
 from engine.weights import models
@@ -55,17 +56,6 @@ class ProgressState:
         if self.tokens_total <= 0:
             return None
         return min(1.0, self.tokens_done / self.tokens_total)
-
-
-class RunRejected(RuntimeError):
-    """The measured phase ran but its requests failed beyond what the workload accepts.
-
-    Stored as a failed run that keeps its metrics and requests (each with its reason).
-    """
-
-    def __init__(self, reason: str, result: BenchmarkResult) -> None:
-        super().__init__(reason)
-        self.result = result
 
 
 class BenchmarkFailed(RuntimeError):
@@ -107,11 +97,6 @@ def _serving(spec: JobSpec) -> bool:
     from engine.spec import SERVING_ENGINES
 
     return spec.recipe.engine in SERVING_ENGINES or spec.workload.arrival != "batch"
-
-
-def _first_errors(records: list[RequestRecord], most: int = 3) -> str:
-    reasons = list(dict.fromkeys(r.error for r in records if r.error))
-    return "; ".join(str(x) for x in reasons[:most]) + (" ..." if len(reasons) > most else "")
 
 
 def _batches(n: int, size: int) -> list[range]:
@@ -199,25 +184,6 @@ def _warm_up(
     return warm, time.perf_counter() - t0
 
 
-def _check_failures(spec: JobSpec, result: BenchmarkResult, log: Callable[[str], None]) -> None:
-    """Raise RunRejected when no measured request completed, or more failed than max_error_rate allows."""
-    m = result.metrics
-    measured = [r for r in result.requests if not r.warmup]
-    if not m["failed"]:
-        return
-    reasons = _first_errors(measured)
-    log(f"{m['failed']} of {len(measured)} request(s) failed: {reasons}")
-    if m["completed"] == 0:
-        raise RunRejected(f"every request failed ({m['failed']} of {len(measured)}): {reasons}", result)
-    limit = spec.workload.max_error_rate
-    if limit is not None and m["error_rate"] > limit:
-        raise RunRejected(
-            f"{m['failed']} of {len(measured)} requests failed ({m['error_rate']:.0%}), "
-            f"above the maximum error rate of {limit:.0%}: {reasons}",
-            result,
-        )
-
-
 def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> BenchmarkResult:
     wl = spec.workload
     prov = provenance.collect()
@@ -265,7 +231,7 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
             cpu_wall_ratio=cpu_s / max(wall1 - wall0, 1e-9),
         )
         result = BenchmarkResult(run_id=None, metrics=metrics, provenance=prov, requests=warm + measured)
-        _check_failures(spec, result, log)  # before any accuracy phase: a rejected run is not scored
+        check_failures(spec, result, log)  # before any accuracy phase: a rejected run is not scored
         if spec.quality.enabled:  # after the latency numbers are taken; timed apart
             result.quality = _evaluate(spec, backend, resolved, prompts[wl.warmup :], state, log, report)
             metrics["quality_s"] = result.quality.get("timings_s", {}).get("total_s")

@@ -7,6 +7,7 @@ request-level errors are per request, anything else ends the run as failed.
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import threading
@@ -24,42 +25,29 @@ class _Worse(_Handler):
     """The shared fake server plus the failures it lacks: garbage, a hang, a 500, a flaky model."""
 
     def do_POST(self) -> None:
-        length = int(self.headers["Content-Length"])
-        body = json.loads(self.rfile.peek(length)[:length]) if hasattr(self.rfile, "peek") else None
-        model = (body or {}).get("model")
+        raw = self.rfile.read(int(self.headers["Content-Length"]))
+        body = json.loads(raw)
+        model = body.get("model")
         if model == "garbage":
-            self.rfile.read(length)
             self.send_response(200)
             self.end_headers()
             self.wfile.write(b"<html>this is not an event stream</html>\n")
             return None
         if model == "hang":
-            self.rfile.read(length)
             time.sleep(4)
             return None
         if model == "boom":
-            self.rfile.read(length)
             return self._send_json(500, {"error": {"message": "internal boom"}})
         if model == "flaky":
             with self.server.lock:  # type: ignore[attr-defined]
                 self.server.count += 1  # type: ignore[attr-defined]
                 fail = self.server.count % 2 == 0  # type: ignore[attr-defined]
             if fail:
-                self.rfile.read(length)
                 return self._send_json(503, {"error": {"message": "overloaded"}})
-            self.rfile = _Rewritten(self.rfile, length, b'"model": "ok"', body)
+            raw = json.dumps({**body, "model": "ok"}).encode()  # served by the shared handler
+            self.headers.replace_header("Content-Length", str(len(raw)))
+        self.rfile = io.BytesIO(raw)  # the shared handler reads the body again
         return super().do_POST()
-
-
-class _Rewritten:
-    """The request body with the model renamed to one the parent handler serves."""
-
-    def __init__(self, raw, length: int, _unused: bytes, body: dict) -> None:  # type: ignore[no-untyped-def]
-        raw.read(length)
-        self.data = json.dumps({**body, "model": "ok"}).encode()
-
-    def read(self, n: int) -> bytes:
-        return self.data
 
 
 @pytest.fixture(scope="module")

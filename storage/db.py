@@ -1,7 +1,9 @@
 """Engine, sessions and schema migrations.
 
 Each façade call is one short transaction: :meth:`Database.session` commits on
-success, rolls back on error and always closes. SQLite runs in WAL mode with a busy
+success, rolls back on error and always closes. Every database error raised inside it
+(SQLAlchemy's or the driver's) leaves storage as a :class:`StorageError`, so callers
+never catch SQLAlchemy's own exceptions. SQLite runs in WAL mode with a busy
 timeout so that the app, the worker and runner processes can share one file.
 """
 
@@ -23,6 +25,10 @@ _OPEN: dict[str, Database] = {}
 
 class StorageError(RuntimeError):
     """The database cannot be opened or used; the message says which and why."""
+
+
+class ClaimLost(StorageError):
+    """A job's result came after the job stopped being its worker's (recovered, cancelled, ended)."""
 
 
 class Database:
@@ -49,8 +55,11 @@ class Database:
         try:
             yield session
             session.commit()
+        except SQLAlchemyError as exc:
+            _rollback_quietly(session)
+            raise StorageError(f"database error on {self.url}: {_one_line(exc)}") from exc
         except BaseException:
-            session.rollback()
+            _rollback_quietly(session)
             raise
         finally:
             session.close()
@@ -73,6 +82,21 @@ class Database:
                 raise StorageError(f"cannot prepare database {self.url}: {exc.orig}") from exc
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot prepare database {self.url}: {exc}") from exc
+
+
+def _one_line(exc: SQLAlchemyError) -> str:
+    """The driver's message (first line), without SQLAlchemy's statement dump."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip()
+    return (text.splitlines() or [type(exc).__name__])[0]
+
+
+def _rollback_quietly(session: Session) -> None:
+    """Roll back; a connection that is already gone cannot, and the original error matters more."""
+    try:
+        session.rollback()
+    except SQLAlchemyError:
+        pass
 
 
 def _make_engine(url: str) -> Engine:

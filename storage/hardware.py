@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from sqlalchemy import select
 
 from storage.db import Database
+from storage.jsontext import dumps, loads, skip_warning
 from storage.models import HardwareMeasurementRow
 
 
@@ -45,11 +45,11 @@ def _from_row(row: HardwareMeasurementRow) -> HardwareMeasurement:
         device=row.device,
         device_name=row.device_name,
         copy_gbs=row.copy_gbs,
-        matmul_tflops=json.loads(row.matmul_json),
+        matmul_tflops=loads(row.matmul_json),
         duration_s=row.duration_s,
         memory_bytes=row.memory_bytes,
         threads=row.threads,
-        details=json.loads(row.details_json or "{}"),
+        details=loads(row.details_json or "{}"),
     )
 
 
@@ -62,10 +62,10 @@ def save_measurement(db: Database, m: NewMeasurement) -> int:
         device_name=m.device_name,
         memory_bytes=m.memory_bytes,
         copy_gbs=m.copy_gbs,
-        matmul_json=json.dumps(m.matmul_tflops),
+        matmul_json=dumps(m.matmul_tflops),
         threads=m.threads,
         duration_s=m.duration_s,
-        details_json=json.dumps(m.details, default=str),
+        details_json=dumps(m.details, default=str),
     )
     with db.session() as s:
         s.add(row)
@@ -78,8 +78,14 @@ def list_measurements(db: Database, device: str | None = None, limit: int = 100)
     stmt = select(HardwareMeasurementRow).order_by(HardwareMeasurementRow.id.desc()).limit(limit)
     if device:
         stmt = stmt.where(HardwareMeasurementRow.device == device)
+    out = []
     with db.session() as s:
-        return [_from_row(r) for r in s.scalars(stmt)]
+        for r in s.scalars(stmt):
+            try:
+                out.append(_from_row(r))
+            except (ValueError, TypeError) as exc:
+                skip_warning("hardware measurement", r.id, exc)
+    return out
 
 
 def latest_per_device(db: Database) -> list[HardwareMeasurement]:

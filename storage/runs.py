@@ -1,17 +1,27 @@
-"""Façade for benchmark runs: store one atomically, list, read back as dataclasses."""
+"""Façade for benchmark runs: store one atomically, list, read back as dataclasses.
+
+Everything is written as strict JSON (storage/jsontext.py); a row that cannot be read
+back (written before that rule, or by hand) is left out of every listing with a warning
+naming its id, so one bad row never takes a page down.
+
+A run stored by a job's process names the job and its worker (``NewRun.worker_id``): it
+is stored only while that worker still holds the job, in the same transaction that links
+the job to the run; otherwise :class:`~storage.db.ClaimLost` is raised and nothing is
+stored (a late result after recovery never leaves an orphan run).
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 
 from engine.measure.records import RequestRecord
-from storage.db import Database
-from storage.models import RequestRow, RunRow
+from storage.db import ClaimLost, Database
+from storage.jsontext import dumps, loads, loads_or_none, skip_warning
+from storage.models import JobRow, RequestRow, RunRow
 
 
 @dataclass
@@ -33,6 +43,7 @@ class NewRun:
     error: str | None = None
     job_id: int | None = None
     requests: list[RequestRecord] = field(default_factory=list)
+    worker_id: str | None = None  # with job_id: store only while this worker holds the job
 
 
 @dataclass(frozen=True)
@@ -63,10 +74,6 @@ class RunDetail(RunSummary):
     provenance: dict[str, Any] = field(default_factory=dict)
 
 
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
 def _summary_fields(row: RunRow) -> dict[str, Any]:
     return {
         "id": row.id,
@@ -80,28 +87,28 @@ def _summary_fields(row: RunRow) -> dict[str, Any]:
         "device_name": row.device_name,
         "fingerprint": row.fingerprint,
         "error": row.error,
-        "metrics": _loads(row.metrics_json),
-        "quality": _loads(row.quality_json),
+        "metrics": loads_or_none(row.metrics_json),
+        "quality": loads_or_none(row.quality_json),
         "job_id": row.job_id,
     }
 
 
-def save_run(db: Database, run: NewRun) -> int:
-    """Insert a run with all its requests' raw stamps; returns the new run id."""
+def run_row(run: NewRun) -> RunRow:
+    """The rows of one run (its requests attached), ready to add to a session; strict JSON only."""
     row = RunRow(
         created_at=datetime.now(UTC),
         status=run.status,
         name=run.name,
         sweep=run.sweep,
         fingerprint=run.fingerprint,
-        spec_json=json.dumps(run.spec, sort_keys=True),
+        spec_json=dumps(run.spec, sort_keys=True),
         model=run.model,
         engine=run.engine,
         device=run.device,
         device_name=run.device_name,
-        provenance_json=json.dumps(run.provenance, sort_keys=True, default=str),
-        metrics_json=None if run.metrics is None else json.dumps(run.metrics),
-        quality_json=None if run.quality is None else json.dumps(run.quality),
+        provenance_json=dumps(run.provenance, sort_keys=True, default=str),
+        metrics_json=None if run.metrics is None else dumps(run.metrics),
+        quality_json=None if run.quality is None else dumps(run.quality),
         error=run.error,
         job_id=run.job_id,
     )
@@ -113,25 +120,60 @@ def save_run(db: Database, run: NewRun) -> int:
             send_ns=r.send_ns,
             prompt_tokens=r.prompt_tokens,
             output_tokens=r.output_tokens,
-            chunk_ns_json=json.dumps(r.chunk_ns),
-            chunk_tokens_json=json.dumps(r.chunk_tokens),
+            chunk_ns_json=dumps(r.chunk_ns),
+            chunk_tokens_json=dumps(r.chunk_tokens),
             error=r.error,
         )
         for r in run.requests
     ]
+    return row
+
+
+def save_run(db: Database, run: NewRun) -> int:
+    """Insert a run with all its requests' raw stamps; returns the new run id.
+
+    With ``job_id`` and ``worker_id`` set, the run is stored only while that worker still
+    holds the job (and the job is linked to it in the same transaction); else ClaimLost.
+    """
+    row = run_row(run)
     with db.session() as s:
         s.add(row)
         s.flush()
+        if run.job_id is not None and run.worker_id is not None:
+            _link_to_claimed_job(s, run.job_id, run.worker_id, row.id)
         return row.id
 
 
+def _link_to_claimed_job(s: Any, job_id: int, worker_id: str, run_id: int) -> None:
+    """Point the job at its run, if ``worker_id`` still runs it; else ClaimLost (the caller rolls back)."""
+    result = s.execute(
+        update(JobRow)
+        .where(JobRow.id == job_id, JobRow.status == "running", JobRow.worker_id == worker_id)
+        .values(run_id=run_id)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        raise ClaimLost(f"job {job_id} is no longer held by worker {worker_id}; its result was not stored")
+
+
+def _readable(rows: Any, make: Any) -> list[Any]:
+    """``make(row)`` for every row whose JSON can be read; the others are skipped with a warning."""
+    out = []
+    for row in rows:
+        try:
+            out.append(make(row))
+        except (ValueError, TypeError) as exc:
+            skip_warning("run", row.id, exc)
+    return out
+
+
 def list_runs(db: Database, limit: int = 200, offset: int = 0, status: str | None = None) -> list[RunSummary]:
-    """Newest first."""
+    """Newest first; a run whose stored JSON cannot be read is skipped (with a warning)."""
     stmt = select(RunRow).order_by(RunRow.id.desc()).limit(limit).offset(offset)
     if status:
         stmt = stmt.where(RunRow.status == status)
     with db.session() as s:
-        return [RunSummary(**_summary_fields(row)) for row in s.scalars(stmt)]
+        return _readable(s.scalars(stmt), lambda row: RunSummary(**_summary_fields(row)))
 
 
 def count_runs(db: Database) -> int:
@@ -139,16 +181,18 @@ def count_runs(db: Database) -> int:
         return int(s.scalar(select(func.count(RunRow.id))) or 0)
 
 
+def _detail(row: RunRow) -> RunDetail:
+    return RunDetail(**_summary_fields(row), spec=loads(row.spec_json), provenance=loads(row.provenance_json or "{}"))
+
+
 def get_run(db: Database, run_id: int) -> RunDetail | None:
+    """One run, or None when there is none (or its stored JSON cannot be read: warned)."""
     with db.session() as s:
         row = s.get(RunRow, run_id)
         if row is None:
             return None
-        return RunDetail(
-            **_summary_fields(row),
-            spec=json.loads(row.spec_json),
-            provenance=json.loads(row.provenance_json or "{}"),
-        )
+        found = _readable([row], _detail)
+        return found[0] if found else None
 
 
 def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
@@ -161,8 +205,8 @@ def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
                 arrival_ns=r.arrival_ns,
                 send_ns=r.send_ns,
                 prompt_tokens=r.prompt_tokens,
-                chunk_ns=json.loads(r.chunk_ns_json),
-                chunk_tokens=json.loads(r.chunk_tokens_json),
+                chunk_ns=loads(r.chunk_ns_json),
+                chunk_tokens=loads(r.chunk_tokens_json),
                 error=r.error,
                 warmup=r.warmup,
             )

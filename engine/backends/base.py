@@ -32,6 +32,12 @@ class BackendError(RuntimeError):
     """The engine failed; the message is the reason stored with the failed run."""
 
 
+class RequestError(BackendError):
+    """One request failed at the request level (connection, HTTP status, timeout, malformed or
+    cut stream): the load driver records it on that request and the run goes on. Any other
+    exception from a backend (engine death, a bug) ends the run as failed."""
+
+
 class ChunkSink(Protocol):
     """Receives chunks: batch row, stamp in perf_counter_ns, tokens in the chunk."""
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from engine.backends.base import BackendError, GenerationParams, LoadReport, Progress, TokenScores
+from engine.backends.base import BackendError, GenerationParams, LoadReport, Progress, RequestError, TokenScores
 from engine.measure.records import RequestRecord
 from engine.weights.models import ResolvedModel
 
@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover
     _loads = json.loads
 
 
-class RequestFailed(Exception):
+class RequestFailed(RequestError):
     """One request failed; the message is its stored reason."""
 
 

@@ -157,6 +157,9 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--prompt-length-spread", type=float, help="uniform/normal: relative spread, 0..1")
     for slo in ("ttft", "tpot", "e2el"):
         s.add_argument(f"--slo-{slo}-ms", type=float, help=f"goodput SLO on {slo.upper()} in ms")
+    s.add_argument(
+        "--max-error-rate", type=float, metavar="R", help="fail the run if more than this share (0..1) of requests fail"
+    )
     e = p.add_argument_group("servers (engines vllm, vllm-server, openai)")
     e.add_argument("--base-url", help="openai: server base URL, e.g. http://127.0.0.1:8000/v1")
     e.add_argument("--served-model", dest="model_name", help="openai: the model name the server knows")
@@ -201,6 +204,7 @@ _WORKLOAD_OPTIONS = (
     "slo_ttft_ms",
     "slo_tpot_ms",
     "slo_e2el_ms",
+    "max_error_rate",
 )
 
 

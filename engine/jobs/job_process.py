@@ -5,7 +5,9 @@ its stdout/stderr going to the job's log file. It loads the job's spec from the
 database, runs :func:`engine.run.runner.run_benchmark`, and a ticker thread writes the
 live :class:`~engine.run.runner.ProgressState` to the job at most every ~0.5 s (the first
 write happens before anything heavy is imported). Exit codes: 0 done, 1 failed (the
-reason is stored on the job), 3 the spec cannot run.
+reason is stored on the job), 3 the spec cannot run, 4 the job was taken away before
+its result could be stored (recovered by another worker while this one was stopped):
+the run is stored only while this job's worker still holds it, so nothing was stored.
 
 If its worker dies (the parent process changes) or the job is taken away from it
 (cancelled, or recovered by another worker), the process kills its own group.
@@ -22,7 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-EXIT_DONE, EXIT_FAILED, EXIT_SPEC = 0, 1, 3
+EXIT_DONE, EXIT_FAILED, EXIT_SPEC, EXIT_LOST = 0, 1, 3, 4
 TICK_S = 0.5
 
 # Share of the whole job each phase covers (start, width), for one progress bar.
@@ -128,8 +130,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
 
+    return _run(db, job, ticker)
+
+
+def _run(db: Any, job: Any, ticker: Ticker) -> int:
+    """Run the job's benchmark and report its outcome on the job; the exit code."""
     from engine.run import runner
     from engine.spec import SpecError, parse_job_spec
+    from storage import ClaimLost, jobs
 
     state = runner.ProgressState()
     ticker.state = state
@@ -139,7 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         spec = parse_job_spec(job.spec_json)
-        result = runner.run_benchmark(spec, db, state, log, job_id=job.id, sweep=job.sweep)
+        result = runner.run_benchmark(spec, db, state, log, job_id=job.id, sweep=job.sweep, worker_id=job.worker_id)
+    except ClaimLost as exc:  # recovered or ended elsewhere meanwhile: its outcome stands, ours is dropped
+        print(f"result dropped: {exc}", file=sys.stderr, flush=True)
+        return EXIT_LOST
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         jobs.set_result(db, job.id, error=str(exc))

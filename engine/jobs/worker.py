@@ -6,11 +6,16 @@ in a new session, hence its own process group, with ``CUDA_VISIBLE_DEVICES`` pin
 its GPUs, ``LATENCYLAB_PINNED=1``, a timeout, and stdout/stderr written to
 ``<data_dir>/logs/job-<id>.log`` whose tail is kept on the job. Cancel and timeout send
 SIGTERM to the group and SIGKILL after a grace period. A crash, a signal, an OOM or a
-timeout ends the job as failed with a one-line reason, and the worker takes the next job.
+timeout ends the job as failed with a one-line reason and a failed run carrying it (linked
+to the job, shown in Runs and history) when the job's process stored none; the worker
+takes the next job.
 
 The worker heartbeats every few seconds. Running jobs of a worker whose heartbeat went
 stale (any host) or whose process is gone (same host) are recovered: re-queued once if
-they had not started measuring, else failed with "worker lost". On SIGTERM/SIGINT the
+they had not started measuring, else failed with "worker lost" (and a failed run saying
+so); a job whose process had already stored its run ends as that run did. A result the
+job's process sends after its job was recovered is refused by storage (no orphan run),
+and the worker that comes back logs that the job was ended without it. On SIGTERM/SIGINT the
 worker stops its jobs and gives them back to the queue (a cancel requested by a user
 ends as cancelled), marks itself stopped and exits 0.
 """
@@ -29,11 +34,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
-
+from engine.jobs.job_process import EXIT_SPEC  # bad input: the job fails, no run is stored
+from engine.jobs.outcomes import (
+    WORKER_STOPPED,
+    failed_run_of,
+    failure_outcome,
+    job_outcome,
+    signal_reason,
+)
 from engine.measure.devices import detect_devices, gpu_indices
 from engine.settings import REPO_ROOT, get_settings
 from storage import StorageError
+
+__all__ = [
+    "LIVE_WORKER_S",
+    "WORKER_STOPPED",
+    "Slot",
+    "Worker",
+    "check_submittable",
+    "failed_run_of",
+    "failure_outcome",
+    "read_tail",
+    "signal_reason",
+]
 
 LOG_TAIL_BYTES = 6000
 LIVE_WORKER_S = 30.0
@@ -79,28 +102,6 @@ def read_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
     if size > limit and "\n" in text:
         text = text.split("\n", 1)[1]
     return text
-
-
-def signal_reason(returncode: int) -> str:
-    """'killed by signal 9 (SIGKILL)' for a negative return code."""
-    num = -returncode
-    try:
-        name = signal.Signals(num).name
-    except ValueError:
-        return f"killed by signal {num}"
-    return f"killed by signal {num} ({name})"
-
-
-def failure_outcome(returncode: int, stored_error: str | None, log_tail: str) -> str:
-    """A one-line reason for a job process that did not exit 0 on its own."""
-    if returncode < 0:
-        reason = signal_reason(returncode)
-    else:
-        lines = [ln.strip() for ln in log_tail.splitlines() if ln.strip()]
-        reason = stored_error or (lines[-1] if lines else f"exited with code {returncode}")
-    if "CUDA out of memory" in (log_tail + reason) and not reason.startswith("CUDA out of memory"):
-        reason = f"CUDA out of memory ({reason})"
-    return reason[:2000]
 
 
 @dataclass
@@ -173,7 +174,7 @@ class Worker:
             while not self._stopping:
                 try:
                     idle = self.step()
-                except (StorageError, SQLAlchemyError) as exc:  # the database is away for a moment
+                except StorageError as exc:  # the database is away for a moment (storage wraps every error)
                     _say(f"database error, retrying: {str(exc).splitlines()[0]}")
                     idle = False
                     time.sleep(2.0)
@@ -223,7 +224,11 @@ class Worker:
             if w.id != self.id and not w.stopped and w.host == self.host and not _pid_alive(w.pid):
                 dead.append(w.id)
         for r in jobs.recover_stale(
-            self.db, stale_after_s=self.stale_after_s, dead_worker_ids=dead, exclude_worker=self.id
+            self.db,
+            stale_after_s=self.stale_after_s,
+            dead_worker_ids=dead,
+            exclude_worker=self.id,
+            failed_run=failed_run_of,
         ):
             _say(f"job {r.job_id} of lost worker {r.worker_id}: {r.action}")
 
@@ -323,6 +328,7 @@ class Worker:
             jobs.set_log_tail(self.db, slot.job.id, read_tail(slot.log_path))
 
     def _finalize(self, slot: Slot, returncode: int) -> None:
+        """The job's process has ended: end the job once, by why it ended."""
         from storage import jobs
 
         job = slot.job
@@ -331,29 +337,23 @@ class Worker:
         reason = slot.stop_reason
         # The process group may still hold grandchildren: make sure nothing outlives the job.
         _killpg(slot.proc, signal.SIGKILL)
-        if reason == "shutdown" and not (current and current.cancel_requested):
-            if jobs.requeue(self.db, job.id, self.id):
-                _say(f"job {job.id} given back to the queue (worker shutting down)")
-            else:
-                jobs.finish(self.db, job.id, self.id, jobs.FAILED, error=WORKER_STOPPED, log_tail=tail)
-        elif reason == "cancelled" or (reason == "shutdown"):
-            jobs.finish(self.db, job.id, self.id, jobs.CANCELLED, error="cancelled by user", log_tail=tail)
-            _say(f"job {job.id} cancelled")
-        elif reason is not None:  # timed out
-            jobs.finish(self.db, job.id, self.id, jobs.FAILED, error=reason, log_tail=tail)
-            _say(f"job {job.id} failed: {reason}")
-        elif returncode == 0:
-            jobs.finish(self.db, job.id, self.id, jobs.DONE, log_tail=tail)
-            _say(f"job {job.id} done (run {current.run_id if current else '?'})")
+        cancel_asked = bool(current and current.cancel_requested)
+        if current is not None and (current.status != jobs.RUNNING or current.worker_id != self.id):
+            _say(f"job {job.id} was ended without this worker ({current.status}: {current.error or 'ok'}); ignored")
+        elif reason == "shutdown" and not cancel_asked and jobs.requeue(self.db, job.id, self.id):
+            _say(f"job {job.id} given back to the queue (worker shutting down)")
         else:
-            why = failure_outcome(returncode, current.error if current else None, tail)
-            jobs.finish(self.db, job.id, self.id, jobs.FAILED, error=why, log_tail=tail)
-            _say(f"job {job.id} failed: {why}")
+            status, why = job_outcome(reason, returncode, cancel_asked, current, tail)
+            run = failed_run_of(job, why) if status == jobs.FAILED and returncode != EXIT_SPEC else None
+            ended = jobs.finish(self.db, job.id, self.id, status, error=why, log_tail=tail, failed_run=run)
+            if ended is None:
+                _say(f"job {job.id} was ended by another worker meanwhile; this outcome ({status}) dropped")
+            elif status == jobs.DONE:
+                _say(f"job {job.id} done (run {ended.run_id})")
+            else:
+                _say(f"job {job.id} {status}: {why} (run {ended.run_id})")
         slot.finished.append(job.id)
         slot.job, slot.proc, slot.stop_reason, slot.term_sent = None, None, None, None
-
-
-WORKER_STOPPED = "worker stopped"
 
 
 def _killpg(proc: subprocess.Popen | None, sig: int) -> None:

@@ -9,7 +9,11 @@ Definitions, comparable with vLLM's ``bench serve`` and NVIDIA's GenAI-Perf/AIPe
 * ITL = every gap between consecutive token-bearing chunks, pooled over requests
   (AIPerf's ICL).
 * Throughput = output tokens / measured duration; requests/s likewise.
-* Goodput = requests meeting every SLO / duration; failures count as misses.
+* Goodput = requests meeting every SLO / duration; failures count as misses. With no
+  SLO set, goodput and its fraction are None ("no SLO set"), never a copy of requests/s.
+* Error rate = failed / (completed + failed) measured requests.
+* Queueing = send - arrival: how long a request waited client-side after the measured
+  phase started (its due time, for an arrival process) before it was sent.
 
 Percentiles use numpy's linear interpolation. Warm-up requests are excluded and
 counted.
@@ -105,7 +109,7 @@ def compute_metrics(run: RunRecord, slo: SLO | None = None) -> dict[str, Any]:
 
     total_out = sum(r.output_tokens for r in ok)
     per_user = [1000.0 / t for t in tpots if t > 0]
-    good = [r for r in measured if meets_slo(r, slo)] if slo else ok
+    good = [r for r in measured if meets_slo(r, slo)] if slo else None
 
     return {
         "ttft_ms": summarize(ttfts),
@@ -116,8 +120,9 @@ def compute_metrics(run: RunRecord, slo: SLO | None = None) -> dict[str, Any]:
         "output_tokens_per_s": total_out / duration_s,
         "requests_per_s": len(ok) / duration_s,
         "tokens_per_s_per_user": float(np.mean(per_user)) if per_user else None,
-        "goodput_requests_per_s": len(good) / duration_s,
-        "goodput_fraction": (len(good) / len(measured)) if measured else None,
+        "goodput_requests_per_s": None if good is None else len(good) / duration_s,
+        "goodput_fraction": (len(good) / len(measured)) if good is not None and measured else None,
+        "error_rate": ((len(measured) - len(ok)) / len(measured)) if measured else None,
         "mean_tokens_per_chunk": float(np.mean(chunk_sizes)) if chunk_sizes else None,
         "completed": len(ok),
         "failed": len(measured) - len(ok),

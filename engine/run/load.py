@@ -7,14 +7,21 @@ possible", or the static batches of the measurement core. Gaps are seeded.
 
 Each request records when it was due (``arrival_ns``, the scheduled time) and when it
 was actually handed to the engine (``send_ns``); the difference is client-side
-queueing (waiting for a concurrency slot, or a late event loop), kept apart from TTFT.
+queueing, kept apart from TTFT. One definition for every engine: **queueing is the time
+a request waited client-side after the measured phase started (from its due time, for
+an arrival process) before it was sent** -- waiting for a concurrency slot, a late event
+loop, or, in static batches, the batches before its own (every request of a static run
+is due at the phase start, as in the transformers static-batch loop of engine/run/runner.py).
 The phase reports configured versus achieved rate.
 
 A *streaming backend* (vllm, vllm-server, openai) offers ``run_async(coro)`` (runs a
 coroutine on the backend's own event loop) and ``async stream(prompt, params, record)``
-(appends each chunk's ``perf_counter_ns`` stamp and token count to the record; sets
-``record.error`` or raises on failure). Other backends (transformers) are driven one
-request at a time through ``generate``, so their arrivals queue behind each other.
+(appends each chunk's ``perf_counter_ns`` stamp and token count to the record). Only a
+:class:`~engine.backends.base.RequestError` (connection, HTTP status, timeout, malformed
+or cut stream) is one failed request, recorded with its reason while the others go on;
+any other exception (the engine died, a bug) cancels the phase and ends the run as
+failed. Other backends (transformers) are driven one request at a time through
+``generate``, so their arrivals queue behind each other.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import GenerationParams
+from engine.backends.base import GenerationParams, RequestError
 from engine.measure.metrics import SLO
 from engine.measure.records import RequestRecord
 from engine.spec import SpecError, Workload
@@ -143,6 +150,31 @@ def _peak_concurrency(records: Sequence[RequestRecord]) -> int:
     return peak
 
 
+@dataclass
+class _Phase:
+    """One phase to drive: what is sent, to whom, and where progress goes."""
+
+    backend: Any
+    prompts: list[list[int]]
+    params: GenerationParams
+    state: Any | None
+    warmup: bool
+    first_index: int
+
+    def records(self, offsets: np.ndarray, start_ns: int) -> list[RequestRecord]:
+        """One record per prompt, due at the phase start plus its offset."""
+        return [
+            RequestRecord(
+                index=self.first_index + i,
+                arrival_ns=start_ns + int(off * 1e9),
+                send_ns=0,
+                prompt_tokens=len(p),
+                warmup=self.warmup,
+            )
+            for i, (p, off) in enumerate(zip(self.prompts, offsets, strict=True))
+        ]
+
+
 def run_load(
     backend: Any,
     prompts: list[list[int]],
@@ -161,25 +193,13 @@ def run_load(
     n = len(prompts)
     arrival = "max" if warmup else workload.arrival
     offsets = arrival_offsets_s(n, arrival, workload.rate, workload.burstiness, workload.seed)
-    limit = workload.max_concurrency
-    if arrival == "batch":
-        limit = None
+    limit = None if arrival == "batch" else workload.max_concurrency
+    phase = _Phase(backend, prompts, params, state, warmup, first_index)
     if is_streaming(backend):
-        result = backend.run_async(
-            _drive_async(
-                backend,
-                prompts,
-                offsets,
-                limit,
-                params,
-                state,
-                warmup,
-                first_index,
-                workload.batch_size if arrival == "batch" else None,
-            )
-        )
+        batch_size = workload.batch_size if arrival == "batch" else None
+        result = backend.run_async(_drive_async(phase, offsets, limit, batch_size))
     else:
-        result = _drive_sync(backend, prompts, offsets, params, state, warmup, first_index)
+        result = _drive_sync(phase, offsets)
     result.stats.update(
         arrival=arrival,
         configured_rate=workload.rate if arrival in ("poisson", "gamma") else None,
@@ -193,61 +213,52 @@ def run_load(
 
 
 def _done(state: Any | None, record: RequestRecord) -> None:
+    if record.error is None and record.output_tokens == 0:
+        record.error = "no tokens returned"
     if state is not None:
         state.requests_done += 1
         state.tokens_done += record.output_tokens
 
 
-async def _drive_async(
-    backend: Any,
-    prompts: list[list[int]],
-    offsets: np.ndarray,
-    limit: int | None,
-    params: GenerationParams,
-    state: Any | None,
-    warmup: bool,
-    first_index: int,
-    batch_size: int | None,
-) -> LoadResult:
+async def _send(phase: _Phase, rec: RequestRecord, prompt: list[int], sem: asyncio.Semaphore | None) -> None:
+    """One request when it is due: a RequestError is its recorded reason; anything else propagates."""
+    delay = (rec.arrival_ns - time.perf_counter_ns()) / 1e9
+    if delay > 0:
+        await asyncio.sleep(delay)
+    if sem is not None:
+        await sem.acquire()
+    try:
+        rec.send_ns = time.perf_counter_ns()  # streaming backends restamp it as the request goes out
+        await phase.backend.stream(prompt, phase.params, rec)
+    except RequestError as exc:  # request-level only; engine death and bugs end the run
+        rec.error = rec.error or str(exc).strip() or type(exc).__name__
+    finally:
+        if sem is not None:
+            sem.release()
+    _done(phase.state, rec)
+
+
+async def _all_or_first_error(coros: list[Any]) -> None:
+    """Run ``coros`` together; the first exception cancels the rest and is raised as itself."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for coro in coros:
+                group.create_task(coro)
+    except BaseExceptionGroup as eg:
+        raise eg.exceptions[0] from None
+
+
+async def _drive_async(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_size: int | None) -> LoadResult:
     sem = asyncio.Semaphore(limit) if limit else None
     start_ns = time.perf_counter_ns()
-    records = [
-        RequestRecord(
-            index=first_index + i, arrival_ns=start_ns + int(off * 1e9), send_ns=0, prompt_tokens=len(p), warmup=warmup
-        )
-        for i, (p, off) in enumerate(zip(prompts, offsets, strict=True))
-    ]
-
-    async def one(i: int) -> None:
-        rec = records[i]
-        delay = (rec.arrival_ns - time.perf_counter_ns()) / 1e9
-        if delay > 0:
-            await asyncio.sleep(delay)
-        if sem is not None:
-            await sem.acquire()
-        try:
-            rec.send_ns = time.perf_counter_ns()  # streaming backends restamp it as the request goes out
-            await backend.stream(prompts[i], params, rec)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 -- a failed request is a record with its reason, never a failed run
-            reason = str(exc) if type(exc).__name__ == "RequestFailed" else f"{type(exc).__name__}: {exc}"
-            rec.error = rec.error or reason.strip() or type(exc).__name__
-        finally:
-            if sem is not None:
-                sem.release()
-        if rec.error is None and rec.output_tokens == 0:
-            rec.error = "no tokens returned"
-        _done(state, rec)
-
-    if batch_size:  # static batches: each batch due when the previous one has finished
-        for b in range(0, len(records), batch_size):
-            batch_start = time.perf_counter_ns()
-            for r in records[b : b + batch_size]:
-                r.arrival_ns = batch_start
-            await asyncio.gather(*(one(i) for i in range(b, min(b + batch_size, len(records)))))
-    else:
-        await asyncio.gather(*(one(i) for i in range(len(records))))
+    records = phase.records(offsets, start_ns)
+    prompts = phase.prompts
+    # static batches: each batch is sent when the previous one has finished; every request
+    # is due at the phase start, so its queueing includes the batches before its own
+    size = batch_size or max(len(records), 1)
+    for b in range(0, len(records), size):
+        batch = range(b, min(b + size, len(records)))
+        await _all_or_first_error([_send(phase, records[i], prompts[i], sem) for i in batch])
     return LoadResult(records=records, start_ns=start_ns, end_ns=time.perf_counter_ns())
 
 
@@ -262,30 +273,16 @@ class _RowSink:
         self.record.chunk_tokens.append(n_tokens)
 
 
-def _drive_sync(
-    backend: Any,
-    prompts: list[list[int]],
-    offsets: np.ndarray,
-    params: GenerationParams,
-    state: Any | None,
-    warmup: bool,
-    first_index: int,
-) -> LoadResult:
+def _drive_sync(phase: _Phase, offsets: np.ndarray) -> LoadResult:
     """One request at a time through ``generate``: arrivals queue behind the request in flight."""
     start_ns = time.perf_counter_ns()
-    records = []
-    for i, (p, off) in enumerate(zip(prompts, offsets, strict=True)):
-        rec = RequestRecord(
-            index=first_index + i, arrival_ns=start_ns + int(off * 1e9), send_ns=0, prompt_tokens=len(p), warmup=warmup
-        )
+    records = phase.records(offsets, start_ns)
+    for rec, p in zip(records, phase.prompts, strict=True):
         delay = (rec.arrival_ns - time.perf_counter_ns()) / 1e9
         if delay > 0:
             time.sleep(delay)
-        rec.send_ns = backend.generate([p], params, _RowSink(rec))
-        if rec.output_tokens == 0:
-            rec.error = "no tokens returned"
-        records.append(rec)
-        _done(state, rec)
+        rec.send_ns = phase.backend.generate([p], phase.params, _RowSink(rec))
+        _done(phase.state, rec)
     return LoadResult(records=records, start_ns=start_ns, end_ns=time.perf_counter_ns())
 
 

@@ -3,6 +3,15 @@
 Bad input is refused by :func:`preflight` before anything is stored. A run that fails
 after that is stored as *failed* with its reason (never as a partial success); a run
 that succeeds is stored with every request's raw stamps in one transaction.
+
+Failed requests: a run whose measured requests all failed is failed (reason: the first
+distinct request errors), and so is a run whose error rate (failed / measured) is above
+the workload's ``max_error_rate``; both keep their requests and metrics. Otherwise the
+run is done and ``metrics["error_rate"]`` says how many failed.
+
+Queueing, for every engine: the time a request waited client-side after the measured
+phase started (from its due time, for an arrival process) before it was sent; in static
+batches every request is due at the phase start, so it includes the batches before its own.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from engine.backends.base import BackendError, GenerationParams, get_backend
 from engine.measure import provenance
 from engine.measure.metrics import compute_metrics
 from engine.measure.records import RequestRecord, RunRecord
+from engine.run.failures import RunRejected, check_failures
 from engine.run.preflight import preflight
 from engine.spec import JobSpec, SpecError
 from engine.weights import models
@@ -89,11 +99,6 @@ def _serving(spec: JobSpec) -> bool:
     return spec.recipe.engine in SERVING_ENGINES or spec.workload.arrival != "batch"
 
 
-def _first_errors(records: list[RequestRecord], most: int = 3) -> str:
-    reasons = list(dict.fromkeys(r.error for r in records if r.error))
-    return "; ".join(str(x) for x in reasons[:most]) + (" ..." if len(reasons) > most else "")
-
-
 def _batches(n: int, size: int) -> list[range]:
     return [range(i, min(i + size, n)) for i in range(0, n, size)]
 
@@ -136,36 +141,60 @@ def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = pr
     return _execute(spec, state, log)
 
 
-def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> BenchmarkResult:
-    wl = spec.workload
-    prov = provenance.collect()
+def _load(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> tuple[Any, Any, Any]:
+    """The loading phase: resolve the weights and load them; (resolved, backend, load report)."""
     state.enter("loading", "resolving weights")
     resolved = models.resolve(spec.model, progress=lambda msg, _f: (log(msg), setattr(state, "note", msg)))
     backend = get_backend(spec.recipe.engine)
     report = backend.load(resolved, spec.recipe, spec.device, lambda msg, _f: setattr(state, "note", msg))
     log(f"loaded {resolved.label} in {report.load_s:.1f} s on {report.device_name}")
+    return resolved, backend, report
+
+
+def _prompts(spec: JobSpec, backend: Any, report: Any) -> list[list[int]]:
+    """Warm-up and measured prompts (exact lengths or drawn from the workload), checked against the context."""
+    from engine.run.load import make_serving_prompts
+
+    wl = spec.workload
+    context = report.context_length
+    if context is not None and wl.prompt_tokens is not None and wl.prompt_tokens + wl.output_tokens > context:
+        raise SpecError(f"prompt + output tokens exceed the model's context of {context}")
+    prompts = make_serving_prompts(wl, wl.warmup + wl.requests, backend.tokenizer(), report.vocab_size or 32000)
+    if context is not None and any(len(p) + wl.output_tokens > context for p in prompts):
+        raise SpecError(f"a prompt from {wl.prompt_file} plus the output exceeds the model's context of {context}")
+    return prompts
+
+
+def _warm_up(
+    spec: JobSpec, backend: Any, prompts: list[list[int]], state: ProgressState, serving: bool
+) -> tuple[list[RequestRecord], float]:
+    """The warm-up phase (excluded from every figure); its records and seconds."""
+    from engine.run.load import run_load
+
+    wl = spec.workload
+    state.tokens_total = wl.warmup * wl.output_tokens
+    state.requests_total = wl.warmup
+    state.enter("warm-up", f"{wl.warmup} warm-up request(s)")
+    t0 = time.perf_counter()
+    if serving:
+        params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
+        warm = run_load(backend, prompts[: wl.warmup], wl, params, state, warmup=True).records
+    else:
+        warm, _, _ = _run_requests(backend, prompts[: wl.warmup], spec, state, True, 0)
+    return warm, time.perf_counter() - t0
+
+
+def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> BenchmarkResult:
+    wl = spec.workload
+    prov = provenance.collect()
+    resolved, backend, report = _load(spec, state, log)
     try:
-        context = report.context_length
-        if context is not None and wl.prompt_tokens is not None and wl.prompt_tokens + wl.output_tokens > context:
-            raise SpecError(f"prompt + output tokens exceed the model's context of {context}")
-        total = wl.warmup + wl.requests
-        from engine.run.load import make_serving_prompts, run_load, slo_of
+        from engine.run.load import run_load, slo_of
 
         serving = _serving(spec)  # arrival processes and streaming engines go through engine/load.py
-        # make_prompts' exact-length prompts, or lengths drawn from the workload's distribution
-        prompts = make_serving_prompts(wl, total, backend.tokenizer(), report.vocab_size or 32000)
+        prompts = _prompts(spec, backend, report)
         load_params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
-        if context is not None and any(len(p) + wl.output_tokens > context for p in prompts):
-            raise SpecError(f"a prompt from {wl.prompt_file} plus the output exceeds the model's context of {context}")
-        state.tokens_total = wl.warmup * wl.output_tokens
-        state.requests_total = wl.warmup
-        state.enter("warm-up", f"{wl.warmup} warm-up request(s)")
-        t0 = time.perf_counter()
-        if serving:
-            warm = run_load(backend, prompts[: wl.warmup], wl, load_params, state, warmup=True).records
-        else:
-            warm, _, _ = _run_requests(backend, prompts[: wl.warmup], spec, state, True, 0)
-        warmup_s = time.perf_counter() - t0
+        warm, warmup_s = _warm_up(spec, backend, prompts, state, serving)
 
         state.tokens_done, state.requests_done = 0, 0
         state.tokens_total = wl.requests * wl.output_tokens
@@ -184,11 +213,9 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
             r.error = r.error or "no tokens returned"
         metrics = compute_metrics(
             RunRecord(start_ns=start_ns, end_ns=end_ns, requests=warm + measured), slo_of(wl)
-        )  # goodput against the workload's SLOs (none: every completed request)
+        )  # goodput against the workload's SLOs (none: goodput is None, "no SLO set")
         if serving:
             metrics["load"] = phase.stats  # configured vs achieved rate, concurrency
-            if metrics["failed"]:
-                log(f"{metrics['failed']} of {wl.requests} request(s) failed: {_first_errors(measured)}")
         metrics["peak_memory_bytes"] = backend.peak_memory_bytes()
         metrics["load_s"] = report.load_s
         metrics["output_tokens_per_s_per_gpu"] = per_gpu(metrics.get("output_tokens_per_s"), spec.device)
@@ -203,13 +230,12 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
             load_avg_after=list(os.getloadavg()),
             cpu_wall_ratio=cpu_s / max(wall1 - wall0, 1e-9),
         )
-        quality_result = None
+        result = BenchmarkResult(run_id=None, metrics=metrics, provenance=prov, requests=warm + measured)
+        check_failures(spec, result, log)  # before any accuracy phase: a rejected run is not scored
         if spec.quality.enabled:  # after the latency numbers are taken; timed apart
-            quality_result = _evaluate(spec, backend, resolved, prompts[wl.warmup :], state, log, report)
-            metrics["quality_s"] = quality_result.get("timings_s", {}).get("total_s")
-        return BenchmarkResult(
-            run_id=None, metrics=metrics, provenance=prov, requests=warm + measured, quality=quality_result
-        )
+            result.quality = _evaluate(spec, backend, resolved, prompts[wl.warmup :], state, log, report)
+            metrics["quality_s"] = result.quality.get("timings_s", {}).get("total_s")
+        return result
     finally:
         backend.unload()
 
@@ -267,69 +293,78 @@ def run_benchmark(
     log: Callable[[str], None] = print,
     job_id: int | None = None,
     sweep: str | None = None,
+    worker_id: str | None = None,
 ) -> BenchmarkResult:
-    """Pre-flight, execute and store. SpecError before anything is stored; BenchmarkFailed after."""
+    """Pre-flight, execute and store. SpecError before anything is stored; BenchmarkFailed after.
+
+    With ``job_id`` and ``worker_id`` (a job's process), the run is stored only while that
+    worker still holds the job; a late result raises :class:`storage.ClaimLost`, nothing stored.
+    """
     preflight(spec)
     state = state or ProgressState()
+    where = _Where(db, spec, job_id, sweep, worker_id)
     try:
         result = execute(spec, state, log)
     except KeyboardInterrupt:
         raise
+    except RunRejected as exc:  # the phase ran: keep its metrics and every request's reason
+        reason = str(exc)
+        got = exc.result
+        run_id = where.store("failed", got.metrics, got.provenance, got.requests, reason)
+        raise BenchmarkFailed(reason, run_id) from exc
     except Exception as exc:  # every failure becomes a stored reason (re-raised below)
         reason = failure_reason(exc)
         log(traceback.format_exc())
-        run_id = _store(db, spec, "failed", None, {"error_type": type(exc).__name__}, [], reason, job_id, sweep)
+        run_id = where.store("failed", None, {"error_type": type(exc).__name__}, [], reason)
         raise BenchmarkFailed(reason, run_id) from exc
     state.enter("saving")
-    result.run_id = _store(
-        db,
-        spec,
-        "done",
-        result.metrics,
-        result.provenance,
-        result.requests,
-        None,
-        job_id,
-        sweep,
-        quality=result.quality,
-    )
+    result.run_id = where.store("done", result.metrics, result.provenance, result.requests, None, result.quality)
     state.enter("done")
     return result
 
 
-def _store(
-    db: Any | None,
-    spec: JobSpec,
-    status: str,
-    metrics: dict[str, Any] | None,
-    prov: dict[str, Any],
-    requests: list[RequestRecord],
-    error: str | None,
-    job_id: int | None,
-    sweep: str | None,
-    quality: dict[str, Any] | None = None,
-) -> int | None:
-    if db is None:
-        return None
-    from storage.runs import NewRun, save_run
+@dataclass(frozen=True)
+class _Where:
+    """Where a run is stored: the database, its spec and, for a job, the job and its worker."""
 
-    return save_run(
-        db,
-        NewRun(
-            status=status,
-            spec=spec.model_dump(mode="json"),
-            fingerprint=spec.fingerprint(),
-            model=spec.model.label,
-            engine=spec.recipe.engine,
-            device=spec.device,
-            device_name=prov.get("device_name"),
-            name=spec.name,
-            sweep=sweep,
-            provenance=prov,
-            metrics=metrics,
-            error=error,
-            job_id=job_id,
-            requests=requests,
-            quality=quality,
-        ),
+    db: Any | None
+    spec: JobSpec
+    job_id: int | None
+    sweep: str | None
+    worker_id: str | None
+
+    def store(
+        self,
+        status: str,
+        metrics: dict[str, Any] | None,
+        prov: dict[str, Any],
+        requests: list[RequestRecord],
+        error: str | None,
+        quality: dict[str, Any] | None = None,
+    ) -> int | None:
+        """Save the run (one transaction); its id, or None without a database."""
+        if self.db is None:
+            return None
+        from storage.runs import save_run
+
+        run = new_run(self.spec, status, error, job_id=self.job_id, device_name=prov.get("device_name"))
+        run.sweep, run.provenance, run.metrics, run.quality = self.sweep, prov, metrics, quality
+        run.requests, run.worker_id = requests, self.worker_id
+        return save_run(self.db, run)
+
+
+def new_run(spec: JobSpec, status: str, error: str | None, **extra: Any) -> Any:
+    """A :class:`storage.runs.NewRun` for ``spec`` (identity from the spec; figures filled in by the caller)."""
+    from storage.runs import NewRun
+
+    return NewRun(
+        status=status,
+        spec=spec.model_dump(mode="json"),
+        fingerprint=spec.fingerprint(),
+        model=spec.model.label,
+        engine=spec.recipe.engine,
+        device=spec.device,
+        name=spec.name,
+        error=error,
+        **extra,
     )

@@ -22,6 +22,7 @@ SERVING_DEFAULTS: dict[str, Any] = {
     "slo_ttft_ms": None,
     "slo_tpot_ms": None,
     "slo_e2el_ms": None,
+    "max_error_rate": None,
 }
 
 
@@ -46,6 +47,9 @@ class Workload(_Strict):
     slo_ttft_ms: float | None = Field(default=None, gt=0, description="goodput SLO on TTFT (ms)")
     slo_tpot_ms: float | None = Field(default=None, gt=0, description="goodput SLO on TPOT (ms)")
     slo_e2el_ms: float | None = Field(default=None, gt=0, description="goodput SLO on E2EL (ms)")
+    max_error_rate: float | None = Field(
+        default=None, ge=0, le=1, description="fail the run when more than this share of requests failed (0..1)"
+    )
 
     @property
     def warmup(self) -> int:

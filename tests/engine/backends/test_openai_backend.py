@@ -335,9 +335,9 @@ def test_cli_run_json_has_load_and_failures(fake_server, db_url, capsys) -> None
         "--max-concurrency",
         "1",
     ]
-    assert main(args) == 0  # the run completes; its requests failed
+    assert main(args) == 1  # every request failed: a failed run (issue 13 item 1), stored with its requests
     obj = json.loads(capsys.readouterr().out)
-    assert obj["failed"] == 2 and obj["completed"] == 0
+    assert obj["failed"] == 2 and obj["completed"] == 0 and obj["status"] == "failed"
     assert obj["load"]["arrival"] == "concurrency" and obj["load"]["max_concurrency"] == 1
 
 

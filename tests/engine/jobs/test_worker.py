@@ -138,9 +138,12 @@ def test_killed_runner_fails_with_reason_and_worker_takes_next(db, db_url, tmp_p
         wait_for(lambda: _status(db, nxt) in ("done", "failed"), timeout=120)
         assert _status(db, nxt) == "done", jobs.get_job(db, nxt).error
         assert worker.poll() is None  # the worker lives on
-        from storage.runs import list_runs
+        from storage.runs import get_requests, list_runs
 
-        assert all(r.job_id != victim for r in list_runs(db))  # no half-written run
+        # issue 13 item 13: one failed run with the reason, linked to the job (no half-written one)
+        [run] = [r for r in list_runs(db) if r.job_id == victim]
+        assert run.status == "failed" and run.error.startswith("killed by signal 9")
+        assert jobs.get_job(db, victim).run_id == run.id and get_requests(db, run.id) == []
     finally:
         stop(worker)
 
@@ -158,6 +161,10 @@ def test_cancel_running_and_timeout(db, db_url, tmp_path, demo_folder):
         wait_for(lambda: _status(db, timed) == "failed", timeout=60)
         assert jobs.get_job(db, timed).error == "timed out after 3 s"
         assert not job_pids(timed)
+        from storage.runs import get_run, list_runs
+
+        assert get_run(db, jobs.get_job(db, timed).run_id).error == "timed out after 3 s"
+        assert not [r for r in list_runs(db) if r.job_id == cancelled]  # a cancel is not a failed run
     finally:
         stop(worker)
 
@@ -192,3 +199,33 @@ def test_sigterm_gives_running_job_back(db, db_url, tmp_path, demo_folder):
     assert not job_pids(job_id)
     [w] = jobs.list_workers(db)
     assert w.stopped
+
+
+@pytest.mark.slow
+def test_a_stopped_worker_past_the_stale_timeout_gets_one_outcome(db, db_url, tmp_path, demo_folder):
+    """Issue 13 item 14: SIGSTOP a worker past --stale-after while another runs; SIGCONT it."""
+    from storage.runs import list_runs
+
+    job_id = jobs.submit(db, _spec(LONG), timeout_s=300)
+    first = start_worker(db_url, tmp_path, "--stale-after", "3")
+    second = None
+    try:
+        wait_for(lambda: jobs.get_job(db, job_id).measuring_started)
+        first.send_signal(signal.SIGSTOP)
+        second = start_worker(db_url, tmp_path, "--stale-after", "3")
+        wait_for(lambda: _status(db, job_id) != "running", timeout=60)
+        first.send_signal(signal.SIGCONT)
+        wait_for(lambda: not job_pids(job_id), timeout=30)
+        time.sleep(1.5)  # the resumed worker's next rounds: it must not flip the outcome
+        job = jobs.get_job(db, job_id)
+        assert job.status == "failed" and job.error == jobs.WORKER_LOST
+        [run] = [r for r in list_runs(db) if r.job_id == job_id]  # one run, no orphan done run
+        assert run.status == "failed" and run.error == jobs.WORKER_LOST and job.run_id == run.id
+    finally:
+        first.send_signal(signal.SIGCONT)
+        stop(first)
+        if second is not None:
+            stop(second)
+    log = b"".join(p.read_bytes() for p in tmp_path.glob("worker-*.log")).decode()
+    assert f"job {job_id} done" not in log
+    assert f"job {job_id} was ended without this worker" in log

@@ -109,3 +109,24 @@ def test_goodput_counts_failures_as_misses():
     m = compute_metrics(RunRecord(start_ns=0, end_ns=2000 * MS, requests=rs), SLO(ttft_ms=200, tpot_ms=100))
     assert m["goodput_fraction"] == pytest.approx(0.25)
     assert m["goodput_requests_per_s"] == pytest.approx(0.5)
+
+
+def test_no_slo_means_no_goodput_not_requests_per_s():
+    rs = [req(0, 0, [100, 200]), req(1, 0, [], error="HTTP 500")]
+    m = compute_metrics(RunRecord(start_ns=0, end_ns=1000 * MS, requests=rs))
+    assert m["requests_per_s"] == pytest.approx(1.0)
+    assert m["goodput_requests_per_s"] is None and m["goodput_fraction"] is None and m["slo"] is None
+
+
+def test_error_rate_is_failed_over_measured():
+    rs = [req(0, 0, [10], warmup=True), req(1, 0, [100]), req(2, 0, [], error="x"), req(3, 0, [], error="y")]
+    m = compute_metrics(RunRecord(start_ns=0, end_ns=1000 * MS, requests=rs))
+    assert m["error_rate"] == pytest.approx(2 / 3) and m["failed"] == 2 and m["completed"] == 1
+    assert compute_metrics(RunRecord(start_ns=0, end_ns=1, requests=[]))["error_rate"] is None
+
+
+def test_registry_declares_goodput_fraction_and_error_rate():
+    from engine.measure import registry
+
+    assert registry.lookup("goodput_fraction").better == "higher"
+    assert registry.lookup("error_rate").better == "lower" and registry.lookup("error_rate").unit == "ratio"

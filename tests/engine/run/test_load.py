@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from engine.backends.base import GenerationParams
+from engine.backends.base import GenerationParams, RequestError
 from engine.measure.records import RequestRecord
 from engine.run.load import arrival_offsets_s, make_serving_prompts, prompt_lengths, run_load, slo_of
 from engine.spec import SpecError, Workload, parse_job_spec
@@ -33,7 +33,9 @@ class FakeStreaming:
         self.peak = max(self.peak, self.in_flight)
         try:
             if prompt and prompt[0] < 0:
-                raise RuntimeError("refused")
+                raise RequestError("refused")
+            if prompt and prompt[0] == 999:
+                raise RuntimeError("engine died")
             for _ in range(params.max_new_tokens):
                 await asyncio.sleep(self.gap_s)
                 record.add_chunk(time.perf_counter_ns(), 1)
@@ -117,16 +119,31 @@ def test_max_sends_everything_at_once_and_failures_are_records() -> None:
     result = run_load(backend, [[1], [-1], [1], [1], [-1], [1]], wl, PARAMS)
     assert backend.peak >= 4  # all sent at once (the refused ones leave at once)
     errors = [r.error for r in result.records]
-    assert errors.count("RuntimeError: refused") == 2 and errors.count(None) == 4
+    assert errors.count("refused") == 2 and errors.count(None) == 4
 
 
-def test_batch_arrival_sends_batches_in_turn() -> None:
+def test_only_request_errors_are_per_request_anything_else_ends_the_phase() -> None:
+    backend = FakeStreaming(gap_s=0.01)
+    wl = Workload(requests=4, arrival="max")
+    with pytest.raises(RuntimeError, match="engine died"):
+        run_load(backend, [[1], [999], [1], [1]], wl, PARAMS)
+    assert backend.in_flight == 0  # the other requests were cancelled, not left running
+
+
+def test_batch_arrival_sends_batches_in_turn_and_queues_from_the_phase_start() -> None:
     backend = FakeStreaming()
     wl = Workload(requests=6, batch_size=2)
     result = run_load(backend, [[1]] * 6, wl, PARAMS)
     assert backend.peak == 2
-    arrivals = [r.arrival_ns for r in result.records]
-    assert arrivals[0] == arrivals[1] < arrivals[2] == arrivals[3] < arrivals[4]
+    assert (
+        len({r.arrival_ns for r in result.records})
+        == 1
+        == len({result.start_ns} | {r.arrival_ns for r in result.records})
+    )
+    sends = [r.send_ns for r in result.records]
+    assert sends[0] <= sends[1] < sends[2] <= sends[3] < sends[4]  # batches in turn
+    queued = [r.send_ns - r.arrival_ns for r in result.records]
+    assert queued[4] > queued[2] > queued[0]  # later batches waited for the earlier ones, as in transformers
 
 
 def test_warmup_ignores_the_arrival_process() -> None:

@@ -1,0 +1,62 @@
+"""The one place storage turns values into JSON text and back.
+
+Writing: strict JSON only. A non-finite float (inf, -inf, NaN) has no JSON spelling;
+Python's ``json`` would write ``Infinity``/``NaN``, which other readers (orjson, the
+browser, PostgreSQL's json type) refuse. It is stored as ``null`` ("no value") instead.
+Reading: strict too, so a row written before this rule (or by hand) raises
+:class:`ValueError`, and each reader skips that row with a warning naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any
+
+log = logging.getLogger("storage")
+
+try:  # orjson is strict (no NaN/Infinity) and several times faster on big frames
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - orjson is in requirements.txt
+    _fast_loads = None
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float inside it (dicts, lists, tuples) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """Strict JSON text of ``value`` (non-finite floats become null); kwargs go to ``json.dumps``."""
+    default = kwargs.pop("default", None)
+    if default is not None:  # stringify unknown objects first, so their floats are checked too
+        value = json.loads(json.dumps(value, default=default))
+    return json.dumps(finite(value), allow_nan=False, **kwargs)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse strict JSON; ``NaN``/``Infinity`` or broken text raise ValueError."""
+    if _fast_loads is not None:
+        return _fast_loads(text)  # orjson.JSONDecodeError is a ValueError
+    return json.loads(text, parse_constant=_refuse_constant)
+
+
+def loads_or_none(text: str | bytes | None) -> Any:
+    """:func:`loads`, with None for no text."""
+    return None if text is None else loads(text)
+
+
+def skip_warning(kind: str, row_id: Any, exc: Exception) -> None:
+    """Say (once per read) that one stored row was left out because it cannot be read."""
+    log.warning("skipping %s %s: its stored JSON cannot be read (%s)", kind, row_id, exc)

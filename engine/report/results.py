@@ -101,14 +101,12 @@ def render_table(obj: dict[str, Any]) -> str:
             f"achieved={_fmt(load.get('achieved_rate'))}/s  peak concurrency={load.get('peak_concurrency')}"
         )
         slo = obj.get("slo")
-        lines.append(
-            f"{'goodput':<34}{_fmt(obj.get('goodput_requests_per_s'), 3)} req/s, "
-            + (
-                f"{_fmt(obj.get('goodput_fraction'), 3)} met the SLO {slo}"
-                if slo
-                else "no SLO set: every completed request counts"
-            )
+        goodput = (
+            f"{_fmt(obj.get('goodput_requests_per_s'), 3)} req/s, {_fmt(obj.get('goodput_fraction'), 3)} met the SLO {slo}"
+            if slo
+            else "no SLO set (give --slo-ttft-ms / --slo-tpot-ms / --slo-e2el-ms to measure goodput)"
         )
+        lines.append(f"{'goodput':<34}{goodput}")
     lines.extend(_quality_lines(obj.get("quality")))
     return "\n".join(lines)
 

@@ -1,7 +1,8 @@
 """One private asyncio event loop for a streaming backend's whole life (OpenAI client, vLLM).
 
 A backend opens it when it loads, runs every coroutine on it (``run``: requests, scoring,
-the load driver's whole phase) and closes it when it unloads: pending tasks (vLLM's
+the load driver's whole phase; each run first catches up with what the sockets received
+while the loop was stopped) and closes it when it unloads: pending tasks (vLLM's
 output-queue task, aiohttp's connector) are cancelled and awaited first, so nothing is
 left half-run and no "Task was destroyed but it is pending" warning is printed.
 """
@@ -11,6 +12,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine
 from typing import Any
+
+
+async def _caught_up(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Let the loop handle what arrived while it was stopped, then run ``coro``.
+
+    Between two ``run`` calls nobody reads the sockets: a server that closed an idle
+    keep-alive connection meanwhile (uvicorn after 5 s) is noticed only now. Three loop
+    turns deliver its EOF and mark the pooled connection closed, so the next request opens
+    a new one instead of failing with "Can not write request body".
+    """
+    for _ in range(3):
+        await asyncio.sleep(0)
+    return await coro
 
 
 class EventLoop:
@@ -34,7 +48,7 @@ class EventLoop:
             coro.close()  # never awaited: say so quietly instead of a RuntimeWarning
             raise RuntimeError("the backend's event loop is not open: load() first")
         assert self._loop is not None
-        return self._loop.run_until_complete(coro)
+        return self._loop.run_until_complete(_caught_up(coro))
 
     def close(self, last: Coroutine[Any, Any, Any] | None = None) -> None:
         """Run ``last`` (e.g. closing an HTTP session), cancel what is still pending, close."""

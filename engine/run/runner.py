@@ -171,9 +171,9 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
         state.tokens_total = wl.requests * wl.output_tokens
         state.requests_total = wl.requests
         state.enter("measuring", f"{wl.requests} request(s) in batches of {wl.batch_size}")
+        memory.release_freed_memory()  # freed load-time buffers are not the recipe's memory
         backend.measuring_started()  # counters (CUDA peak, speculation) restart: the measured phase only
         ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        memory.release_freed_memory()  # freed load-time buffers are not the recipe's memory
         with memory.TreeSampler() as rss:  # RSS of this process and its children, every 20 ms
             if serving:
                 phase = run_load(backend, prompts[wl.warmup :], wl, load_params, state, first_index=wl.warmup)

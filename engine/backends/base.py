@@ -50,9 +50,20 @@ class GenerationParams:
     ignore_eos: bool = True
 
 
+REMOTE_DEVICE = "remote server (unknown device)"
+
+
 @dataclass
 class LoadReport:
-    """What was loaded and how: the time it took and the knobs actually applied."""
+    """What was loaded and how: the time it took and the knobs actually applied.
+
+    ``device_name`` is the real name of the hardware that runs the model, the same for every
+    engine (:func:`device_name`): the CPU model on the CPU, the GPU's name on a GPU, and
+    :data:`REMOTE_DEVICE` for a server the job does not manage. ``weights_memory_bytes`` is
+    the storage of the model's parameters and buffers as loaded, after any quantization
+    (real bytes of quantized tensor subclasses); None where the weights live out of reach
+    (another process or a remote server).
+    """
 
     load_s: float
     device_name: str
@@ -60,6 +71,7 @@ class LoadReport:
     parameters: int | None = None
     vocab_size: int | None = None
     context_length: int | None = None
+    weights_memory_bytes: int | None = None
 
 
 @dataclass
@@ -111,11 +123,43 @@ class Backend(Protocol):
         """
         ...
 
-    def peak_memory_bytes(self) -> int | None: ...
+    def measuring_started(self) -> None:
+        """Called by the runner as the measured phase starts (after warm-up).
 
-    def reset_peak_memory(self) -> None: ...
+        Every counter the backend reports for the run restarts here, so each counts the
+        measured phase only, for every engine: peak memory (CUDA), speculative-decoding
+        draft/accepted tokens (transformers resets them; vLLM subtracts a snapshot).
+        """
+        ...
+
+    def peak_memory(self) -> tuple[int | None, str] | None:
+        """The measured phase's peak memory and what it is, where the engine knows it itself.
+
+        ``(bytes, "cuda: max allocated during the measured phase")`` on CUDA; ``(None, why)``
+        where no figure applies (a remote server); None: the runner's sampled RSS of the
+        job's process tree stands (:mod:`engine.measure.memory`).
+        """
+        ...
 
     def unload(self) -> None: ...
+
+
+def device_name(device: str) -> str:
+    """The real name of a local device: the CPU model, or the GPU's NVML name.
+
+    ``cuda:0,1`` of one kind reads ``2 x NVIDIA H200``; a GPU NVML does not see keeps its id.
+    """
+    from engine.measure.devices import cuda_devices
+    from engine.measure.provenance import cpu_model
+    from engine.spec.device import gpu_indices
+
+    if device == "cpu":
+        return cpu_model()
+    by_index = {d.index: d.name for d in cuda_devices()}
+    names = [by_index.get(i, f"cuda:{i}") for i in gpu_indices(device)]
+    if len(set(names)) == 1:
+        return names[0] if len(names) == 1 else f"{len(names)} x {names[0]}"
+    return " + ".join(names)
 
 
 def get_backend(engine: str) -> Backend:

@@ -25,18 +25,11 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from engine.backends.base import BackendError, GenerationParams, LoadReport, Progress, RequestError, TokenScores
+from engine.backends.asyncloop import EventLoop
+from engine.backends.base import REMOTE_DEVICE, BackendError, GenerationParams, LoadReport, Progress, TokenScores
+from engine.backends.sse import EventStream, RequestFailed, http_reason
 from engine.measure.records import RequestRecord
 from engine.weights.models import ResolvedModel
-
-try:  # orjson parses a chunk several times faster than json
-    from orjson import loads as _loads
-except ImportError:  # pragma: no cover
-    _loads = json.loads
-
-
-class RequestFailed(RequestError):
-    """One request failed; the message is its stored reason."""
 
 
 class OpenAIBackend:
@@ -45,7 +38,7 @@ class OpenAIBackend:
     name = "openai"
 
     def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop = EventLoop()
         self._session: Any = None
         self._tokenizer: Any = None
         self._recipe: Any = None
@@ -77,7 +70,7 @@ class OpenAIBackend:
         self.run_async(self._probe_models())
         return LoadReport(
             load_s=time.perf_counter() - t0,
-            device_name=f"server {self._base_url}",
+            device_name=REMOTE_DEVICE,
             applied={"endpoint": self._endpoint, "model_name": self._model_name},
             vocab_size=len(self._tokenizer) if self._tokenizer is not None else None,
         )
@@ -101,13 +94,11 @@ class OpenAIBackend:
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
+        self._loop.open()
 
     def run_async(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run a coroutine on this backend's own event loop (one loop for its whole life)."""
-        assert self._loop is not None, "load() first"
-        return self._loop.run_until_complete(coro)
+        return self._loop.run(coro)
 
     async def _ensure_session(self) -> Any:
         import aiohttp
@@ -145,7 +136,7 @@ class OpenAIBackend:
 
         return {
             "engine": self.name,
-            "device_name": f"server {self._base_url}",
+            "device_name": REMOTE_DEVICE,
             "base_url": self._base_url,
             "served_model": self._model_name,
             "endpoint": self._endpoint,
@@ -154,18 +145,16 @@ class OpenAIBackend:
             "aiohttp": aiohttp.__version__,
         }
 
-    def peak_memory_bytes(self) -> int | None:
-        return None  # the server's memory is not visible from here
-
-    def reset_peak_memory(self) -> None:
+    def measuring_started(self) -> None:
         return None
 
+    def peak_memory(self) -> tuple[int | None, str] | None:
+        """A remote server's memory is not visible from the client."""
+        return None, "not measured: the server's memory is not visible from the client"
+
     def unload(self) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            if self._session is not None and not self._session.closed:
-                self._loop.run_until_complete(self._session.close())
-            self._loop.close()
-        self._loop, self._session = None, None
+        session, self._session = self._session, None
+        self._loop.close(session.close() if session is not None and not session.closed else None)
 
     # -- requests ------------------------------------------------------------------
     def _payload(self, prompt: list[int], params: GenerationParams) -> tuple[dict[str, Any], str | list[int]]:
@@ -197,76 +186,30 @@ class OpenAIBackend:
 
         body, _ = self._payload(prompt, params)
         session = await self._ensure_session()
-        chunk_ns = record.chunk_ns
-        chunk_tokens = record.chunk_tokens
-        texts: list[str] = []
-        usage: dict[str, Any] | None = None
-        done = False
-        chat = self._endpoint == "chat"
-        perf = time.perf_counter_ns
-        loads = _loads
+        events = EventStream(record, chat=self._endpoint == "chat")
         try:
-            record.send_ns = perf()  # after the payload is built, as vLLM's bench serve stamps its start
+            record.send_ns = time.perf_counter_ns()  # after the payload is built, as vLLM's bench serve
             async with session.post(self._url, json=body, headers=self._headers) as resp:
                 if resp.status != 200:
-                    raise RequestFailed(_http_reason(resp.status, await resp.text()))
-                pending = b""
-                async for data in resp.content.iter_any():  # one stamp per network read
-                    t = perf()
-                    lines = (pending + data).split(b"\n") if pending else data.split(b"\n")
-                    pending = lines.pop()
-                    for raw in lines:
-                        if raw[:5] != b"data:":
-                            raw = raw.strip()
-                            if raw and not raw.startswith((b":", b"event:", b"id:", b"retry:")):
-                                raise RequestFailed(f"malformed SSE line: {raw[:80]!r}")
-                            continue
-                        payload = raw[5:].strip()
-                        if payload == b"[DONE]":
-                            done = True
-                            break
-                        try:
-                            data_obj = loads(payload)
-                        except ValueError as exc:
-                            raise RequestFailed(f"malformed SSE data (not JSON): {payload[:80]!r}") from exc
-                        if not isinstance(data_obj, dict):
-                            raise RequestFailed(f"malformed SSE data (not an object): {payload[:80]!r}")
-                        choices = data_obj.get("choices")
-                        if choices:
-                            c0 = choices[0]
-                            if chat:  # the role-only first delta carries no token
-                                piece = (c0.get("delta") or {}).get("content")
-                                if piece:
-                                    chunk_ns.append(t)
-                                    chunk_tokens.append(1)
-                                    texts.append(piece)
-                            else:  # as vLLM's bench serve: every choices chunk holds a token (text may be empty)
-                                chunk_ns.append(t)
-                                chunk_tokens.append(1)
-                                texts.append(c0.get("text") or "")
-                        elif "error" in data_obj:
-                            err = data_obj["error"]
-                            msg = err.get("message") if isinstance(err, dict) else err
-                            raise RequestFailed(f"server error in stream: {msg}")
-                        if data_obj.get("usage"):
-                            usage = data_obj["usage"]
-                    if done:
-                        break
-                if not done and pending.strip() == b"data: [DONE]":
-                    done = True
-        except RequestFailed:
-            raise
-        except TimeoutError as exc:
-            raise RequestFailed(f"timed out after {self._timeout_s:.0f} s") from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise RequestFailed(f"cannot connect to {self._base_url}: {exc.os_error or exc}") from exc
-        except aiohttp.ClientPayloadError as exc:
-            raise RequestFailed(f"stream closed early: {exc}") from exc
-        except aiohttp.ClientError as exc:
-            raise RequestFailed(f"{type(exc).__name__}: {exc}") from exc
-        if not done:
-            raise RequestFailed(f"stream closed early (no [DONE]) after {len(chunk_ns)} chunk(s)")
-        self._count_tokens(record, usage, texts)
+                    raise RequestFailed(http_reason(resp.status, await resp.text()))
+                await events.read(resp.content)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise self._failure(exc) from exc
+        if not events.done:
+            raise RequestFailed(f"stream closed early (no [DONE]) after {len(record.chunk_ns)} chunk(s)")
+        self._count_tokens(record, events.usage, events.texts)
+
+    def _failure(self, exc: BaseException) -> RequestFailed:
+        """The request-level reason for a timeout or an aiohttp error."""
+        import aiohttp
+
+        if isinstance(exc, TimeoutError):
+            return RequestFailed(f"timed out after {self._timeout_s:.0f} s")
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            return RequestFailed(f"cannot connect to {self._base_url}: {exc.os_error or exc}")
+        if isinstance(exc, aiohttp.ClientPayloadError):
+            return RequestFailed(f"stream closed early: {exc}")
+        return RequestFailed(f"{type(exc).__name__}: {exc}")
 
     def _count_tokens(self, record: RequestRecord, usage: dict[str, Any] | None, texts: list[str]) -> None:
         """Set the chunks' token counts from usage (spread evenly), else from the tokenizer (flagged)."""
@@ -341,7 +284,7 @@ async def _score_echo(backend: OpenAIBackend, sequences: list[list[int]], top_k:
             text = await resp.text()
             if resp.status != 200:
                 raise BackendError(
-                    f"scoring (echo + logprobs) is not supported by this server: {_http_reason(resp.status, text)}"
+                    f"scoring (echo + logprobs) is not supported by this server: {http_reason(resp.status, text)}"
                 )
         try:
             lp = json.loads(text)["choices"][0]["logprobs"]
@@ -352,24 +295,6 @@ async def _score_echo(backend: OpenAIBackend, sequences: list[list[int]], top_k:
             raise BackendError("scoring (echo + logprobs) is not supported by this server: prompt logprobs missing")
         out.append(TokenScores(token_logprobs=np.asarray(token_lps, dtype=np.float32)))
     return out
-
-
-def _http_reason(status: int, text: str) -> str:
-    """``HTTP 404: <the server's message>`` in one line."""
-    msg = text.strip()
-    try:
-        data = json.loads(msg)
-        err = data.get("error", data) if isinstance(data, dict) else data
-        if isinstance(err, dict):
-            msg = str(err.get("message") or err.get("detail") or err)
-        elif isinstance(data, dict) and "detail" in data:
-            msg = str(data["detail"])
-        else:
-            msg = str(err)
-    except ValueError:
-        pass
-    msg = " ".join(msg.split())[:300]
-    return f"HTTP {status}: {msg}" if msg else f"HTTP {status}"
 
 
 def _load_tokenizer(model: ResolvedModel, progress: Progress) -> Any | None:

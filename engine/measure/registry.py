@@ -314,6 +314,7 @@ SCALARS: tuple[str, ...] = (
     "tokens_per_s_per_user",
     "output_tokens_per_s_per_gpu",
     "goodput_requests_per_s",
+    "weights_memory_bytes",
     "peak_memory_bytes",
     "weights_memory_bytes",
     "load_s",

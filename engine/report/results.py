@@ -43,6 +43,7 @@ def result_object(run: Any) -> dict[str, Any]:
         "duration_s",
         "warmup_s",
         "quality_s",
+        "peak_memory_kind",
     ):
         obj[key] = metrics.get(key)
     obj["error_rate"] = registry.error_rate(metrics) if metrics else None
@@ -84,9 +85,9 @@ def render_table(obj: dict[str, Any]) -> str:
     lines.append(f"{'output tokens/s':<34}{_fmt(obj.get('output_tokens_per_s'))}")
     lines.append(f"{'requests/s':<34}{_fmt(obj.get('requests_per_s'), 3)}")
     lines.append(f"{'tokens/s per user':<34}{_fmt(obj.get('tokens_per_s_per_user'))}")
-    lines.append(f"{'peak memory (measured phase)':<34}{human_bytes(obj.get('peak_memory_bytes'))}")
-    if obj.get("weights_memory_bytes") is not None:
-        lines.append(f"{'weights memory (as loaded)':<34}{human_bytes(obj.get('weights_memory_bytes'))}")
+    lines.append(f"{'weights memory (as loaded)':<34}{human_bytes(obj.get('weights_memory_bytes'))}")
+    kind = f"  ({obj['peak_memory_kind']})" if obj.get("peak_memory_kind") else ""
+    lines.append(f"{'peak memory':<34}{human_bytes(obj.get('peak_memory_bytes'))}{kind}")
     lines.append(f"{'load time [s]':<34}{_fmt(obj.get('load_s'))}")
     rate = obj.get("error_rate")
     lines.append(

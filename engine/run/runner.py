@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.backends.base import BackendError, GenerationParams, get_backend
-from engine.measure import provenance
+from engine.measure import memory, provenance
 from engine.measure.metrics import compute_metrics
 from engine.measure.records import RequestRecord, RunRecord
 from engine.run.failures import RunRejected, check_failures
@@ -200,13 +200,15 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
         state.tokens_total = wl.requests * wl.output_tokens
         state.requests_total = wl.requests
         state.enter("measuring", f"{wl.requests} request(s) in batches of {wl.batch_size}")
-        backend.reset_peak_memory()
+        memory.release_freed_memory()  # freed load-time buffers are not the recipe's memory
+        backend.measuring_started()  # counters (CUDA peak, speculation) restart: the measured phase only
         ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        if serving:
-            phase = run_load(backend, prompts[wl.warmup :], wl, load_params, state, first_index=wl.warmup)
-            measured, start_ns, end_ns = phase.records, phase.start_ns, phase.end_ns
-        else:
-            measured, start_ns, end_ns = _run_requests(backend, prompts[wl.warmup :], spec, state, False, wl.warmup)
+        with memory.TreeSampler() as rss:  # RSS of this process and its children, every 20 ms
+            if serving:
+                phase = run_load(backend, prompts[wl.warmup :], wl, load_params, state, first_index=wl.warmup)
+                measured, start_ns, end_ns = phase.records, phase.start_ns, phase.end_ns
+            else:
+                measured, start_ns, end_ns = _run_requests(backend, prompts[wl.warmup :], spec, state, False, wl.warmup)
         ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         failed = [r for r in measured if r.output_tokens == 0]
         for r in failed:
@@ -216,7 +218,8 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
         )  # goodput against the workload's SLOs (none: goodput is None, "no SLO set")
         if serving:
             metrics["load"] = phase.stats  # configured vs achieved rate, concurrency
-        metrics["peak_memory_bytes"] = backend.peak_memory_bytes()
+        metrics.update(memory.peak_metrics(backend.peak_memory(), rss.peak_bytes))
+        metrics["weights_memory_bytes"] = report.weights_memory_bytes
         metrics["load_s"] = report.load_s
         metrics["output_tokens_per_s_per_gpu"] = per_gpu(metrics.get("output_tokens_per_s"), spec.device)
         metrics["warmup_s"] = warmup_s

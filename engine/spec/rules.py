@@ -40,7 +40,7 @@ PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
     "bitsandbytes": (("bitsandbytes",), "pip install bitsandbytes==0.50.2"),
     "gptq": (("gptqmodel", "optimum"), "pip install gptqmodel==7.6.0 optimum==2.3.0"),
     "quanto": (("optimum.quanto",), "pip install optimum-quanto==0.2.7"),
-    "hqq": (("hqq",), "pip install hqq"),
+    "hqq": (("hqq",), "pip install hqq==0.2.8.post1"),
     "flash_attn": (("flash_attn",), "pip install flash-attn"),
 }
 

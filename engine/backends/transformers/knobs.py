@@ -250,7 +250,7 @@ def cache_kwargs(
     if recipe.kv_cache_quantization != "none":
         backend, bits = recipe.kv_cache_quantization.split("_int")
         kwargs["cache_implementation"] = "quantized"
-        kwargs["cache_config"] = {"backend": "HQQ" if backend == "hqq" else "quanto", "nbits": int(bits)}
+        kwargs["cache_config"] = {"backend": backend, "nbits": int(bits)}  # "hqq" | "quanto"
         applied.update(cache_implementation="quantized", kv_cache_quantization=recipe.kv_cache_quantization)
         applied[backend] = _version("optimum-quanto" if backend == "quanto" else "hqq")
         return kwargs, applied

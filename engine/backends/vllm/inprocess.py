@@ -21,7 +21,8 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any
 
-from engine.backends.base import BackendError, GenerationParams, LoadReport, Progress, TokenScores
+from engine.backends.asyncloop import EventLoop
+from engine.backends.base import BackendError, GenerationParams, LoadReport, Progress, TokenScores, device_name
 from engine.measure.records import RequestRecord
 from engine.weights.models import ResolvedModel
 
@@ -135,19 +136,33 @@ def check_importable() -> None:
         ) from exc
 
 
+_ENV_KEYS = (
+    "VLLM_CACHE_ROOT",
+    "TMPDIR",
+    "HF_HUB_OFFLINE",
+    "VLLM_NO_USAGE_STATS",
+    "DO_NOT_TRACK",
+    "VLLM_LOGGING_STREAM",
+    "VLLM_CPU_KVCACHE_SPACE",
+    "CUDA_VISIBLE_DEVICES",
+)
+
+
 class VllmBackend:
     """vLLM's AsyncLLM in this process, streaming deltas."""
 
     name = "vllm"
 
     def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop = EventLoop()
         self._engine: Any = None
         self._tokenizer: Any = None
         self._device = "cpu"
         self._kwargs: dict[str, Any] = {}
         self._saved_env: dict[str, str | None] = {}
         self._detokenize = True
+        self._device_name = ""
+        self._spec_baseline: dict[str, float] = {}
 
     def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport:
         """Start the engine (30-60 s on a 2-core CPU with enforce_eager).
@@ -162,56 +177,51 @@ class VllmBackend:
         if path is None:
             raise BackendError("vLLM needs a model folder or hub id")
         t0 = time.perf_counter()
-        env = vllm_env(recipe, device)
-        for key in (
-            "VLLM_CACHE_ROOT",
-            "TMPDIR",
-            "HF_HUB_OFFLINE",
-            "VLLM_NO_USAGE_STATS",
-            "DO_NOT_TRACK",
-            "VLLM_LOGGING_STREAM",
-            "VLLM_CPU_KVCACHE_SPACE",
-            "CUDA_VISIBLE_DEVICES",
-        ):
-            if key in env:
-                self._saved_env.setdefault(key, os.environ.get(key))
-                os.environ[key] = env[key]
-        tempfile.tempdir = None  # pick up the private TMPDIR
+        self._enter_env(vllm_env(recipe, device))
         check_importable()
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
-
         self._device = device
+        self._device_name = device_name(device)
         self._kwargs = engine_kwargs(recipe, device, path)
         if synthetic:
             self._kwargs.update(load_format="dummy", skip_tokenizer_init=True)
         self._detokenize = not synthetic
         progress("starting the vLLM engine", None)
-        self._loop = asyncio.new_event_loop()
-
-        async def start() -> Any:
-            return AsyncLLM.from_engine_args(AsyncEngineArgs(**self._kwargs))
-
-        try:
-            self._engine = self.run_async(start())
-        except Exception as exc:
-            self._loop.close()
-            self._loop = None
-            raise BackendError(f"vLLM failed to start: {str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
+        self._start_engine()
         self._tokenizer = self.run_async(_get_tokenizer(self._engine)) if not synthetic else None
         cfg = self._engine.model_config
         return LoadReport(
             load_s=time.perf_counter() - t0,
-            device_name=device,
+            device_name=self._device_name,
             applied={k: v for k, v in self._kwargs.items() if k != "model"},
             vocab_size=cfg.get_vocab_size(),
             context_length=cfg.max_model_len,
         )
 
+    def _enter_env(self, env: dict[str, str]) -> None:
+        """Put vLLM's variables into this process's environment (``unload`` gives the old ones back)."""
+        for key in _ENV_KEYS:
+            if key in env:
+                self._saved_env.setdefault(key, os.environ.get(key))
+                os.environ[key] = env[key]
+        tempfile.tempdir = None  # pick up the private TMPDIR
+
+    def _start_engine(self) -> None:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        async def start() -> Any:
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(**self._kwargs))
+
+        self._loop.open()
+        try:
+            self._engine = self.run_async(start())
+        except Exception as exc:
+            self._loop.close()
+            raise BackendError(f"vLLM failed to start: {str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
+
     def run_async(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run a coroutine on the engine's event loop."""
-        assert self._loop is not None, "load() first"
-        return self._loop.run_until_complete(coro)
+        return self._loop.run(coro)
 
     def _sampling(self, params: GenerationParams, **extra: Any) -> Any:
         from vllm import SamplingParams
@@ -305,19 +315,21 @@ class VllmBackend:
             "engine": self.name,
             "vllm": vllm_version(),
             "torch": torch.__version__,
-            "device_name": self._device,
+            "device": self._device,
+            "device_name": self._device_name,
             "engine_args": {k: v for k, v in self._kwargs.items() if k != "model"},
         }
-        spec = _spec_decode_stats()
+        spec = spec_stats_from(_spec_counters(), self._spec_baseline)
         if spec:
             out["spec_decode"] = spec
         return out
 
-    def peak_memory_bytes(self) -> int | None:
-        return None  # the engine core runs in another process
+    def measuring_started(self) -> None:
+        """Snapshot the spec-decode counters: ``info()`` reports the measured phase only."""
+        self._spec_baseline = _spec_counters()
 
-    def reset_peak_memory(self) -> None:
-        return None
+    def peak_memory(self) -> tuple[int | None, str] | None:
+        return None  # the engine core is a child process: the runner's process-tree sampler sees it
 
     def unload(self) -> None:
         if self._engine is not None:
@@ -325,14 +337,7 @@ class VllmBackend:
                 self._engine.shutdown()
             finally:
                 self._engine = None
-        if self._loop is not None and not self._loop.is_closed():
-            pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
-            for task in pending:  # the engine's output-queue task
-                task.cancel()
-            if pending:
-                self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            self._loop.close()
-        self._loop = None
+        self._loop.close()  # cancels the engine's output-queue task
         for key, value in self._saved_env.items():  # give the process its environment back
             if value is None:
                 os.environ.pop(key, None)
@@ -349,22 +354,31 @@ async def _get_tokenizer(engine: Any) -> Any:
     return tok
 
 
-def _spec_decode_stats() -> dict[str, Any] | None:
-    """Draft/accepted token counters from vLLM's metrics, when speculative decoding ran."""
+def _spec_counters() -> dict[str, float]:
+    """vLLM's counters in this process (empty when its metrics cannot be read)."""
     try:
         from vllm.v1.metrics.reader import Counter, get_metrics_snapshot
 
-        values = {m.name: m.value for m in get_metrics_snapshot() if isinstance(m, Counter)}
+        return {m.name: m.value for m in get_metrics_snapshot() if isinstance(m, Counter)}
     except Exception:  # noqa: BLE001 -- metrics are optional provenance
-        return None
-    return spec_stats_from(values)
+        return {}
 
 
-def spec_stats_from(values: dict[str, float]) -> dict[str, Any] | None:
-    """Acceptance rate and mean accepted length from vLLM's spec-decode counters."""
-    drafts = values.get("vllm:spec_decode_num_drafts")
-    draft_tokens = values.get("vllm:spec_decode_num_draft_tokens")
-    accepted = values.get("vllm:spec_decode_num_accepted_tokens")
+def spec_stats_from(values: dict[str, float], baseline: dict[str, float] | None = None) -> dict[str, Any] | None:
+    """Acceptance rate and mean accepted length from vLLM's spec-decode counters.
+
+    ``baseline`` is the counters' snapshot taken as the measured phase started: the figures
+    count the measured phase only (warm-up excluded), as the transformers engine's do.
+    """
+    base = baseline or {}
+
+    def count(name: str) -> float | None:
+        value = values.get(name)
+        return None if value is None else value - base.get(name, 0.0)
+
+    drafts = count("vllm:spec_decode_num_drafts")
+    draft_tokens = count("vllm:spec_decode_num_draft_tokens")
+    accepted = count("vllm:spec_decode_num_accepted_tokens")
     if not draft_tokens or accepted is None:
         return None
     return {

@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from engine.backends.base import BackendError, LoadReport, Progress
+from engine.backends.base import BackendError, LoadReport, Progress, device_name
 from engine.backends.openai import OpenAIBackend
 from engine.backends.vllm.inprocess import check_importable, server_args, spec_stats_from, vllm_env, vllm_version
 from engine.processes import die_with_parent, free_port, signal_group
@@ -169,7 +169,9 @@ class VllmServerBackend(OpenAIBackend):
         super().__init__()
         self._server: ManagedServer | None = None
         self._device = "cpu"
+        self._device_name = ""
         self._startup_s: float | None = None
+        self._spec_baseline: dict[str, float] = {}
 
     def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport:
         """Start the server (30-60 s on a 2-core CPU), wait for health, connect."""
@@ -178,6 +180,7 @@ class VllmServerBackend(OpenAIBackend):
         check_importable()
         t0 = time.perf_counter()
         self._device = device
+        self._device_name = device_name(device)
         self._server = ManagedServer(model.path, recipe, device)
         progress("starting the vLLM server", None)
         self._startup_s = self._server.start(recipe.startup_timeout_s, progress)
@@ -192,7 +195,7 @@ class VllmServerBackend(OpenAIBackend):
             raise
         return LoadReport(
             load_s=time.perf_counter() - t0,
-            device_name=device,
+            device_name=self._device_name,
             applied={"server_args": self._server.args[3:], "endpoint": recipe.endpoint},
             vocab_size=len(self._tokenizer) if self._tokenizer is not None else None,
         )
@@ -200,14 +203,30 @@ class VllmServerBackend(OpenAIBackend):
     def info(self) -> dict[str, Any]:
         """The client's facts plus vLLM's version, the server command and spec-decode acceptance."""
         out = super().info()
-        out.update(engine=self.name, device_name=self._device, vllm=vllm_version(), startup_s=self._startup_s)
+        out.update(
+            engine=self.name,
+            device=self._device,
+            device_name=self._device_name,
+            vllm=vllm_version(),
+            startup_s=self._startup_s,
+        )
         if self._server is not None:
             out["server_args"] = self._server.args[3:]
-            text = self._server.metrics_text()
-            spec = spec_stats_from(parse_prometheus(text)) if text else None
+            spec = spec_stats_from(self._server_counters(), self._spec_baseline)
             if spec:
                 out["spec_decode"] = spec
         return out
+
+    def _server_counters(self) -> dict[str, float]:
+        text = self._server.metrics_text() if self._server is not None else None
+        return parse_prometheus(text) if text else {}
+
+    def measuring_started(self) -> None:
+        """Snapshot the server's spec-decode counters: ``info()`` reports the measured phase only."""
+        self._spec_baseline = self._server_counters()
+
+    def peak_memory(self) -> tuple[int | None, str] | None:
+        return None  # the server is a child of the job: the runner's process-tree sampler sees it
 
     def unload(self) -> None:
         try:

@@ -243,6 +243,10 @@ def test_end_to_end_run_against_the_fake_server(fake_server, db) -> None:
     assert m["completed"] == 6 and m["failed"] == 0 and m["total_output_tokens"] == 30
     assert m["goodput_fraction"] == 1.0 and m["load"]["configured_rate"] == 100.0
     assert m["warmup_excluded"] == 1
+    # issue 13.11 / 13.6: a server the job does not manage has no known device and no visible memory
+    assert result.provenance["device_name"] == "remote server (unknown device)"
+    assert m["peak_memory_bytes"] is None and m["peak_memory_kind"].startswith("not measured")
+    assert m["weights_memory_bytes"] is None
 
 
 def test_preflight_refuses_a_missing_api_key_variable(monkeypatch) -> None:

@@ -118,7 +118,7 @@ def test_cache_kwargs():
     assert kwargs["compile_config"].mode == "max-autotune" and kwargs["compile_config"]._compile_all_devices
     assert applied["compile"] is True
     kwargs, applied = knobs.cache_kwargs(TransformersRecipe(kv_cache_quantization="hqq_int8"), cpu)
-    assert kwargs == {"cache_implementation": "quantized", "cache_config": {"backend": "HQQ", "nbits": 8}}
+    assert kwargs == {"cache_implementation": "quantized", "cache_config": {"backend": "hqq", "nbits": 8}}
     assert "hqq" in applied
 
 

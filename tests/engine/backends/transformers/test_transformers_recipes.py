@@ -63,6 +63,10 @@ def _run(
             {"cache_implementation": "quantized", "kv_cache_quantization": "quanto_int4"},
         ),
         (
+            {"kv_cache_quantization": "hqq_int4"},
+            {"cache_implementation": "quantized", "kv_cache_quantization": "hqq_int4", "hqq": "0.2.8.post1"},
+        ),
+        (
             {"drop_layers": 6, "drop_layers_from": "end"},
             {"dropped_layers": [24, 25, 26, 27, 28, 29], "num_hidden_layers": 24},
         ),
@@ -76,6 +80,19 @@ def test_cpu_knob_is_applied_and_recorded(demo_folder, recipe, expect):
     for key, value in expect.items():
         assert applied[key] == value, (key, applied)
     assert applied["recipe"]
+
+
+def test_int8_weights_show_their_saving_and_peak_memory_is_the_measured_phase(demo_folder):
+    """Issue 13.6: weights memory as loaded (after quantization), and a peak without the float32 load."""
+    cpu_kind = "cpu: sampled RSS of the job's process tree during the measured phase"
+    full = _run({}).metrics
+    int8 = _run({"quantization": "torchao_int8_weight_only"}).metrics
+    # float32: 134.5M parameters x 4 bytes; int8 Linear layers (the tied float32 embedding stays)
+    assert full["weights_memory_bytes"] > 500 * 2**20
+    assert int8["weights_memory_bytes"] < 0.5 * full["weights_memory_bytes"]
+    # the float32 weights read before quantizing are gone by the measured phase
+    assert int8["peak_memory_bytes"] < full["peak_memory_bytes"] - 150 * 2**20
+    assert full["peak_memory_kind"] == int8["peak_memory_kind"] == cpu_kind
 
 
 def test_prompt_lookup_records_acceptance(demo_folder):

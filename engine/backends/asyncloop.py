@@ -1,0 +1,69 @@
+"""One private asyncio event loop for a streaming backend's whole life (OpenAI client, vLLM).
+
+A backend opens it when it loads, runs every coroutine on it (``run``: requests, scoring,
+the load driver's whole phase; each run first catches up with what the sockets received
+while the loop was stopped) and closes it when it unloads: pending tasks (vLLM's
+output-queue task, aiohttp's connector) are cancelled and awaited first, so nothing is
+left half-run and no "Task was destroyed but it is pending" warning is printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+
+async def _caught_up(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Let the loop handle what arrived while it was stopped, then run ``coro``.
+
+    Between two ``run`` calls nobody reads the sockets: a server that closed an idle
+    keep-alive connection meanwhile (uvicorn after 5 s) is noticed only now. Three loop
+    turns deliver its EOF and mark the pooled connection closed, so the next request opens
+    a new one instead of failing with "Can not write request body".
+    """
+    for _ in range(3):
+        await asyncio.sleep(0)
+    return await coro
+
+
+class EventLoop:
+    """A lazily opened event loop owned by one backend; ``close()`` is idempotent."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._loop is not None and not self._loop.is_closed()
+
+    def open(self) -> None:
+        """Create the loop unless it is open already."""
+        if not self.is_open:
+            self._loop = asyncio.new_event_loop()
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coro`` to completion on this loop; raises when the loop is not open."""
+        if not self.is_open:
+            coro.close()  # never awaited: say so quietly instead of a RuntimeWarning
+            raise RuntimeError("the backend's event loop is not open: load() first")
+        assert self._loop is not None
+        return self._loop.run_until_complete(_caught_up(coro))
+
+    def close(self, last: Coroutine[Any, Any, Any] | None = None) -> None:
+        """Run ``last`` (e.g. closing an HTTP session), cancel what is still pending, close."""
+        loop, self._loop = self._loop, None
+        if loop is None or loop.is_closed():
+            if last is not None:
+                last.close()
+            return
+        try:
+            if last is not None:
+                loop.run_until_complete(last)
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        finally:
+            loop.close()

@@ -1,0 +1,112 @@
+"""Server-sent events of an OpenAI-compatible streaming response, read with a stamp per network read.
+
+Each completions chunk with choices (each chat chunk with content) is one token-bearing
+chunk, as in vLLM's ``bench serve``; ``usage`` is kept for the token count. Anything that
+is not a well-formed SSE stream ends the request with a :class:`RequestFailed` reason.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from engine.backends.base import RequestError
+from engine.measure.records import RequestRecord
+
+try:  # orjson parses a chunk several times faster than json
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover
+    _loads = json.loads
+
+
+class RequestFailed(RequestError):
+    """One request failed (connection, HTTP status, timeout, malformed or cut stream); the message is its reason."""
+
+
+_SSE_FIELDS = (b":", b"event:", b"id:", b"retry:")
+
+
+class EventStream:
+    """Reads one response's server-sent events: a stamp per token-bearing chunk, text, usage."""
+
+    __slots__ = ("chunk_ns", "chunk_tokens", "texts", "usage", "done", "chat")
+
+    def __init__(self, record: RequestRecord, chat: bool) -> None:
+        self.chunk_ns = record.chunk_ns
+        self.chunk_tokens = record.chunk_tokens
+        self.texts: list[str] = []
+        self.usage: dict[str, Any] | None = None
+        self.done = False
+        self.chat = chat
+
+    async def read(self, content: Any) -> None:
+        """Consume the body until ``[DONE]`` or its end; each network read is stamped once."""
+        perf = time.perf_counter_ns
+        pending = b""
+        async for data in content.iter_any():
+            t = perf()
+            lines = (pending + data).split(b"\n") if pending else data.split(b"\n")
+            pending = lines.pop()
+            for raw in lines:
+                if self._line(raw, t):
+                    return
+        if pending.strip() == b"data: [DONE]":
+            self.done = True
+
+    def _line(self, raw: bytes, t: int) -> bool:
+        """One SSE line; True once ``[DONE]`` arrives."""
+        if raw[:5] != b"data:":
+            raw = raw.strip()
+            if raw and not raw.startswith(_SSE_FIELDS):
+                raise RequestFailed(f"malformed SSE line: {raw[:80]!r}")
+            return False
+        payload = raw[5:].strip()
+        if payload == b"[DONE]":
+            self.done = True
+            return True
+        try:
+            event = _loads(payload)
+        except ValueError as exc:
+            raise RequestFailed(f"malformed SSE data (not JSON): {payload[:80]!r}") from exc
+        if not isinstance(event, dict):
+            raise RequestFailed(f"malformed SSE data (not an object): {payload[:80]!r}")
+        self._event(event, t)
+        return False
+
+    def _event(self, event: dict[str, Any], t: int) -> None:
+        choices = event.get("choices")
+        if choices:
+            c0 = choices[0]
+            if self.chat:  # the role-only first delta carries no token
+                piece = (c0.get("delta") or {}).get("content") or None
+            else:  # as vLLM's bench serve: every choices chunk holds a token (text may be empty)
+                piece = c0.get("text") or ""
+            if piece is not None:
+                self.chunk_ns.append(t)
+                self.chunk_tokens.append(1)
+                self.texts.append(piece)
+        elif "error" in event:
+            err = event["error"]
+            msg = err.get("message") if isinstance(err, dict) else err
+            raise RequestFailed(f"server error in stream: {msg}")
+        if event.get("usage"):
+            self.usage = event["usage"]
+
+
+def http_reason(status: int, text: str) -> str:
+    """``HTTP 404: <the server's message>`` in one line."""
+    msg = text.strip()
+    try:
+        data = json.loads(msg)
+        err = data.get("error", data) if isinstance(data, dict) else data
+        if isinstance(err, dict):
+            msg = str(err.get("message") or err.get("detail") or err)
+        elif isinstance(data, dict) and "detail" in data:
+            msg = str(data["detail"])
+        else:
+            msg = str(err)
+    except ValueError:
+        pass
+    msg = " ".join(msg.split())[:300]
+    return f"HTTP {status}: {msg}" if msg else f"HTTP {status}"

@@ -148,7 +148,7 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--warmup", dest="warmup_requests", type=int, help="warm-up requests, excluded (default 1)")
     w.add_argument("--seed", type=int, help="prompt seed (default 0)")
     w.add_argument("--stop-at-eos", action="store_true", help="let requests end at EOS (default: fixed length)")
-    s = p.add_argument_group("serving load (engine/load.py; default: static batches)")
+    s = p.add_argument_group("serving load (engine/run/load.py; default: static batches)")
     s.add_argument("--arrival", help="batch | poisson | gamma | concurrency | max")
     s.add_argument("--rate", type=float, help="poisson/gamma: requests per second")
     s.add_argument("--burstiness", type=float, help="gamma shape: 1 = Poisson, < 1 burstier")

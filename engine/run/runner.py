@@ -93,7 +93,7 @@ class _Sink:
 
 
 def _serving(spec: JobSpec) -> bool:
-    """Whether the load driver (engine/load.py) runs this job instead of the static-batch loop."""
+    """Whether the load driver (engine/run/load.py) runs this job instead of the static-batch loop."""
     from engine.spec import SERVING_ENGINES
 
     return spec.recipe.engine in SERVING_ENGINES or spec.workload.arrival != "batch"
@@ -132,7 +132,7 @@ def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = pr
     """Load, warm up and measure; raises on failure (nothing stored here).
 
     A tensor-parallel recipe runs here as rank 0, with the other ranks launched around it
-    (engine/tensor_parallel.py); they run this same function on the same spec.
+    (engine/run/tensor_parallel.py); they run this same function on the same spec.
     """
     from engine.run import tensor_parallel
 
@@ -191,7 +191,7 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
     try:
         from engine.run.load import run_load, slo_of
 
-        serving = _serving(spec)  # arrival processes and streaming engines go through engine/load.py
+        serving = _serving(spec)  # arrival processes and streaming engines go through engine/run/load.py
         prompts = _prompts(spec, backend, report)
         load_params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
         warm, warmup_s = _warm_up(spec, backend, prompts, state, serving)

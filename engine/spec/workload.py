@@ -37,7 +37,7 @@ class Workload(_Strict):
     warmup_requests: int | None = Field(default=None, ge=0, le=10_000)  # None: one batch
     ignore_eos: bool = True
     seed: int = Field(default=0, ge=0)
-    # Serving load (engine/load.py); the defaults keep the static-batch behaviour above.
+    # Serving load (engine/run/load.py); the defaults keep the static-batch behaviour above.
     arrival: Arrival = Field(default="batch", description="batch | poisson | gamma | concurrency | max")
     rate: float | None = Field(default=None, gt=0, le=1_000_000, description="poisson/gamma: requests per second")
     burstiness: float = Field(default=1.0, gt=0, le=1000, description="gamma shape (1 = Poisson, <1 burstier)")

@@ -168,7 +168,7 @@ def test_rate_sweep_against_the_server(managed) -> None:  # type: ignore[no-unty
 
 
 def test_openai_engine_end_to_end_against_the_managed_server(managed, db) -> None:  # type: ignore[no-untyped-def]
-    from engine.run.runner import run_benchmark
+    from engine.run.runner import BenchmarkFailed, run_benchmark
     from storage.runs import get_run
 
     spec = parse_job_spec(
@@ -199,8 +199,10 @@ def test_openai_engine_end_to_end_against_the_managed_server(managed, db) -> Non
             "workload": {"prompt_tokens": 8, "output_tokens": 4, "requests": 2, "warmup_requests": 0, "arrival": "max"},
         }
     )
-    failed = run_benchmark(bad, db=db, log=lambda _m: None).metrics
-    assert failed["failed"] == 2 and failed["completed"] == 0
+    with pytest.raises(BenchmarkFailed, match=r"every request failed \(2 of 2\): HTTP 404") as exc:
+        run_benchmark(bad, db=db, log=lambda _m: None)
+    stored = get_run(db, exc.value.run_id)
+    assert stored.status == "failed" and "does not exist" in stored.error  # a run that completed nothing is failed
 
 
 def test_openai_scoring_via_echo_logprobs(managed) -> None:  # type: ignore[no-untyped-def]

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.accuracy import baseline, scoring, sources
 from engine.accuracy import evaluate as quality
 from engine.spec import SpecError, TransformersRecipe, parse_job_spec
 
@@ -38,7 +39,7 @@ def test_windows_score_every_target_once():
     ids = list(range(1000))
     for window, stride in ((128, 128), (128, 64), (100, 1), (50, 37)):
         targets: list[int] = []
-        for w in quality.make_windows(ids, window, stride):
+        for w in scoring.make_windows(ids, window, stride):
             first = w.tokens[0]
             assert len(w.tokens) <= window
             targets += [first + 1 + i for i in range(w.skip, len(w.tokens) - 1)]
@@ -54,14 +55,14 @@ def test_kl_rows_is_zero_for_identical_and_positive_otherwise():
     logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
     top = np.argsort(-logp, axis=1)[:, :8]
     base_lp = np.take_along_axis(logp, top, axis=1)
-    assert np.all(quality.kl_rows(top, base_lp, logp) == 0.0)
+    assert np.all(scoring.kl_rows(top, base_lp, logp) == 0.0)
     other = logp + rng.normal(scale=0.5, size=logp.shape)
     other -= np.log(np.exp(other).sum(axis=1, keepdims=True))
-    approx = quality.kl_rows(top, base_lp, other)
+    approx = scoring.kl_rows(top, base_lp, other)
     exact = np.sum(np.exp(logp) * (logp - other), axis=1)
     assert np.all(approx > 0) and np.all(approx <= exact + 1e-9)  # grouped KL is a lower bound
     full_k = np.argsort(-logp, axis=1)  # with every token kept it is the exact KL
-    assert np.allclose(quality.kl_rows(full_k, np.take_along_axis(logp, full_k, axis=1), other), exact)
+    assert np.allclose(scoring.kl_rows(full_k, np.take_along_axis(logp, full_k, axis=1), other), exact)
 
 
 def test_synthetic_weights_have_no_accuracy():
@@ -112,7 +113,7 @@ def reference(resolved):
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(quality, "cache_dir", lambda: tmp_path / "quality")
+    monkeypatch.setattr(baseline, "cache_dir", lambda: tmp_path / "quality")
     return tmp_path / "quality"
 
 
@@ -129,7 +130,7 @@ def test_perplexity_equals_a_hand_computation(reference, demo_folder, cache):
 
     spec = _spec(["ppl"])
     result = quality.evaluate(spec, reference, None, _prompts(reference, spec), log=lambda _m: None)
-    text, _ = quality.corpus_text("default")
+    text, _ = sources.corpus_text("default")
     ids = reference.tokenizer().encode(text, add_special_tokens=False)[:BUDGET]
     model = AutoModelForCausalLM.from_pretrained(str(demo_folder), dtype=torch.float32)
     total, count = 0.0, 0

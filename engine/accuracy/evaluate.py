@@ -12,14 +12,20 @@ Definitions
   ``budget_tokens`` tokens and scored in windows of ``window`` tokens (clamped to the
   model's context) starting every ``stride`` tokens; each target token is scored once,
   with the longest context its window gives (the first token of the corpus, and of each
-  window when ``stride == window``, is never a target).
+  window when ``stride == window``, is never a target). The ``default`` corpus means its
+  *evaluation part* only (:func:`engine.data.corpus.evaluation_part`); GPTQ calibrates on
+  its disjoint calibration part, and a GPTQ run records its calibration text as ``calibration``.
+- **Quantized KV cache** recipes get no accuracy figures: every figure here is scored with
+  full forward passes, which never use the quantized cache (see ``KV_CACHE_NOT_MEASURED``).
 - **Perplexity** = exp(mean negative log-likelihood of the scored tokens);
   ``perplexity_stderr`` by the delta method from the NLL's standard error (tokens are
   treated as independent, so it is optimistic).
-- **Reference recipe**: the same engine's recipe with every knob at its default
+- **Reference recipe** (``reference`` in the quality dict, in words): the same engine's
+  recipe with every knob at its default
   (``type(recipe)()``: transformers, dtype ``auto`` = the model's native precision on that
   device class, i.e. float32 on the CPU, bfloat16/float16 on CUDA; default attention), on
-  the same device, same model and same corpus windows.
+  the same device, same model and same corpus windows. For the demo model that is the
+  Q4_1 GGUF its package ships, dequantized to float32, not the original checkpoint.
 - **KL** = KL(reference || recipe) per scored position, in nats; the reference keeps its
   top-``BASELINE_TOP_K`` tokens and one bucket for the rest of its mass, so the figure is a
   lower bound of the full KL that is exact up to that tail. ``kl_mean`` and ``kl_p99``
@@ -45,8 +51,9 @@ from engine.accuracy import recipe_pass, tasks
 from engine.accuracy.baseline import reference_recipe
 from engine.accuracy.context import Log, PhaseContext, Progress
 from engine.accuracy.scoring import BASELINE_TOP_K, QualityError, make_windows
-from engine.accuracy.sources import check_corpus, corpus_text
+from engine.accuracy.sources import check_corpus, corpus_text, same_file
 from engine.backends.base import BackendError
+from engine.data.corpus import calibration_source
 from engine.spec import JobSpec, SpecError
 
 __all__ = [
@@ -55,10 +62,16 @@ __all__ = [
     "check",
     "dumps",
     "evaluate",
+    "reference_label",
     "reference_recipe",
     "summary_line",
 ]
 
+KV_CACHE_NOT_MEASURED = (
+    "not measured: the quantized KV cache acts only during generation, and every accuracy "
+    "figure (perplexity, KL, top-1, flips, tasks) is scored with full forward passes; "
+    "these figures would be those of the unquantized cache"
+)
 _PPL_KEYS = ("perplexity", "perplexity_tokens", "perplexity_stderr", "nll_mean", "nll_stderr")
 
 
@@ -96,9 +109,11 @@ def evaluate(
         return {"notes": {"accuracy": "no accuracy: synthetic (random) weights"}}
     if not callable(getattr(backend, "score", None)):
         return {"notes": {"accuracy": f"the {getattr(backend, 'name', '?')} engine cannot score text yet"}}
+    if getattr(spec.recipe, "kv_cache_quantization", "none") != "none":
+        return {"notes": {"accuracy": KV_CACHE_NOT_MEASURED}, "timings_s": {}}
     ctx = PhaseContext(spec, backend, resolved, prompts, Progress(state), log, context_length, load_reference)
     q = spec.quality
-    result: dict[str, Any] = {}
+    result: dict[str, Any] = {"reference": reference_label(spec)}
     timings: dict[str, float] = {}
     if "ppl" in q.metrics or "fidelity" in q.metrics:
         t0 = time.perf_counter()
@@ -107,16 +122,34 @@ def evaluate(
         except (QualityError, BackendError) as exc:  # the latency numbers are kept either way
             ctx.notes["corpus"] = str(exc)
         timings["corpus_s"] = time.perf_counter() - t0
-    if getattr(spec.recipe, "kv_cache_quantization", "none") != "none":
-        ctx.notes["scope"] = (
-            "figures are scored with full forward passes: the quantized KV cache acts during "
-            "generation only, so perplexity, KL, top-1 and flips do not see it"
-        )
+    result.update(_calibration(ctx))
     result.update(_task_figures(ctx, timings))
     result["timings_s"] = timings
     if ctx.notes:
         result["notes"] = ctx.notes
     return result
+
+
+def reference_label(spec: JobSpec) -> str:
+    """What the fidelity figures are measured against, in words."""
+    if spec.model.kind == "demo":
+        return "default recipe of this engine (for the demo: the Q4_1 GGUF dequantized to float32)"
+    if spec.model.kind == "gguf":
+        return "default recipe of this engine (the GGUF file dequantized to float32)"
+    return "default recipe of this engine (every knob at its default: the model's native precision)"
+
+
+def _calibration(ctx: PhaseContext) -> dict[str, Any]:
+    """Which text a GPTQ recipe was calibrated on; a note where that is the scored corpus."""
+    recipe, corpus = ctx.spec.recipe, ctx.spec.quality.corpus
+    if getattr(recipe, "quantization", None) != "gptq":
+        return {}
+    file = recipe.gptq_calibration_file
+    if same_file(corpus, file):
+        ctx.notes["calibration"] = (
+            "GPTQ was calibrated on this corpus file, so its perplexity and KL look better than they are"
+        )
+    return {"calibration": calibration_source(file)}
 
 
 def _task_figures(ctx: PhaseContext, timings: dict[str, float]) -> dict[str, Any]:

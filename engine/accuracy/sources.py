@@ -3,11 +3,10 @@ Hugging Face dataset (``hf:<name>[:config[:split[:column]]]``)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from engine.accuracy.scoring import QualityError
-from engine.data.corpus import default_corpus
+from engine.data.corpus import evaluation_part
 from engine.spec import SpecError
 
 
@@ -30,12 +29,14 @@ def check_corpus(corpus: str) -> None:
 
 
 def corpus_text(corpus: str) -> tuple[str, str]:
-    """The corpus text and a description of where it came from."""
+    """The corpus text and a description of where it came from.
+
+    For ``default`` that is the default corpus's evaluation part only: GPTQ calibrates on
+    its calibration part, so no recipe is scored on text it was tuned on.
+    """
     if corpus == "default":
-        return (
-            default_corpus(),
-            f"default (standard-library docstrings, Python {sys.version_info[0]}.{sys.version_info[1]})",
-        )
+        part = evaluation_part()
+        return part.text, part.describe()
     if corpus.startswith("hf:"):
         return _hf_corpus(corpus)
     path = Path(corpus).expanduser()
@@ -63,3 +64,13 @@ def _hf_corpus(corpus: str) -> tuple[str, str]:
     except Exception as exc:  # offline hub, missing split or column: one reason
         raise QualityError(f"cannot load {name} from the Hugging Face hub: {str(exc).splitlines()[0]}") from exc
     return "\n\n".join(t for t in texts if t.strip()), f"hf {name} config={config} split={split} column={column}"
+
+
+def same_file(corpus: str, other: str | None) -> bool:
+    """Whether the corpus is the file ``other`` (e.g. the GPTQ calibration file)."""
+    if not other or corpus == "default" or corpus.startswith("hf:"):
+        return False
+    try:
+        return Path(corpus).expanduser().resolve() == Path(other).expanduser().resolve()
+    except OSError:
+        return False

@@ -206,6 +206,62 @@ def test_a_damaging_recipe_scores_visibly_worse(reference, resolved, cache):
     assert worse["greedy_flip_rate"] > 0.1
 
 
+class _NoScoring:
+    """A backend whose score() must not be called."""
+
+    name = "transformers"
+
+    def tokenizer(self):
+        return _AsciiTokenizer()
+
+    def score(self, *_a, **_k):
+        pytest.fail("a quantized-KV-cache recipe was scored with full forward passes")
+
+
+def test_quantized_kv_cache_recipes_report_no_accuracy(tmp_path: Path):
+    task = tmp_path / "t.jsonl"
+    task.write_text('{"prompt": "1, 2, 3,", "choices": [" 4", " 9"], "answer": 0}\n', encoding="utf-8")
+    spec = _spec(["ppl", "fidelity", f"task:{task}"], kv_cache_quantization="quanto_int4")
+    result = quality.evaluate(spec, _NoScoring(), None, [], log=lambda _m: None)
+    assert result["notes"]["accuracy"].startswith("not measured: the quantized KV cache acts only during generation")
+    assert "would be those of the unquantized cache" in result["notes"]["accuracy"]
+    figures = [k for k in result if k not in ("notes", "timings_s")]
+    assert figures == []  # no perplexity, KL, top-1, flips or task accuracy to plot or summarise
+    assert quality.summary_line(result).startswith("accuracy: not measured")
+    from engine.measure import registry
+
+    assert not any(registry.is_metric(f"quality.{k}") for k in result)
+
+
+def test_the_reference_recipe_says_what_it_is():
+    assert quality.reference_label(_spec(["ppl"])) == (
+        "default recipe of this engine (for the demo: the Q4_1 GGUF dequantized to float32)"
+    )
+    other = parse_job_spec({"model": {"source": "org/name"}, "quality": {"metrics": ["fidelity"]}})
+    assert "native precision" in quality.reference_label(other)
+
+
+def test_a_gptq_recipe_records_its_calibration_text(tmp_path: Path, cache):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 20, encoding="utf-8")
+    quality_spec = {"metrics": ["ppl"], "corpus": str(corpus), "budget_tokens": 100, "window": 64}
+    recipes = {"engine": "transformers", "quantization": "gptq"}
+    spec = parse_job_spec({"model": {"source": "demo"}, "recipe": recipes, "quality": quality_spec})
+    result = quality.evaluate(spec, _BigramBackend("transformers", True), None, [], log=lambda _m: None)
+    assert result["calibration"].startswith("default corpus") and "calibration part (chars " in result["calibration"]
+    assert "calibration" not in result.get("notes", {})
+    same = parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "recipe": {**recipes, "gptq_calibration_file": str(corpus)},
+            "quality": quality_spec,
+        }
+    )
+    result = quality.evaluate(same, _BigramBackend("transformers", True), None, [], log=lambda _m: None)
+    assert result["calibration"] == str(corpus)
+    assert "calibrated on this corpus file" in result["notes"]["calibration"]
+
+
 def test_run_page_accuracy_section_renders():
     from streamlit.testing.v1 import AppTest
 
@@ -229,6 +285,7 @@ def test_run_page_accuracy_section_renders():
                     "greedy_flip_tokens": 64,
                     "baseline_perplexity": 20.1,
                     "baseline_cached": True,
+                    "reference": "default recipe of this engine (for the demo: the Q4_1 GGUF dequantized to float32)",
                     "task:counting": 0.75,
                     "task:counting:stderr": 0.1,
                     "task:counting:n": 12,
@@ -245,6 +302,7 @@ def test_run_page_accuracy_section_renders():
     assert "20.350" in values and "97.0%" in values and "2.0%" in values
     assert at.dataframe[0].value["task"].tolist() == ["counting"]
     assert "unavailable here" in at.info[0].value
+    assert any("Reference: default recipe of this engine (for the demo: the Q4_1 GGUF" in c.value for c in at.caption)
     assert any("synthetic" in c.value for c in at.caption)
 
 

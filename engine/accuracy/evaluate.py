@@ -113,7 +113,7 @@ def evaluate(
         return {"notes": {"accuracy": KV_CACHE_NOT_MEASURED}, "timings_s": {}}
     ctx = PhaseContext(spec, backend, resolved, prompts, Progress(state), log, context_length, load_reference)
     q = spec.quality
-    result: dict[str, Any] = {"reference": reference_label(spec)}
+    result: dict[str, Any] = {"reference": reference_label(spec)} if "fidelity" in q.metrics else {}
     timings: dict[str, float] = {}
     if "ppl" in q.metrics or "fidelity" in q.metrics:
         t0 = time.perf_counter()

@@ -163,6 +163,7 @@ def test_reference_is_faithful_to_itself_and_cached_once(reference, resolved, ca
     assert first["top1_agreement"] == 1.0 and first["greedy_flip_rate"] == 0.0
     assert first["greedy_flip_tokens"] == 12 and first["baseline_cached"] is False
     assert first["baseline_perplexity"] == pytest.approx(first["perplexity"])
+    assert first["reference"] == quality.reference_label(spec)  # what "vs reference" means, in words
     assert loads == []  # the reference recipe builds its own baseline from its pass
     assert len(list(cache.glob("*.npz"))) == 1
 

@@ -71,8 +71,9 @@ def render_quality(run: Any) -> None:
         help=f"of {quality.get('greedy_flip_tokens', 0)} reference greedy tokens on the workload's prompts",
     )
     if quality.get("baseline_perplexity") is not None:
+        reference = quality.get("reference") or "default recipe of this engine (default knobs, native precision)"
         st.caption(
-            f"Reference recipe (same engine, default knobs, native precision, same device): perplexity "
+            f"Reference: {reference}, same device: perplexity "
             f"{quality['baseline_perplexity']:.3f}; baseline {'reused from cache' if quality.get('baseline_cached') else 'computed in this run'}."
         )
     tasks = task_table(quality)

@@ -29,7 +29,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "quick check: 16 in / 4 out": {"prompt_tokens": 16, "output_tokens": 4, "requests": 2, "batch_size": 1},
 }
 MODEL_KINDS = {
-    "demo": "Demo model (SmolLM2-135M-Instruct)",
+    "demo": "Demo model (SmolLM2-135M-Instruct, Q4_1 GGUF dequantized to float32)",
     "synthetic": "Synthetic architecture (random weights, latency only)",
     "local": "Local folder",
     "hf": "Hugging Face id",

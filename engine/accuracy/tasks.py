@@ -26,30 +26,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.accuracy import lm_eval
+from engine.accuracy.lm_eval import Progress
+from engine.accuracy.names import is_lm_eval_yaml, is_local, task_key
+from engine.accuracy.scoring import QualityError, continuation_ids, encode, greedy_ids
 from engine.spec import SpecError
 
-Progress = Callable[[int, int, str], None]
-
-
-def _quality_error(message: str) -> Exception:
-    from engine.accuracy.evaluate import QualityError
-
-    return QualityError(message)
-
-
-def is_local(name: str) -> bool:
-    """A task given as a JSONL file rather than an lm-eval task name."""
-    return name.endswith(".jsonl")
-
-
-def task_key(name: str) -> str:
-    """The name used in the stored keys: the file's stem for local tasks."""
-    return Path(name).stem if is_local(name) or is_lm_eval_yaml(name) else name
+__all__ = ["check_task", "continuation_ids", "is_lm_eval_yaml", "is_local", "load_local_task", "run_task", "task_key"]
 
 
 @dataclass(frozen=True)
@@ -114,25 +101,17 @@ def check_task(name: str) -> None:
     if is_local(name):
         load_local_task(name, limit=None)
         return
-    if is_lm_eval_yaml(name) and not Path(name).expanduser().is_file():
-        raise SpecError(f"task file {name} does not exist")
-    try:
-        import lm_eval  # noqa: F401
-    except ImportError as exc:
-        raise SpecError(
-            f"task {name!r} is an lm-evaluation-harness task, and lm-eval is not installed here "
-            "(its data also needs the Hugging Face hub); use a local task: task:path/to/file.jsonl"
-        ) from exc
+    lm_eval.check(name)
 
 
 def run_task(backend: Any, name: str, limit: int | None, progress: Progress | None = None) -> dict[str, Any]:
     """Accuracy of the loaded recipe on one task: ``{"task:<name>": acc, ...}``."""
     if not is_local(name):
-        return _run_lm_eval(name, backend, limit, progress)
+        return lm_eval.run(name, backend, limit, progress)
     try:
         examples = load_local_task(name, limit)
     except SpecError as exc:
-        raise _quality_error(str(exc)) from exc
+        raise QualityError(str(exc)) from exc
     tokenizer = backend.tokenizer()
     correct: list[float] = []
     report = progress or (lambda _d, _t, _n: None)
@@ -148,19 +127,6 @@ def run_task(backend: Any, name: str, limit: int | None, progress: Progress | No
     stderr = math.sqrt(sum((c - acc) ** 2 for c in correct) / (n - 1) / n) if n > 1 else None
     kind = "multiple choice" if examples[0].choices is not None else "exact match"
     return {key: acc, f"{key}:stderr": stderr, f"{key}:n": n, f"{key}:kind": kind}
-
-
-def _encode(tokenizer: Any, text: str) -> list[int]:
-    return list(tokenizer.encode(text, add_special_tokens=False))
-
-
-def continuation_ids(tokenizer: Any, context: str, continuation: str) -> tuple[list[int], list[int]]:
-    """Token ids of context and continuation, split where the joint tokenization allows."""
-    ctx = _encode(tokenizer, context)
-    whole = _encode(tokenizer, context + continuation)
-    if whole[: len(ctx)] == ctx and len(whole) > len(ctx):
-        return ctx, whole[len(ctx) :]
-    return ctx, _encode(tokenizer, continuation)
 
 
 def loglikelihood(backend: Any, tokenizer: Any, context: str, continuations: list[str]) -> list[float]:
@@ -183,7 +149,7 @@ def _greedy_text(backend: Any, tokenizer: Any, ex: Example) -> str:
         return "\n" in tokenizer.decode(ids, skip_special_tokens=True).lstrip("\n")
 
     ids = greedy_ids(
-        backend, _encode(tokenizer, ex.prompt), ex.max_tokens, stop, getattr(tokenizer, "eos_token_id", None)
+        backend, encode(tokenizer, ex.prompt), ex.max_tokens, stop, getattr(tokenizer, "eos_token_id", None)
     )
     return tokenizer.decode(ids, skip_special_tokens=True)
 
@@ -191,156 +157,3 @@ def _greedy_text(backend: Any, tokenizer: Any, ex: Example) -> str:
 def _normalize(text: str) -> str:
     lines = text.strip().splitlines()
     return " ".join(lines[0].split()) if lines else ""
-
-
-def is_lm_eval_yaml(name: str) -> bool:
-    """A task given as a local lm-evaluation-harness task definition (a YAML file)."""
-    return name.endswith((".yaml", ".yml"))
-
-
-def greedy_ids(
-    backend: Any, prompt: list[int], max_tokens: int, stop: Callable[[list[int]], bool], eos: int | None
-) -> list[int]:
-    """Greedy continuation of ``prompt`` by repeated scoring, until EOS, ``stop`` or ``max_tokens``."""
-    from engine.accuracy.evaluate import PLACEHOLDER_TOKEN
-
-    seq = list(prompt)
-    for _ in range(max_tokens):
-        (sc,) = backend.score([seq + [PLACEHOLDER_TOKEN]], top_k=1)  # last row: after the whole sequence
-        if sc.top_ids is None:
-            raise _quality_error("this engine returns no top tokens, so greedy answers are unavailable")
-        token = int(sc.top_ids[-1, 0])
-        if token == eos:
-            break
-        seq.append(token)
-        if stop(seq[len(prompt) :]):
-            break
-    return seq[len(prompt) :]
-
-
-def _engine_lm(backend: Any, progress: Progress | None) -> Any:
-    """An lm-evaluation-harness ``LM`` whose every request goes through ``backend.score``."""
-    import numpy as np
-    from lm_eval.api.model import LM
-
-    tokenizer = backend.tokenizer()
-    eos = getattr(tokenizer, "eos_token_id", None)
-    prefix = [eos if eos is not None else 0]  # the context of an empty context
-
-    class EngineLM(LM):
-        def _tick(self, i: int, n: int, what: str) -> None:
-            if progress is not None:
-                progress(i + 1, n, what)
-
-        def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-            out = []
-            for i, req in enumerate(requests):
-                context, continuation = req.args
-                ctx, cont = continuation_ids(tokenizer, context, continuation)
-                ctx = ctx or prefix
-                (sc,) = backend.score([ctx + cont], top_k=1)
-                rows = slice(len(ctx) - 1, len(ctx) - 1 + len(cont))
-                greedy = sc.top_ids is not None and bool(np.all(sc.top_ids[rows, 0] == np.asarray(cont)))
-                out.append((float(sc.token_logprobs[rows].sum()), greedy))
-                self._tick(i, len(requests), "lm-eval loglikelihood")
-            return out
-
-        def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
-            from engine.accuracy.evaluate import make_windows
-
-            out = []
-            for i, req in enumerate(requests):
-                ids = prefix + _encode(tokenizer, req.args[0])
-                total = 0.0
-                for w in make_windows(ids, 1024, 1024 - 1):
-                    (sc,) = backend.score([w.tokens])
-                    total += float(sc.token_logprobs[w.skip :].sum())
-                out.append(total)
-                self._tick(i, len(requests), "lm-eval rolling loglikelihood")
-            return out
-
-        def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
-            out = []
-            for i, req in enumerate(requests):
-                context, kwargs = req.args
-                until = kwargs.get("until") or []
-                until = [until] if isinstance(until, str) else list(until)
-                max_tokens = int(kwargs.get("max_gen_toks", 256))
-
-                def stop(ids: list[int], until: list[str] = until) -> bool:
-                    text = tokenizer.decode(ids, skip_special_tokens=True)
-                    return any(u and u in text for u in until)
-
-                ids = greedy_ids(backend, _encode(tokenizer, context) or prefix, max_tokens, stop, eos)
-                text = tokenizer.decode(ids, skip_special_tokens=True)
-                for u in until:
-                    if u:
-                        text = text.split(u)[0]
-                out.append(text)
-                self._tick(i, len(requests), "lm-eval generation")
-            return out
-
-    return EngineLM()
-
-
-_PRIMARY_METRICS = ("acc", "exact_match", "acc_norm", "f1", "mcc", "bleu", "word_perplexity")
-
-
-def _run_lm_eval(
-    name: str, backend: Any = None, limit: int | None = None, progress: Progress | None = None
-) -> dict[str, Any]:
-    """One lm-evaluation-harness task through the engine; data it cannot reach is a QualityError."""
-    try:
-        from lm_eval import simple_evaluate
-        from lm_eval.tasks import TaskManager
-    except ImportError as exc:
-        raise _quality_error(
-            f"lm-evaluation-harness is not installed here, so task {name!r} is unavailable; use a local JSONL task"
-        ) from exc
-    task_name, include = name, None
-    if is_lm_eval_yaml(name):
-        path = Path(name).expanduser().resolve()
-        include = str(path.parent)
-        task_name = _yaml_task_name(path)
-    try:
-        manager = TaskManager(include_path=include, verbosity="ERROR")
-        results = simple_evaluate(
-            model=_engine_lm(backend, progress),
-            tasks=[task_name],
-            limit=limit,
-            task_manager=manager,
-            log_samples=False,
-            bootstrap_iters=1000,
-        )
-    except KeyError as exc:
-        raise _quality_error(f"task {name!r} is unavailable: lm-evaluation-harness has no task {exc}") from exc
-    except Exception as exc:  # hub unreachable, dataset missing, bad task definition: one reason
-        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
-        raise _quality_error(f"task {name!r} is unavailable: {reason}") from exc
-    if not results or task_name not in results.get("results", {}):
-        raise _quality_error(f"task {name!r} produced no results")
-    scores = results["results"][task_name]
-    metric = next((f"{m},none" for m in _PRIMARY_METRICS if f"{m},none" in scores), None)
-    if metric is None:
-        metric = next(
-            (k for k in scores if k != "alias" and "_stderr" not in k and isinstance(scores[k], (int, float))), None
-        )
-    if metric is None:
-        raise _quality_error(f"task {name!r} reported no numeric metric")
-    base, _, flt = metric.partition(",")
-    stderr = scores.get(f"{base}_stderr,{flt}")
-    key = f"task:{task_key(name)}"
-    n = (results.get("n-samples") or {}).get(task_name, {}).get("effective")
-    return {
-        key: float(scores[metric]),
-        f"{key}:stderr": stderr if isinstance(stderr, (int, float)) else None,
-        f"{key}:n": n,
-        f"{key}:kind": f"lm-eval {metric}",
-    }
-
-
-def _yaml_task_name(path: Path) -> str:
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("task:"):
-            return line.split(":", 1)[1].strip().strip("'\"")
-    raise _quality_error(f"{path} has no top-level 'task:' name")

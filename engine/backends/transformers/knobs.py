@@ -187,15 +187,22 @@ def gptq_cache_key(model_path: str, recipe: TransformersRecipe, calibration_text
 
 
 def calibration_texts(recipe: TransformersRecipe, samples: int = 64, chars: int = 2000) -> list[str]:
-    """Calibration samples: the user's file or the bundled default corpus, cut into pieces."""
+    """Calibration samples: the user's file, or the default corpus's calibration part (never
+    its evaluation part, which the accuracy phase scores), cut into pieces."""
     if recipe.gptq_calibration_file:
         text = Path(recipe.gptq_calibration_file).expanduser().read_text(encoding="utf-8", errors="replace")
     else:
         from engine.data import corpus
 
-        text = corpus.default_corpus()
+        text = corpus.calibration_part().text
     pieces = [text[i : i + chars] for i in range(0, len(text), chars) if text[i : i + chars].strip()]
     return pieces[:samples] or [text]
+
+
+def _calibration_source(recipe: TransformersRecipe) -> str:
+    from engine.data import corpus
+
+    return corpus.calibration_source(recipe.gptq_calibration_file)
 
 
 def gptq_folder(
@@ -214,7 +221,7 @@ def gptq_folder(
         "gptq_group_size": recipe.gptq_group_size,
         "gptq_desc_act": recipe.gptq_desc_act,
         "gptq_cache_key": key,
-        "gptq_calibration": recipe.gptq_calibration_file or "default corpus",
+        "gptq_calibration": _calibration_source(recipe),
         "gptq_calibration_samples": len(texts),
     }
     marker = target / ".complete"

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.accuracy import baseline, scoring, sources
 from engine.accuracy import evaluate as quality
 from engine.spec import SpecError, TransformersRecipe, parse_job_spec
 
@@ -38,7 +39,7 @@ def test_windows_score_every_target_once():
     ids = list(range(1000))
     for window, stride in ((128, 128), (128, 64), (100, 1), (50, 37)):
         targets: list[int] = []
-        for w in quality.make_windows(ids, window, stride):
+        for w in scoring.make_windows(ids, window, stride):
             first = w.tokens[0]
             assert len(w.tokens) <= window
             targets += [first + 1 + i for i in range(w.skip, len(w.tokens) - 1)]
@@ -54,14 +55,14 @@ def test_kl_rows_is_zero_for_identical_and_positive_otherwise():
     logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
     top = np.argsort(-logp, axis=1)[:, :8]
     base_lp = np.take_along_axis(logp, top, axis=1)
-    assert np.all(quality.kl_rows(top, base_lp, logp) == 0.0)
+    assert np.all(scoring.kl_rows(top, base_lp, logp) == 0.0)
     other = logp + rng.normal(scale=0.5, size=logp.shape)
     other -= np.log(np.exp(other).sum(axis=1, keepdims=True))
-    approx = quality.kl_rows(top, base_lp, other)
+    approx = scoring.kl_rows(top, base_lp, other)
     exact = np.sum(np.exp(logp) * (logp - other), axis=1)
     assert np.all(approx > 0) and np.all(approx <= exact + 1e-9)  # grouped KL is a lower bound
     full_k = np.argsort(-logp, axis=1)  # with every token kept it is the exact KL
-    assert np.allclose(quality.kl_rows(full_k, np.take_along_axis(logp, full_k, axis=1), other), exact)
+    assert np.allclose(scoring.kl_rows(full_k, np.take_along_axis(logp, full_k, axis=1), other), exact)
 
 
 def test_synthetic_weights_have_no_accuracy():
@@ -112,7 +113,7 @@ def reference(resolved):
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(quality, "cache_dir", lambda: tmp_path / "quality")
+    monkeypatch.setattr(baseline, "cache_dir", lambda: tmp_path / "quality")
     return tmp_path / "quality"
 
 
@@ -129,7 +130,7 @@ def test_perplexity_equals_a_hand_computation(reference, demo_folder, cache):
 
     spec = _spec(["ppl"])
     result = quality.evaluate(spec, reference, None, _prompts(reference, spec), log=lambda _m: None)
-    text, _ = quality.corpus_text("default")
+    text, _ = sources.corpus_text("default")
     ids = reference.tokenizer().encode(text, add_special_tokens=False)[:BUDGET]
     model = AutoModelForCausalLM.from_pretrained(str(demo_folder), dtype=torch.float32)
     total, count = 0.0, 0
@@ -162,6 +163,7 @@ def test_reference_is_faithful_to_itself_and_cached_once(reference, resolved, ca
     assert first["top1_agreement"] == 1.0 and first["greedy_flip_rate"] == 0.0
     assert first["greedy_flip_tokens"] == 12 and first["baseline_cached"] is False
     assert first["baseline_perplexity"] == pytest.approx(first["perplexity"])
+    assert first["reference"] == quality.reference_label(spec)  # what "vs reference" means, in words
     assert loads == []  # the reference recipe builds its own baseline from its pass
     assert len(list(cache.glob("*.npz"))) == 1
 
@@ -205,6 +207,62 @@ def test_a_damaging_recipe_scores_visibly_worse(reference, resolved, cache):
     assert worse["greedy_flip_rate"] > 0.1
 
 
+class _NoScoring:
+    """A backend whose score() must not be called."""
+
+    name = "transformers"
+
+    def tokenizer(self):
+        return _AsciiTokenizer()
+
+    def score(self, *_a, **_k):
+        pytest.fail("a quantized-KV-cache recipe was scored with full forward passes")
+
+
+def test_quantized_kv_cache_recipes_report_no_accuracy(tmp_path: Path):
+    task = tmp_path / "t.jsonl"
+    task.write_text('{"prompt": "1, 2, 3,", "choices": [" 4", " 9"], "answer": 0}\n', encoding="utf-8")
+    spec = _spec(["ppl", "fidelity", f"task:{task}"], kv_cache_quantization="quanto_int4")
+    result = quality.evaluate(spec, _NoScoring(), None, [], log=lambda _m: None)
+    assert result["notes"]["accuracy"].startswith("not measured: the quantized KV cache acts only during generation")
+    assert "would be those of the unquantized cache" in result["notes"]["accuracy"]
+    figures = [k for k in result if k not in ("notes", "timings_s")]
+    assert figures == []  # no perplexity, KL, top-1, flips or task accuracy to plot or summarise
+    assert quality.summary_line(result).startswith("accuracy: not measured")
+    from engine.measure import registry
+
+    assert not any(registry.is_metric(f"quality.{k}") for k in result)
+
+
+def test_the_reference_recipe_says_what_it_is():
+    assert quality.reference_label(_spec(["ppl"])) == (
+        "default recipe of this engine (for the demo: the Q4_1 GGUF dequantized to float32)"
+    )
+    other = parse_job_spec({"model": {"source": "org/name"}, "quality": {"metrics": ["fidelity"]}})
+    assert "native precision" in quality.reference_label(other)
+
+
+def test_a_gptq_recipe_records_its_calibration_text(tmp_path: Path, cache):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 20, encoding="utf-8")
+    quality_spec = {"metrics": ["ppl"], "corpus": str(corpus), "budget_tokens": 100, "window": 64}
+    recipes = {"engine": "transformers", "quantization": "gptq"}
+    spec = parse_job_spec({"model": {"source": "demo"}, "recipe": recipes, "quality": quality_spec})
+    result = quality.evaluate(spec, _BigramBackend("transformers", True), None, [], log=lambda _m: None)
+    assert result["calibration"].startswith("default corpus") and "calibration part (chars " in result["calibration"]
+    assert "calibration" not in result.get("notes", {})
+    same = parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "recipe": {**recipes, "gptq_calibration_file": str(corpus)},
+            "quality": quality_spec,
+        }
+    )
+    result = quality.evaluate(same, _BigramBackend("transformers", True), None, [], log=lambda _m: None)
+    assert result["calibration"] == str(corpus)
+    assert "calibrated on this corpus file" in result["notes"]["calibration"]
+
+
 def test_run_page_accuracy_section_renders():
     from streamlit.testing.v1 import AppTest
 
@@ -228,6 +286,7 @@ def test_run_page_accuracy_section_renders():
                     "greedy_flip_tokens": 64,
                     "baseline_perplexity": 20.1,
                     "baseline_cached": True,
+                    "reference": "default recipe of this engine (for the demo: the Q4_1 GGUF dequantized to float32)",
                     "task:counting": 0.75,
                     "task:counting:stderr": 0.1,
                     "task:counting:n": 12,
@@ -244,6 +303,7 @@ def test_run_page_accuracy_section_renders():
     assert "20.350" in values and "97.0%" in values and "2.0%" in values
     assert at.dataframe[0].value["task"].tolist() == ["counting"]
     assert "unavailable here" in at.info[0].value
+    assert any("Reference: default recipe of this engine (for the demo: the Q4_1 GGUF" in c.value for c in at.caption)
     assert any("synthetic" in c.value for c in at.caption)
 
 

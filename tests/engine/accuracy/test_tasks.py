@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engine.accuracy import tasks
-from engine.accuracy.evaluate import QualityError
+from engine.accuracy.scoring import QualityError
 from engine.backends.base import TokenScores
 from engine.spec import SpecError
 

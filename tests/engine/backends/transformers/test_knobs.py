@@ -166,6 +166,19 @@ def test_calibration_texts(tmp_path):
     assert knobs.calibration_texts(TransformersRecipe(quantization="gptq"), 2)
 
 
+def test_default_gptq_calibration_leaves_the_scored_text_out_and_rekeys_the_cache(tmp_path):
+    from engine.data import corpus
+
+    recipe = TransformersRecipe(quantization="gptq")
+    texts = knobs.calibration_texts(recipe)
+    scored = corpus.evaluation_part().text
+    assert not any(piece[:100] in scored for piece in texts)  # it used to start with the scored text
+    old = corpus.default_corpus()[:128_000]  # what it calibrated on before: the corpus from its start
+    old_texts = [old[i : i + 2000] for i in range(0, len(old), 2000)]
+    key = knobs.gptq_cache_key(str(tmp_path), recipe, "\n".join(texts))
+    assert key != knobs.gptq_cache_key(str(tmp_path), recipe, "\n".join(old_texts))  # no stale build is reused
+
+
 # -- CUDA-only knobs ------------------------------------------------------------------------------
 def _tiny_cuda(dtype):
     return _tiny().to("cuda", dtype)

@@ -54,6 +54,7 @@ def test_gptq_quantizes_once_and_runs(demo_folder: Path, gptq_cache: Path, tmp_p
     assert applied["quantization"] == "gptq" and applied["gptq_cached"] is False
     assert applied["gptq_bits"] == 4 and applied["gptq_group_size"] == 64
     assert applied["gptq_calibration"] == str(calibration)
+    assert first.quality["calibration"] == str(calibration)  # recorded beside the figures it may flatter
     folder = gptq_cache / "gptq" / applied["gptq_cache_key"]
     assert (folder / ".complete").is_file() and (folder / "config.json").is_file()
     measured = [r for r in first.requests if not r.warmup]

@@ -1,0 +1,1 @@
+"""``python -m engine <verb>``: shared argument handling and one module per verb."""

@@ -1,0 +1,1 @@
+"""Results, comparisons and summaries, Pareto fronts, figures and exports, all read from stored runs."""

@@ -1,0 +1,1 @@
+"""One job start to finish: pre-flight, prompts, the load driver, failures, tensor-parallel ranks."""

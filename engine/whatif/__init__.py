@@ -1,0 +1,1 @@
+"""What-if estimates for hardware you may not own: catalog, roofline estimator, calibration from runs, micro-benchmark."""

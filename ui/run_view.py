@@ -29,18 +29,20 @@ def _headline(obj: dict[str, Any]) -> None:
     tpot = (obj.get("tpot_ms") or {}).get("p50")
     rate = obj.get("error_rate")
     total = (obj.get("completed") or 0) + (obj.get("failed") or 0)
-    cards = [
+    speed = [
         ("TTFT p50", "-" if ttft is None else f"{ttft:,.1f} ms", None),
         ("TPOT p50", "-" if tpot is None else f"{tpot:,.1f} ms", "GenAI-Perf/AIPerf call this ITL"),
         ("Output tokens/s", f"{obj.get('output_tokens_per_s') or 0:,.1f}", None),
         ("Failed requests", "-" if rate is None else f"{rate:.0%}", f"{obj.get('failed')} of {total} measured"),
-        ("Peak memory", human_bytes(obj.get("peak_memory_bytes")), "peak during the measured phase"),
     ]
-    if obj.get("weights_memory_bytes") is not None:
-        cards.append(("Weights memory", human_bytes(obj["weights_memory_bytes"]), "parameters and buffers as loaded"))
-    cards.append(("Load time", f"{obj.get('load_s') or 0:,.1f} s", None))
-    for col, (label, value, help_text) in zip(st.columns(len(cards)), cards, strict=True):
-        col.metric(label, value, help=help_text)
+    resources = [
+        ("Peak memory", human_bytes(obj.get("peak_memory_bytes")), obj.get("peak_memory_kind") or "peak memory"),
+        ("Weights memory", human_bytes(obj.get("weights_memory_bytes")), "parameters and buffers as loaded"),
+        ("Load time", f"{obj.get('load_s') or 0:,.1f} s", None),
+    ]
+    for row in (speed, resources):  # two rows of four, so no value is cut off on a laptop screen
+        for col, (label, value, help_text) in zip(st.columns(4), row, strict=False):
+            col.metric(label, value, help=help_text)
     failed = failure_words(obj)
     if failed:
         st.warning(

@@ -40,6 +40,9 @@ def test_renders_table_and_chart_from_the_url(app_db):
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
     names = {t.get("name") for t in fig["data"]}
     assert {"predicted", "weights", "kv", "usable capacity"} <= names
+    for axis in ("yaxis", "yaxis2"):  # latency bars start at zero on a linear axis (a log axis exaggerated gaps)
+        assert fig["layout"][axis].get("type", "linear") != "log"
+        assert fig["layout"][axis].get("rangemode") == "tozero"
     assert any("uncalibrated" in i.value for i in at.info)
     link = "\n".join(m.value for m in at.markdown)
     assert "launch?model=synthetic%3Allama-3-8b" in link and "batch_size=2" in link and "dtype=bfloat16" in link

@@ -102,9 +102,10 @@ def _local_actor() -> str:
 
 def _client_ip() -> str | None:
     try:
-        return st.context.ip_address
+        ip = st.context.ip_address
     except Exception:  # noqa: BLE001 - no browser session (e.g. a bare script run)
         return None
+    return ip if isinstance(ip, str) and ip else None
 
 
 def cannot(action: str, who: Identity | None = None) -> str | None:

@@ -25,7 +25,7 @@ PAGES: list[tuple[str, str, str, str, str]] = [
 
 def main() -> None:
     st.set_page_config(page_title="LatencyLab", page_icon=":material/speed:", layout="wide")
-    if not auth.gate():  # refused (open address without sign-in) or signed out: nothing else runs
+    if not auth.gate([p[3] for p in PAGES]):  # refused (open address, no sign-in) or signed out: nothing runs
         return
     sections: dict[str, list] = {}
     for i, (file, title, icon, url_path, section) in enumerate(PAGES):

@@ -163,8 +163,9 @@ def sign_in_page() -> None:
             st.login(provider)
 
 
-def gate() -> bool:
-    """True when the pages may run; else it rendered the refusal or the sign-in page."""
+def gate(url_paths: list[str]) -> bool:
+    """True when the pages may run; else it rendered the refusal or the sign-in page (also at
+    every page's ``url_paths``, so a deep link asks for sign-in instead of "page not found")."""
     refusal, warning = open_serving()
     if refusal:
         st.error(f"LatencyLab: {refusal}", icon=":material/block:")
@@ -172,7 +173,9 @@ def gate() -> bool:
     if warning:
         st.warning(warning, icon=":material/warning:")
     if auth_configured() and not st.user.is_logged_in:
-        st.navigation([st.Page(sign_in_page, title="Sign in", icon=":material/login:", url_path="signin")]).run()
+        pages = [st.Page(sign_in_page, title="Sign in", icon=":material/login:", url_path="signin", default=True)]
+        pages += [st.Page(sign_in_page, title="Sign in", url_path=path) for path in url_paths if path != "signin"]
+        st.navigation(pages, position="hidden").run()
         return False
     return True
 

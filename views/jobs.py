@@ -84,27 +84,27 @@ def _who_line(job: Any) -> str | None:
     return " · ".join(parts).replace("`", "") or None
 
 
+# action -> (label, the statuses it applies to, its help when allowed)
+ACTIONS = {
+    "cancel": ("Cancel", ("queued", "running"), "SIGTERM, then SIGKILL after a grace period"),
+    "retry": ("Retry", ("failed", "cancelled"), None),
+}
+
+
 def _actions(job: Any, rights: dict[str, str | None], hidden: bool) -> None:
     """Cancel (queued, running) and Retry (failed, cancelled); disabled with the reason when not allowed."""
     if hidden:
         return
-    if job.status in ("queued", "running"):
+    for action, (label, statuses, help_text) in ACTIONS.items():
+        if job.status not in statuses:
+            continue
         st.button(
-            "Cancel",
-            key=f"cancel_{job.id}",
+            label,
+            key=f"{action}_{job.id}",
             on_click=_act,
-            args=("cancel", job.id),
-            disabled=job.cancel_requested or rights["cancel"] is not None,
-            help=rights["cancel"] or "SIGTERM, then SIGKILL after a grace period",
-        )
-    if job.status in ("failed", "cancelled"):
-        st.button(
-            "Retry",
-            key=f"retry_{job.id}",
-            on_click=_act,
-            args=("retry", job.id),
-            disabled=rights["retry"] is not None,
-            help=rights["retry"],
+            args=(action, job.id),
+            disabled=rights[action] is not None or (action == "cancel" and job.cancel_requested),
+            help=rights[action] or help_text,
         )
 
 

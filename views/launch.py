@@ -307,6 +307,8 @@ def page() -> None:
     st.divider()
     if problem:
         st.error(f"Cannot launch: {problem}", icon=":material/block:")
+    elif why_not:
+        st.info(f"Cannot launch: {why_not}.", icon=":material/lock:")
     else:
         what = f"{len(specs)} jobs (sweep)" if len(specs) > 1 else "1 job"
         st.success(f"Ready: {what} on {device}.", icon=":material/check_circle:")

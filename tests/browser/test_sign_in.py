@@ -64,7 +64,7 @@ def test_a_viewer_cannot_launch_and_an_operator_can(signed_app, browser) -> None
     url, db_url = signed_app
     context, page = _sign_in(browser, url, VIEWER)
     try:
-        page.get_by_text(f"Launching jobs needs the operator role; {VIEWER} is a viewer").wait_for()
+        page.get_by_text(f"Cannot launch: launching jobs needs the operator role; {VIEWER} is a viewer").wait_for()
         assert page.get_by_role("button", name="Submit", exact=True).is_disabled()
         assert "viewer" in page.inner_text('[data-testid="stSidebar"]')
     finally:

@@ -186,6 +186,8 @@ def test_a_viewer_cannot_launch(db, db_url, monkeypatch):
     assert submit.disabled
     assert "needs the operator role" in submit.help
     assert any("Launching jobs needs the operator role; vic@lab.example is a viewer" in i.value for i in at.info)
+    assert any(i.value.startswith("Cannot launch: launching jobs needs") for i in at.info)  # beside Submit
+    assert not at.success  # not "Ready" for someone who cannot submit
     assert any("vic@lab.example" in c.value and "viewer" in c.value for c in at.sidebar.caption)
     assert jobs.list_jobs(db) == []
 

@@ -44,6 +44,8 @@ def job_row(job: Any) -> dict[str, Any]:
         "created_at": job.created_at.isoformat(),
         "run_id": job.run_id,
         "error": job.error,
+        "submitted_by": job.submitted_by,
+        "cancelled_by": job.cancelled_by,
         "spec": job.spec,
     }
 

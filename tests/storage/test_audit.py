@@ -4,6 +4,7 @@ submitted_by on runs (inherited from the job; ``cli:<user>`` for a run without a
 from __future__ import annotations
 
 import getpass
+import json
 
 import sqlalchemy as sa
 from alembic import command
@@ -91,7 +92,7 @@ def test_a_run_without_a_job_is_the_clis(db):
     assert get_run(db, save_run(db, _run())).submitted_by == f"cli:{getpass.getuser()}"
 
 
-def test_cli_submit_cancel_and_retry_record_the_os_user(db_url):
+def test_cli_submit_cancel_and_retry_record_the_os_user(db_url, capsys):
     db = open_database(db_url)
     args = ["--model", "demo", "--prompt-tokens", "16", "--output-tokens", "4", "--requests", "2", "--db", db_url]
     assert main(["submit", *args]) == 0
@@ -102,3 +103,7 @@ def test_cli_submit_cancel_and_retry_record_the_os_user(db_url):
     assert jobs.get_job(db, job.id).cancelled_by == me
     assert main(["retry", str(job.id), "--db", db_url]) == 0
     assert jobs.list_jobs(db)[0].submitted_by == me
+    capsys.readouterr()
+    assert main(["jobs", "--json", "--db", db_url]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(j["submitted_by"], j["cancelled_by"]) for j in listed] == [(me, None), (me, me)]

@@ -1,4 +1,4 @@
-"""LatencyLab: the st.navigation router and the shared sidebar; nothing else."""
+"""LatencyLab: the sign-in gate, the st.navigation router and the shared sidebar; nothing else."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui import auth
 from ui.common import sidebar
 
 ROOT = Path(__file__).resolve().parent
@@ -24,6 +25,8 @@ PAGES: list[tuple[str, str, str, str, str]] = [
 
 def main() -> None:
     st.set_page_config(page_title="LatencyLab", page_icon=":material/speed:", layout="wide")
+    if not auth.gate([p[3] for p in PAGES]):  # refused (open address, no sign-in) or signed out: nothing runs
+        return
     sections: dict[str, list] = {}
     for i, (file, title, icon, url_path, section) in enumerate(PAGES):
         if (ROOT / file).is_file():
@@ -31,6 +34,8 @@ def main() -> None:
             sections.setdefault(section, []).append(page)
     nav = st.navigation(sections)
     sidebar()
+    with st.sidebar:
+        auth.sidebar_identity()
     nav.run()
 
 

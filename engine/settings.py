@@ -1,13 +1,28 @@
-"""Settings from the environment (prefix ``LATENCYLAB_``) with sensible defaults."""
+"""Settings from the environment (prefix ``LATENCYLAB_``) with sensible defaults.
+
+Also who may serve the app where: :func:`serve_problem` is the one rule, used by
+``scripts/run_app.sh`` (``python -m engine.settings serve-check HOST``) and by the app
+itself: a non-loopback address needs sign-in (an ``[auth]`` section in Streamlit's
+secrets) or viewer mode, unless ``LATENCYLAB_ALLOW_OPEN=1`` overrides it (with a warning).
+"""
 
 from __future__ import annotations
 
+import getpass
+import ipaddress
+import os
+import sys
+import tomllib
 from functools import lru_cache
 from pathlib import Path
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+OPEN_WARNING = (
+    "WARNING: LATENCYLAB_ALLOW_OPEN=1: serving on {host} with no sign-in and no viewer mode; "
+    "anyone who can reach this address can launch, cancel and delete benchmarks"
+)
 
 
 class Settings(BaseSettings):
@@ -21,6 +36,12 @@ class Settings(BaseSettings):
     viewer_mode: bool = False
     public_base_url: str = "http://127.0.0.1:8501"
     allowed_model_roots: str | None = None  # os.pathsep-separated folders; None = anywhere
+    # Roles of signed-in users: comma-separated e-mails ("alice@x.com") or domains ("@team.example");
+    # anyone signed in and not listed is a viewer.
+    operators: str = ""
+    admins: str = ""
+    host: str = "127.0.0.1"  # where make run serves the app
+    allow_open: bool = False  # serve a non-loopback host without sign-in or viewer mode (warned)
 
     @property
     def database_url(self) -> str:
@@ -43,3 +64,81 @@ def database_url(explicit: str | None = None) -> str:
     if explicit:
         return explicit
     return Settings().database_url
+
+
+def principals(text: str) -> list[str]:
+    """A role list (``"alice@x.com, @team.example"``) as lower-case entries."""
+    return [part.strip().lower() for part in text.split(",") if part.strip()]
+
+
+def cli_actor() -> str:
+    """Who acts from the command line: ``cli:<OS user>``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no LOGNAME/USER (some containers)
+        user = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+    return f"cli:{user}"
+
+
+def is_loopback(host: str | None) -> bool:
+    """True for ``localhost``, 127.0.0.0/8 and ``::1``; False for anything else (``0.0.0.0`` too)."""
+    name = (host or "").strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def secrets_files() -> list[Path]:
+    """The secrets files Streamlit reads: ``STREAMLIT_SECRETS_FILES`` or its two defaults."""
+    listed = os.environ.get("STREAMLIT_SECRETS_FILES", "").split()
+    if listed:
+        return [Path(p) for p in listed]
+    return [Path.home() / ".streamlit" / "secrets.toml", Path.cwd() / ".streamlit" / "secrets.toml"]
+
+
+def sign_in_configured(files: list[Path] | None = None) -> bool:
+    """True when a secrets file has an ``[auth]`` section with a redirect URI and a cookie secret."""
+    for path in secrets_files() if files is None else files:
+        try:
+            auth = tomllib.loads(path.read_text(encoding="utf-8")).get("auth")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+        if isinstance(auth, dict) and auth.get("redirect_uri") and auth.get("cookie_secret"):
+            return True
+    return False
+
+
+def serve_problem(host: str, *, signed_in: bool, settings: Settings) -> tuple[str | None, str | None]:
+    """(refusal, warning) for serving on ``host``: at most one of them is set."""
+    if is_loopback(host) or signed_in or settings.viewer_mode:
+        return None, None
+    if settings.allow_open:
+        return None, OPEN_WARNING.format(host=host or "every interface")
+    return (
+        f"refusing to serve on {host or 'every interface'}: not a loopback address, and neither sign-in "
+        "([auth] in .streamlit/secrets.toml, see the README) nor viewer mode (LATENCYLAB_VIEWER_MODE=1) "
+        "is configured; LATENCYLAB_ALLOW_OPEN=1 serves anyway"
+    ), None
+
+
+def _serve_check(argv: list[str]) -> int:
+    """``python -m engine.settings serve-check [HOST]``: exit 0 to serve (warning on stderr), 2 to refuse."""
+    settings = Settings()
+    host = argv[0] if argv else settings.host
+    refusal, warning = serve_problem(host, signed_in=sign_in_configured(), settings=settings)
+    if warning:
+        print(warning, file=sys.stderr)
+    if refusal:
+        print(f"LatencyLab: {refusal}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["serve-check"]:
+        print("usage: python -m engine.settings serve-check [HOST]", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(_serve_check(sys.argv[2:]))

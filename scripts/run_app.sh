@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Start the Streamlit app (and the local worker, when there is one) and stop them together.
+# A non-loopback LATENCYLAB_HOST is refused unless sign-in ([auth] in .streamlit/secrets.toml)
+# or viewer mode (LATENCYLAB_VIEWER_MODE=1) is configured; LATENCYLAB_ALLOW_OPEN=1 serves it
+# anyway, with a warning. `run_app.sh --check` only makes that decision (exit 0 serve, 2 refuse).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=.venv/bin
+BIN=${LATENCYLAB_BIN:-.venv/bin}
+HOST=${LATENCYLAB_HOST:-127.0.0.1}
+PORT=${LATENCYLAB_PORT:-8501}
+"$BIN/python" -m engine.settings serve-check "$HOST" || exit 2
+if [[ "${1:-}" == "--check" ]]; then
+  echo "LatencyLab: serving on $HOST is allowed"
+  exit 0
+fi
 pids=()
 cleanup() {
   trap - INT TERM EXIT
@@ -12,7 +22,7 @@ cleanup() {
 trap cleanup INT TERM EXIT
 "$BIN/python" -m engine worker &
 pids+=($!)
-"$BIN/streamlit" run app.py --server.address "${LATENCYLAB_HOST:-127.0.0.1}" --server.port "${LATENCYLAB_PORT:-8501}" &
+"$BIN/streamlit" run app.py --server.address "$HOST" --server.port "$PORT" &
 pids+=($!)
-echo "LatencyLab: http://${LATENCYLAB_HOST:-127.0.0.1}:${LATENCYLAB_PORT:-8501}  (Ctrl-C stops the app and the worker)"
+echo "LatencyLab: http://$HOST:$PORT  (Ctrl-C stops the app and the worker)"
 wait -n "${pids[@]}"

@@ -60,6 +60,9 @@ class JobInfo:
     log_tail: str | None
     run_id: int | None
     error: str | None
+    submitted_by: str | None = None
+    cancelled_by: str | None = None
+    deleted_by: str | None = None  # who deleted the job's run
 
     @property
     def spec_json(self) -> str:
@@ -127,6 +130,9 @@ def job_info(row: JobRow) -> JobInfo:
         log_tail=row.log_tail,
         run_id=row.run_id,
         error=row.error,
+        submitted_by=row.submitted_by,
+        cancelled_by=row.cancelled_by,
+        deleted_by=row.deleted_by,
     )
 
 

@@ -88,13 +88,23 @@ __all__ = [
 
 
 # -- queue ------------------------------------------------------------------------------
-def submit(db: Database, spec: Any, *, sweep: str | None = None, timeout_s: float = 3600.0) -> int:
+def submit(
+    db: Database, spec: Any, *, sweep: str | None = None, timeout_s: float = 3600.0, submitted_by: str | None = None
+) -> int:
     """Queue one validated :class:`~engine.spec.JobSpec`; returns the job id."""
-    return submit_many(db, [spec], sweep=sweep, timeout_s=timeout_s)[0]
+    return submit_many(db, [spec], sweep=sweep, timeout_s=timeout_s, submitted_by=submitted_by)[0]
 
 
-def submit_many(db: Database, specs: list[Any], *, sweep: str | None = None, timeout_s: float = 3600.0) -> list[int]:
-    """Queue several specs in one transaction (a sweep is all queued or none)."""
+def submit_many(
+    db: Database,
+    specs: list[Any],
+    *,
+    sweep: str | None = None,
+    timeout_s: float = 3600.0,
+    submitted_by: str | None = None,
+) -> list[int]:
+    """Queue several specs in one transaction (a sweep is all queued or none); ``submitted_by``
+    names who queued them (an e-mail, ``local:<user>``, ``cli:<user>``)."""
     if timeout_s <= 0:
         raise ValueError("timeout must be positive")
     now = now_utc()
@@ -113,6 +123,7 @@ def submit_many(db: Database, specs: list[Any], *, sweep: str | None = None, tim
             progress=0.0,
             measuring_started=False,
             cancel_requested=False,
+            submitted_by=_who(submitted_by),
         )
         for spec in specs
     ]
@@ -164,27 +175,36 @@ def set_log_tail(db: Database, job_id: int, tail: str) -> None:
         s.execute(update(JobRow).where(JobRow.id == job_id).values(log_tail=tail))
 
 
-def cancel(db: Database, job_id: int) -> JobInfo | None:
+def _who(name: str | None) -> str | None:
+    """An actor's name as stored (at most 200 characters)."""
+    return name[:200] if name else None
+
+
+def cancel(db: Database, job_id: int, *, by: str | None = None) -> JobInfo | None:
     """Cancel a job: a queued one ends at once, a running one is stopped by its worker.
 
     Returns the job after the change, or None when there is no such job. A job that
-    has already ended is returned unchanged.
+    has already ended is returned unchanged. ``by`` (who cancelled) is recorded once.
     """
     with db.session() as s:
         row = s.get(JobRow, job_id)
         if row is None:
             return None
         now = now_utc()
+        if row.status not in (QUEUED, RUNNING):
+            return job_info(row)
         if row.status == QUEUED:
             row.status, row.finished_at, row.updated_at, row.error = CANCELLED, now, now, "cancelled before it started"
-        elif row.status == RUNNING:
+        else:
             row.cancel_requested, row.updated_at = True, now
+        row.cancelled_by = row.cancelled_by or _who(by)
         s.flush()
         return job_info(row)
 
 
-def retry(db: Database, job_id: int) -> int | None:
-    """Queue a copy of a failed or cancelled job (same spec, sweep and timeout); the new id."""
+def retry(db: Database, job_id: int, *, by: str | None = None) -> int | None:
+    """Queue a copy of a failed or cancelled job (same spec, sweep and timeout); the new id,
+    submitted by ``by``."""
     with db.session() as s:
         row = s.get(JobRow, job_id)
         if row is None or row.status not in (FAILED, CANCELLED):
@@ -204,6 +224,7 @@ def retry(db: Database, job_id: int) -> int | None:
             progress=0.0,
             measuring_started=False,
             cancel_requested=False,
+            submitted_by=_who(by),
         )
         s.add(new)
         s.flush()

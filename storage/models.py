@@ -33,6 +33,7 @@ class RunRow(Base):
     quality_json: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
     job_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    submitted_by: Mapped[str | None] = mapped_column(String(200))  # its job's, or cli:<user>
 
     requests: Mapped[list[RequestRow]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="RequestRow.idx"
@@ -89,6 +90,10 @@ class JobRow(Base):
     log_tail: Mapped[str | None] = mapped_column(Text)
     run_id: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
+    # Who did what: an e-mail (signed in), local:<user> (the app without sign-in), cli:<user>.
+    submitted_by: Mapped[str | None] = mapped_column(String(200))
+    cancelled_by: Mapped[str | None] = mapped_column(String(200))
+    deleted_by: Mapped[str | None] = mapped_column(String(200))  # who deleted the job's run
 
 
 class WorkerRow(Base):

@@ -12,6 +12,7 @@ stored (a late result after recovery never leaves an orphan run).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -19,9 +20,12 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 
 from engine.measure.records import RequestRecord
+from engine.settings import cli_actor
 from storage.db import ClaimLost, Database
 from storage.jsontext import dumps, loads, loads_or_none, skip_warning
 from storage.models import JobRow, RequestRow, RunRow
+
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass
@@ -44,6 +48,7 @@ class NewRun:
     job_id: int | None = None
     requests: list[RequestRecord] = field(default_factory=list)
     worker_id: str | None = None  # with job_id: store only while this worker holds the job
+    submitted_by: str | None = None  # a job's run inherits its job's; a run without a job is the CLI's
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class RunSummary:
     metrics: dict[str, Any] | None
     quality: dict[str, Any] | None
     job_id: int | None
+    submitted_by: str | None
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,7 @@ def _summary_fields(row: RunRow) -> dict[str, Any]:
         "metrics": loads_or_none(row.metrics_json),
         "quality": loads_or_none(row.quality_json),
         "job_id": row.job_id,
+        "submitted_by": row.submitted_by,
     }
 
 
@@ -111,6 +118,7 @@ def run_row(run: NewRun) -> RunRow:
         quality_json=None if run.quality is None else dumps(run.quality),
         error=run.error,
         job_id=run.job_id,
+        submitted_by=run.submitted_by,
     )
     row.requests = [
         RequestRow(
@@ -134,14 +142,25 @@ def save_run(db: Database, run: NewRun) -> int:
 
     With ``job_id`` and ``worker_id`` set, the run is stored only while that worker still
     holds the job (and the job is linked to it in the same transaction); else ClaimLost.
+    The run records who launched it: its job's ``submitted_by``; a run without a job is
+    stored only by ``python -m engine run``/``sweep``, so by ``cli:<OS user>``.
     """
     row = run_row(run)
     with db.session() as s:
+        if row.submitted_by is None:
+            row.submitted_by = _launched_by(s, run.job_id)
         s.add(row)
         s.flush()
         if run.job_id is not None and run.worker_id is not None:
             _link_to_claimed_job(s, run.job_id, run.worker_id, row.id)
         return row.id
+
+
+def _launched_by(s: Any, job_id: int | None) -> str | None:
+    """Who launched a run: its job's submitter, else (no job: the CLI) ``cli:<user>``."""
+    if job_id is None:
+        return cli_actor()
+    return s.scalar(select(JobRow.submitted_by).where(JobRow.id == job_id))
 
 
 def _link_to_claimed_job(s: Any, job_id: int, worker_id: str, run_id: int) -> None:
@@ -214,10 +233,16 @@ def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
         ]
 
 
-def delete_run(db: Database, run_id: int) -> bool:
+def delete_run(db: Database, run_id: int, *, by: str | None = None) -> bool:
+    """Delete a run and its raw stamps; its job (if any) keeps who deleted it (``deleted_by``)."""
     with db.session() as s:
+        job_id = s.scalar(select(RunRow.job_id).where(RunRow.id == run_id))
         s.execute(delete(RequestRow).where(RequestRow.run_id == run_id))
         result = s.execute(delete(RunRow).where(RunRow.id == run_id))
+        if result.rowcount and job_id is not None and by:
+            s.execute(update(JobRow).where(JobRow.id == job_id).values(deleted_by=by[:200]))
+        if result.rowcount:
+            _LOG.info("run %d deleted by %s", run_id, by or "unknown")
         return bool(result.rowcount)
 
 

@@ -1,8 +1,9 @@
 """Jobs: every queued, running and finished job with live progress.
 
 The list refreshes itself every second (``st.fragment(run_every=...)``) without a
-page rerun. Cancel (queued, running) and Retry (failed, cancelled) are hidden in
-viewer mode. ``?sweep=NAME`` shows one sweep; ``?status=running`` one status.
+page rerun. Cancel (queued, running) and Retry (failed, cancelled) need the operator
+role: disabled with the reason for a signed-in viewer, hidden in viewer mode. Each job
+says who submitted it, who cancelled it and who deleted its run. ``?sweep=NAME`` shows one sweep; ``?status=running`` one status.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Any
 import streamlit as st
 
 from storage import StorageError
-from ui.common import database, viewer_mode
+from ui import auth
+from ui.common import database
 
 REFRESH_S = 1.0
 STATUS_ICONS = {
@@ -50,22 +52,66 @@ def _describe(spec: dict[str, Any]) -> str:
 def _act(action: str, job_id: int) -> None:
     from storage import jobs
 
+    why_not = auth.cannot(action)  # asked again: the button is not the only way here
+    if why_not:
+        st.toast(f"Job {job_id}: {why_not}")
+        return
     db = database()
     if db is None:
         return
     try:
         if action == "cancel":
-            job = jobs.cancel(db, job_id)
+            job = jobs.cancel(db, job_id, by=auth.actor())
             st.toast(f"Job {job_id}: " + ("cancelled" if job and job.status == "cancelled" else "cancel requested"))
         else:
-            new_id = jobs.retry(db, job_id)
+            new_id = jobs.retry(db, job_id, by=auth.actor())
             st.toast(f"Job {job_id} queued again as job {new_id}" if new_id else f"Job {job_id} cannot be retried")
     except StorageError as exc:
         st.toast(f"Could not {action} job {job_id}: {exc}")
 
 
-def render_job(job: Any, read_only: bool) -> None:
-    """One job: status, phase, progress bar, elapsed/ETA, reason, run link, log tail, actions."""
+def _who_line(job: Any) -> str | None:
+    """Who submitted the job, who cancelled it, who deleted its run (what is known)."""
+    parts = [
+        f"{what} by {name}"
+        for what, name in (
+            ("submitted", job.submitted_by),
+            ("cancelled", job.cancelled_by),
+            (f"run {job.run_id} deleted", job.deleted_by),
+        )
+        if name
+    ]
+    return " · ".join(parts).replace("`", "") or None
+
+
+# action -> (label, the statuses it applies to, its help when allowed)
+ACTIONS = {
+    "cancel": ("Cancel", ("queued", "running"), "SIGTERM, then SIGKILL after a grace period"),
+    "retry": ("Retry", ("failed", "cancelled"), None),
+}
+
+
+def _actions(job: Any, rights: dict[str, str | None], hidden: bool) -> None:
+    """Cancel (queued, running) and Retry (failed, cancelled); disabled with the reason when not allowed."""
+    if hidden:
+        return
+    for action, (label, statuses, help_text) in ACTIONS.items():
+        if job.status not in statuses:
+            continue
+        st.button(
+            label,
+            key=f"{action}_{job.id}",
+            on_click=_act,
+            args=(action, job.id),
+            disabled=rights[action] is not None or (action == "cancel" and job.cancel_requested),
+            help=rights[action] or help_text,
+        )
+
+
+def render_job(job: Any, read_only: bool, rights: dict[str, str | None] | None = None) -> None:
+    """One job: status, phase, progress bar, elapsed/ETA, reason, run link, log tail, actions
+    (hidden when ``read_only``; disabled with ``rights``' reason where not allowed)."""
+    rights = rights or {"cancel": None, "retry": None}
     with st.container(border=True):
         head, actions = st.columns([5, 1])
         with head:
@@ -76,18 +122,11 @@ def render_job(job: Any, read_only: bool) -> None:
             )
             st.markdown(f"{STATUS_ICONS.get(job.status, '')} {title} · `{job.status}` on `{job.device}`")
             st.caption(_describe(job.spec))
+            who = _who_line(job)
+            if who:
+                st.caption(f"`{who}`")
         with actions:
-            if not read_only and job.status in ("queued", "running"):
-                st.button(
-                    "Cancel",
-                    key=f"cancel_{job.id}",
-                    on_click=_act,
-                    args=("cancel", job.id),
-                    disabled=job.cancel_requested,
-                    help="SIGTERM, then SIGKILL after a grace period",
-                )
-            if not read_only and job.status in ("failed", "cancelled"):
-                st.button("Retry", key=f"retry_{job.id}", on_click=_act, args=("retry", job.id))
+            _actions(job, rights, read_only)
         if job.status == "running":
             phase = job.phase or "starting"
             eta = f" · about {_duration(job.eta_s)} left" if job.eta_s is not None else ""
@@ -115,7 +154,7 @@ def render_job(job: Any, read_only: bool) -> None:
 
 
 @st.fragment(run_every=REFRESH_S)
-def live_jobs(statuses: list[str], sweep: str | None, read_only: bool) -> None:
+def live_jobs(statuses: list[str], sweep: str | None, read_only: bool, rights: dict[str, str | None]) -> None:
     """The job list; reruns on its own every REFRESH_S seconds."""
     from storage import jobs
 
@@ -140,14 +179,18 @@ def live_jobs(statuses: list[str], sweep: str | None, read_only: bool) -> None:
         st.info("No jobs yet. Launch one from the Launch page or with `python -m engine submit --model demo`.")
         return
     for job in rows:
-        render_job(job, read_only)
+        render_job(job, read_only, rights)
 
 
 def page() -> None:
     st.title("Jobs")
-    read_only = viewer_mode()
+    who = auth.current()
+    read_only = who.viewer_mode
+    rights = {action: auth.cannot(action, who) for action in ("cancel", "retry")}
     if read_only:
         st.info("Viewer mode: jobs are shown read-only.", icon=":material/visibility:")
+    elif rights["cancel"]:
+        st.info(f"Read-only: {rights['cancel']} (retrying too).", icon=":material/visibility:")
     if database() is None:
         return
     raw_status = st.query_params.get("status") or ""
@@ -155,7 +198,7 @@ def page() -> None:
     sweep = st.query_params.get("sweep") or None
     if sweep:
         st.caption(f"Sweep: **{sweep}** ([all jobs](/jobs))")
-    live_jobs(statuses, sweep, read_only)
+    live_jobs(statuses, sweep, read_only, rights)
 
 
 page()

@@ -18,7 +18,8 @@ from engine.spec import RECIPE_CLASSES, JobSpec, SpecError, Workload
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
 from engine.spec.sweep import Axis, SweepPoint, build_grid, field_axis, grid_size, grid_specs
 from storage import StorageError
-from ui.common import database, viewer_mode
+from ui import auth
+from ui.common import database
 from ui.launch_form import field_kind, field_widget, param_value, sweep_values_widget
 
 MAX_SWEEP_JOBS = 64
@@ -277,9 +278,10 @@ def page() -> None:
     db = database()
     if db is None:
         return
-    read_only = viewer_mode()
-    if read_only:
-        st.info("Viewer mode: launching jobs is disabled on this deployment.", icon=":material/visibility:")
+    why_not = auth.cannot("launch")
+    read_only = why_not is not None
+    if why_not:
+        st.info(f"{why_not[0].upper()}{why_not[1:]}.", icon=":material/visibility:")
 
     prefill_from_link()
     left, right = st.columns(2)
@@ -305,20 +307,26 @@ def page() -> None:
     st.divider()
     if problem:
         st.error(f"Cannot launch: {problem}", icon=":material/block:")
+    elif why_not:
+        st.info(f"Cannot launch: {why_not}.", icon=":material/lock:")
     else:
         what = f"{len(specs)} jobs (sweep)" if len(specs) > 1 else "1 job"
         st.success(f"Ready: {what} on {device}.", icon=":material/check_circle:")
     label = f"Submit {len(specs)} jobs" if len(specs) > 1 else "Submit"
-    if st.button(label, type="primary", disabled=read_only or bool(problem), key="submit"):
+    if st.button(label, type="primary", disabled=read_only or bool(problem), key="submit", help=why_not):
         submit(db, specs, bool(axes), sweep_name, float(timeout))
 
 
 def submit(db: Any, specs: list[JobSpec], swept: bool, sweep_name: str | None, timeout: float) -> None:
     from storage import jobs
 
+    why_not = auth.cannot("launch")  # asked again: the button is not the only way here
+    if why_not:
+        st.error(f"Nothing was queued: {why_not}")
+        return
     sweep = (sweep_name or f"sweep {datetime.now():%Y-%m-%d %H:%M:%S}") if swept else None
     try:
-        ids = jobs.submit_many(db, specs, sweep=sweep, timeout_s=timeout)
+        ids = jobs.submit_many(db, specs, sweep=sweep, timeout_s=timeout, submitted_by=auth.actor())
     except (StorageError, ValueError) as exc:
         st.error(f"Nothing was queued: {exc}")
         return

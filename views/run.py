@@ -8,7 +8,8 @@ import streamlit as st
 
 from engine.report.compare import recipe_in_words
 from engine.report.distributions import cdf_figure, histogram_figure, latency_samples, timeline_figure
-from ui.common import query_int, viewer_mode
+from ui import auth
+from ui.common import query_int
 from ui.run_view import cached_requests, cached_run, cached_runs_frame, render_run, results_page, share_link
 
 DISTRIBUTIONS = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("itl_ms", "ITL (AIPerf: ICL)"))
@@ -48,14 +49,20 @@ def _log(db, run) -> None:
 
 
 def _delete(db, run) -> None:
-    if viewer_mode():
+    who = auth.current()
+    if who.viewer_mode:
         return
+    why_not = auth.cannot("delete", who)
     with st.expander("Delete run", icon=":material/delete:"):
-        sure = st.checkbox(f"Yes, delete run {run.id} and its raw stamps", key="confirm_delete")
-        if st.button("Delete run", type="primary", disabled=not sure):
+        if why_not:
+            st.caption(f"{why_not[0].upper()}{why_not[1:]}.")
+        sure = st.checkbox(f"Yes, delete run {run.id} and its raw stamps", key="confirm_delete", disabled=bool(why_not))
+        if st.button("Delete run", type="primary", disabled=not sure or bool(why_not), help=why_not):
             from storage.runs import delete_run
 
-            delete_run(db, run.id)
+            if auth.cannot("delete"):  # asked again: the button is not the only way here
+                return
+            delete_run(db, run.id, by=auth.actor())
             st.query_params.clear()
             st.switch_page("views/runs.py")
 
@@ -83,6 +90,8 @@ def main() -> None:
     st.markdown(f"**Recipe:** {run.model} · {recipe_in_words(run.spec, run.engine)}")
     if run.sweep:
         st.caption(f"part of sweep `{run.sweep}`")
+    if run.submitted_by:
+        st.caption("launched by `" + run.submitted_by.replace("`", "") + "`")
     if run.status == "done":
         requests = cached_requests(db, db.url, run.id, token)
         samples = latency_samples(requests)

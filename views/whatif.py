@@ -29,7 +29,8 @@ from engine.whatif.estimate import (
 from engine.whatif.hardware import DEFAULT_COMPARISON, catalog
 from engine.whatif.microbench import measure_in_subprocess
 from engine.whatif.query import table_rows, what_if
-from ui.common import database, viewer_mode
+from ui import auth
+from ui.common import database
 from ui.run_view import runs_changed_token, share_link
 
 MODELS = ["demo"] + [f"synthetic:{a}" for a in SYNTHETIC_ARCHITECTURES]
@@ -311,11 +312,14 @@ def measure_here(db: Any, values: dict[str, Any]) -> None:
         }
     )
     st.markdown(f"[:material/rocket_launch: Launch the real benchmark on a local device](launch?{launch})")
+    why_not = auth.cannot("calibrate")
     if st.button(
         "Run the calibration micro-benchmark (CPU, a few seconds)",
-        disabled=viewer_mode() or db is None,
-        help="copy bandwidth and matmul throughput of this machine's CPU, stored for local:cpu",
+        disabled=why_not is not None or db is None,
+        help=why_not or "copy bandwidth and matmul throughput of this machine's CPU, stored for local:cpu",
     ):
+        if auth.cannot("calibrate"):  # asked again: the button is not the only way here
+            return
         with st.spinner("measuring..."):
             ok, message = measure_in_subprocess(db.url, "cpu")
         if ok:

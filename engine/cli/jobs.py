@@ -23,6 +23,7 @@ from engine.cli.common import (
     spec_from_args,
 )
 from engine.jobs.worker import LIVE_WORKER_S, check_submittable
+from engine.settings import cli_actor
 from engine.spec import SpecError
 
 
@@ -43,6 +44,8 @@ def job_row(job: Any) -> dict[str, Any]:
         "created_at": job.created_at.isoformat(),
         "run_id": job.run_id,
         "error": job.error,
+        "submitted_by": job.submitted_by,
+        "cancelled_by": job.cancelled_by,
         "spec": job.spec,
     }
 
@@ -61,7 +64,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     db = open_db(args)
     check_submittable(db, spec)
-    job_id = jobs.submit(db, spec, sweep=args.sweep, timeout_s=args.timeout or 3600.0)
+    job_id = jobs.submit(db, spec, sweep=args.sweep, timeout_s=args.timeout or 3600.0, submitted_by=cli_actor())
     if args.json:
         emit_json(job_row(jobs.get_job(db, job_id)))
     else:
@@ -111,7 +114,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
     db = open_db(args)
     job_id = _parse_job_id(args.job_id)
-    job = jobs.cancel(db, job_id)
+    job = jobs.cancel(db, job_id, by=cli_actor())
     if job is None:
         raise UsageError(f"no job {job_id}; list jobs with: python -m engine jobs")
     if job.status == jobs.CANCELLED:
@@ -132,7 +135,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
     job = jobs.get_job(db, job_id)
     if job is None:
         raise UsageError(f"no job {job_id}; list jobs with: python -m engine jobs")
-    new_id = jobs.retry(db, job_id)
+    new_id = jobs.retry(db, job_id, by=cli_actor())
     if new_id is None:
         raise UsageError(f"job {job_id} is {job.status}; only failed or cancelled jobs can be retried")
     print(new_id)

@@ -35,7 +35,10 @@ class Settings(BaseSettings):
     cache_path: Path | None = None  # converted models, compile caches; default <data_dir>/cache
     viewer_mode: bool = False
     public_base_url: str = "http://127.0.0.1:8501"
-    allowed_model_roots: str | None = None  # os.pathsep-separated folders; None = anywhere
+    # Folders every file a job reads must lie in (os.pathsep-separated; None = anywhere):
+    # models, draft models, prompt files, corpora, calibration and task files.
+    allowed_roots: str | None = None
+    allowed_model_roots: str | None = None  # the older name of allowed_roots, still honoured
     # Roles of signed-in users: comma-separated e-mails ("alice@x.com") or domains ("@team.example");
     # anyone signed in and not listed is a viewer.
     operators: str = ""
@@ -48,6 +51,12 @@ class Settings(BaseSettings):
         if self.db_url:
             return self.db_url
         return f"sqlite:///{self.data_dir / 'latencylab.db'}"
+
+    @property
+    def input_roots(self) -> str | None:
+        """The allowed roots of every job input: ``LATENCYLAB_ALLOWED_ROOTS``, else the older
+        ``LATENCYLAB_ALLOWED_MODEL_ROOTS``; None when neither is set (anywhere)."""
+        return self.allowed_roots or self.allowed_model_roots
 
     @property
     def cache_dir(self) -> Path:

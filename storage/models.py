@@ -3,9 +3,31 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+from engine.secrets import scrub
+
+
+class ScrubbedText(TypeDecorator[str]):
+    """Text that may quote a server or a log (errors, log tails, notes): every write, ORM or
+    ``update()``, passes :func:`engine.secrets.scrub`, so no API key or bearer token is stored."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        return scrub(value) if isinstance(value, str) else value
+
+
+class ScrubbedString(ScrubbedText):
+    """:class:`ScrubbedText` with a length (a VARCHAR column)."""
+
+    impl = String
+    cache_ok = True
 
 
 class Base(DeclarativeBase):
@@ -28,10 +50,10 @@ class RunRow(Base):
     engine: Mapped[str] = mapped_column(String(50), index=True)
     device: Mapped[str] = mapped_column(String(50))
     device_name: Mapped[str | None] = mapped_column(String(200))
-    provenance_json: Mapped[str] = mapped_column(Text, default="{}")
+    provenance_json: Mapped[str] = mapped_column(ScrubbedText, default="{}")
     metrics_json: Mapped[str | None] = mapped_column(Text)
-    quality_json: Mapped[str | None] = mapped_column(Text)
-    error: Mapped[str | None] = mapped_column(Text)
+    quality_json: Mapped[str | None] = mapped_column(ScrubbedText)
+    error: Mapped[str | None] = mapped_column(ScrubbedText)
     job_id: Mapped[int | None] = mapped_column(Integer, index=True)
     submitted_by: Mapped[str | None] = mapped_column(String(200))  # its job's, or cli:<user>
 
@@ -55,7 +77,7 @@ class RequestRow(Base):
     output_tokens: Mapped[int] = mapped_column(Integer)
     chunk_ns_json: Mapped[str] = mapped_column(Text)
     chunk_tokens_json: Mapped[str] = mapped_column(Text)
-    error: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(ScrubbedText)
 
     run: Mapped[RunRow] = relationship(back_populates="requests")
 
@@ -83,13 +105,13 @@ class JobRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     phase: Mapped[str | None] = mapped_column(String(32))
     progress: Mapped[float] = mapped_column(Float, default=0.0)
-    progress_note: Mapped[str | None] = mapped_column(String(500))
+    progress_note: Mapped[str | None] = mapped_column(ScrubbedString(500))
     eta_s: Mapped[float | None] = mapped_column(Float)
     measuring_started: Mapped[bool] = mapped_column(Boolean, default=False)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
-    log_tail: Mapped[str | None] = mapped_column(Text)
+    log_tail: Mapped[str | None] = mapped_column(ScrubbedText)
     run_id: Mapped[int | None] = mapped_column(Integer)
-    error: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(ScrubbedText)
     # Who did what: an e-mail (signed in), local:<user> (the app without sign-in), cli:<user>.
     submitted_by: Mapped[str | None] = mapped_column(String(200))
     cancelled_by: Mapped[str | None] = mapped_column(String(200))

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.measure import registry
+from ui.text import escape_markdown
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -73,11 +74,11 @@ def render_quality(run: Any) -> None:
     if quality.get("baseline_perplexity") is not None:
         reference = quality.get("reference") or "default recipe of this engine (default knobs, native precision)"
         st.caption(
-            f"Reference: {reference}, same device: perplexity "
+            f"Reference: {escape_markdown(reference)}, same device: perplexity "
             f"{quality['baseline_perplexity']:.3f}; baseline {'reused from cache' if quality.get('baseline_cached') else 'computed in this run'}."
         )
     tasks = task_table(quality)
     if not tasks.empty:
         st.dataframe(tasks, hide_index=True, width="stretch")
     for key, note in (quality.get("notes") or {}).items():
-        st.info(f"{key}: {note}")
+        st.info(f"{escape_markdown(key)}: {escape_markdown(note)}")

@@ -11,6 +11,7 @@ import streamlit as st
 from engine.measure.registry import GROUP_LABELS as LABELS
 from engine.measure.registry import LATENCY_GROUPS, failure_words, human_bytes
 from engine.report.results import result_object
+from ui.text import escape_markdown
 
 
 def metric_table(obj: dict[str, Any]) -> pd.DataFrame:
@@ -47,7 +48,7 @@ def _headline(obj: dict[str, Any]) -> None:
     if failed:
         st.warning(
             f"{failed}: the latency and throughput figures cover the completed requests only"
-            + (f" ({obj['error']})" if obj.get("error") else "."),
+            + (f" ({escape_markdown(obj['error'])})" if obj.get("error") else "."),
             icon=":material/warning:",
         )
 
@@ -56,10 +57,11 @@ def render_run(run: Any) -> None:
     """Show one stored run (a RunDetail from storage)."""
     obj = result_object(run)
     title = run.name or f"Run {run.id}"
-    st.subheader(f"{title}: {run.model} on {run.device_name or run.device}")
+    where = escape_markdown(run.device_name or run.device)
+    st.subheader(f"{escape_markdown(title)}: {escape_markdown(run.model)} on {where}")
     st.caption(f"run {run.id} · {run.engine} · {run.created_at:%Y-%m-%d %H:%M UTC} · fingerprint {run.fingerprint}")
     if run.status != "done":
-        st.error(f"This run {run.status}: {run.error or 'no reason recorded'}")
+        st.error(f"This run {run.status}: {escape_markdown(run.error or 'no reason recorded')}")
     else:
         _headline(obj)
         st.dataframe(

@@ -13,6 +13,7 @@ from engine.report.export import comparison_csv, comparison_html, load_requests,
 from engine.settings import get_settings
 from ui.common import query_int, query_int_list
 from ui.run_view import cached_requests, cached_run, cached_runs_frame, results_page, share_link
+from ui.text import escape_markdown
 
 MAX_RUNS = 8
 DISTRIBUTIONS = (("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("ttft_ms", "TTFT"), ("itl_ms", "ITL (AIPerf: ICL)"))
@@ -109,12 +110,12 @@ def _summary(comparison, runs) -> None:
     """The PM summary, a warning per run that differs in more than its recipe, and the recipes."""
     baseline_id = comparison.baseline_id
     st.subheader("Summary")
-    st.markdown(f"Against **run {baseline_id}** ({comparison.labels[baseline_id]}):")
-    st.markdown("\n".join(f"- {s}" for s in comparison.summaries.values()))
+    st.markdown(f"Against **run {baseline_id}** ({escape_markdown(comparison.labels[baseline_id])}):")
+    st.markdown("\n".join(f"- {escape_markdown(s)}" for s in comparison.summaries.values()))
     for run_id, diffs in comparison.differences.items():
         if diffs:
             st.warning(
-                f"Run {run_id} differs from the baseline in more than its recipe ({'; '.join(diffs)}): "
+                f"Run {run_id} differs from the baseline in more than its recipe ({escape_markdown('; '.join(diffs))}): "
                 "its ratios are not the recipe's alone.",
                 icon=":material/warning:",
             )
@@ -122,7 +123,7 @@ def _summary(comparison, runs) -> None:
         for r in runs:
             st.markdown(
                 f"- [run {r.id}](run?run={r.id}){' (baseline)' if r.id == baseline_id else ''}: "
-                f"{r.model} · {recipe_in_words(r.spec, r.engine)}"
+                f"{escape_markdown(r.model)} · {escape_markdown(recipe_in_words(r.spec, r.engine))}"
             )
 
 

@@ -15,6 +15,7 @@ import streamlit as st
 from storage import StorageError
 from ui import auth
 from ui.common import database
+from ui.text import escape_markdown
 
 REFRESH_S = 1.0
 STATUS_ICONS = {
@@ -67,7 +68,7 @@ def _act(action: str, job_id: int) -> None:
             new_id = jobs.retry(db, job_id, by=auth.actor())
             st.toast(f"Job {job_id} queued again as job {new_id}" if new_id else f"Job {job_id} cannot be retried")
     except StorageError as exc:
-        st.toast(f"Could not {action} job {job_id}: {exc}")
+        st.toast(f"Could not {action} job {job_id}: {escape_markdown(exc)}")
 
 
 def _who_line(job: Any) -> str | None:
@@ -117,11 +118,11 @@ def render_job(job: Any, read_only: bool, rights: dict[str, str | None] | None =
         with head:
             title = (
                 f"**Job {job.id}**"
-                + (f" · {job.name}" if job.name else "")
-                + (f" · sweep *{job.sweep}*" if job.sweep else "")
+                + (f" · {escape_markdown(job.name)}" if job.name else "")
+                + (f" · sweep *{escape_markdown(job.sweep)}*" if job.sweep else "")
             )
             st.markdown(f"{STATUS_ICONS.get(job.status, '')} {title} · `{job.status}` on `{job.device}`")
-            st.caption(_describe(job.spec))
+            st.caption(escape_markdown(_describe(job.spec)))
             who = _who_line(job)
             if who:
                 st.caption(f"`{who}`")
@@ -135,7 +136,7 @@ def render_job(job: Any, read_only: bool, rights: dict[str, str | None] | None =
                 text += " · cancelling"
             st.progress(min(1.0, max(0.0, job.progress)), text=text)
             if job.progress_note:
-                st.caption(job.progress_note)
+                st.caption(escape_markdown(job.progress_note))
         elif job.status == "queued":
             note = " (re-queued after its worker was lost)" if job.progress_note else ""
             st.caption(f"waiting for a worker that serves {job.device}{note}")
@@ -145,7 +146,7 @@ def render_job(job: Any, read_only: bool, rights: dict[str, str | None] | None =
                 + (f" · attempt {job.attempts}" if job.attempts > 1 else "")
             )
         if job.error and job.status != "done":
-            st.error(job.error, icon=":material/error:")
+            st.error(escape_markdown(job.error), icon=":material/error:")
         if job.run_id is not None:
             st.markdown(f"[Open run {job.run_id}](run?run={job.run_id})")
         if job.log_tail:
@@ -165,7 +166,7 @@ def live_jobs(statuses: list[str], sweep: str | None, read_only: bool, rights: d
         rows = jobs.list_jobs(db, limit=100, statuses=statuses or None, sweep=sweep)
         workers = jobs.list_workers(db, alive_within_s=30)
     except StorageError as exc:
-        st.error(f"The jobs cannot be read: {exc}")
+        st.error(f"The jobs cannot be read: {escape_markdown(exc)}")
         return
     counts = {s: sum(1 for j in rows if j.status == s) for s in STATUS_ICONS}
     st.caption(" · ".join(f"{n} {s}" for s, n in counts.items() if n) or "no jobs")
@@ -197,7 +198,7 @@ def page() -> None:
     statuses = [s for s in raw_status.split(",") if s in STATUS_ICONS]
     sweep = st.query_params.get("sweep") or None
     if sweep:
-        st.caption(f"Sweep: **{sweep}** ([all jobs](/jobs))")
+        st.caption(f"Sweep: **{escape_markdown(sweep)}** ([all jobs](/jobs))")
     live_jobs(statuses, sweep, read_only, rights)
 
 

@@ -21,6 +21,7 @@ from storage import StorageError
 from ui import auth
 from ui.common import database
 from ui.launch_form import field_kind, field_widget, param_value, sweep_values_widget
+from ui.text import escape_markdown
 
 MAX_SWEEP_JOBS = 64
 PRESETS: dict[str, dict[str, Any]] = {
@@ -306,9 +307,9 @@ def page() -> None:
     specs, problem = check_launch(db, base, axes, sweep_problem)
     st.divider()
     if problem:
-        st.error(f"Cannot launch: {problem}", icon=":material/block:")
+        st.error(f"Cannot launch: {escape_markdown(problem)}", icon=":material/block:")
     elif why_not:
-        st.info(f"Cannot launch: {why_not}.", icon=":material/lock:")
+        st.info(f"Cannot launch: {escape_markdown(why_not)}.", icon=":material/lock:")
     else:
         what = f"{len(specs)} jobs (sweep)" if len(specs) > 1 else "1 job"
         st.success(f"Ready: {what} on {device}.", icon=":material/check_circle:")
@@ -328,13 +329,13 @@ def submit(db: Any, specs: list[JobSpec], swept: bool, sweep_name: str | None, t
     try:
         ids = jobs.submit_many(db, specs, sweep=sweep, timeout_s=timeout, submitted_by=auth.actor())
     except (StorageError, ValueError) as exc:
-        st.error(f"Nothing was queued: {exc}")
+        st.error(f"Nothing was queued: {escape_markdown(exc)}")
         return
     served = {d for w in jobs.list_workers(db, alive_within_s=30) for d in w.devices}
     which = ", ".join(str(i) for i in ids)
     st.success(
         f"Queued job{'s' if len(ids) > 1 else ''} {which}"
-        + (f" as sweep '{sweep}'" if sweep else "")
+        + (f" as sweep '{escape_markdown(sweep)}'" if sweep else "")
         + ". Follow it on the Jobs page."
     )
     st.page_link("views/jobs.py", label="Open the Jobs page", icon=":material/pending_actions:")

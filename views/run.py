@@ -11,6 +11,7 @@ from engine.report.distributions import cdf_figure, histogram_figure, latency_sa
 from ui import auth
 from ui.common import query_int
 from ui.run_view import cached_requests, cached_run, cached_runs_frame, render_run, results_page, share_link
+from ui.text import code_span, escape_markdown
 
 DISTRIBUTIONS = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("itl_ms", "ITL (AIPerf: ICL)"))
 
@@ -87,11 +88,11 @@ def main() -> None:
         return
 
     render_run(run)
-    st.markdown(f"**Recipe:** {run.model} · {recipe_in_words(run.spec, run.engine)}")
+    st.markdown(f"**Recipe:** {escape_markdown(run.model)} · {escape_markdown(recipe_in_words(run.spec, run.engine))}")
     if run.sweep:
-        st.caption(f"part of sweep `{run.sweep}`")
+        st.caption(f"part of sweep {code_span(run.sweep)}")
     if run.submitted_by:
-        st.caption("launched by `" + run.submitted_by.replace("`", "") + "`")
+        st.caption(f"launched by {code_span(run.submitted_by)}")
     if run.status == "done":
         requests = cached_requests(db, db.url, run.id, token)
         samples = latency_samples(requests)

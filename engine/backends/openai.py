@@ -29,6 +29,7 @@ from engine.backends.asyncloop import EventLoop
 from engine.backends.base import REMOTE_DEVICE, BackendError, GenerationParams, LoadReport, Progress, TokenScores
 from engine.backends.sse import EventStream, RequestFailed, http_reason
 from engine.measure.records import RequestRecord
+from engine.secrets import register
 from engine.weights.models import ResolvedModel
 
 
@@ -62,6 +63,7 @@ class OpenAIBackend:
             key = os.environ.get(recipe.api_key_env)
             if not key:
                 raise BackendError(f"the API key variable {recipe.api_key_env} is not set in the environment")
+            register(key)  # scrubbed from every reason, log line and stored field of this process
         self._configure(
             recipe.base_url, recipe.model_name, recipe.endpoint, key, recipe.send_ignore_eos, recipe.timeout_s
         )
@@ -209,7 +211,7 @@ class OpenAIBackend:
             return RequestFailed(f"cannot connect to {self._base_url}: {exc.os_error or exc}")
         if isinstance(exc, aiohttp.ClientPayloadError):
             return RequestFailed(f"stream closed early: {exc}")
-        return RequestFailed(f"{type(exc).__name__}: {exc}")
+        return RequestFailed(f"{type(exc).__name__}: {exc}")  # RequestFailed scrubs every reason
 
     def _count_tokens(self, record: RequestRecord, usage: dict[str, Any] | None, texts: list[str]) -> None:
         """Set the chunks' token counts from usage (spread evenly), else from the tokenizer (flagged)."""
@@ -283,7 +285,7 @@ async def _score_echo(backend: OpenAIBackend, sequences: list[list[int]], top_k:
         async with session.post(backend._base_url + "/completions", json=body, headers=backend._headers) as resp:
             text = await resp.text()
             if resp.status != 200:
-                raise BackendError(
+                raise BackendError(  # http_reason scrubs the server's text
                     f"scoring (echo + logprobs) is not supported by this server: {http_reason(resp.status, text)}"
                 )
         try:
@@ -297,13 +299,15 @@ async def _score_echo(backend: OpenAIBackend, sequences: list[list[int]], top_k:
     return out
 
 
-def _load_tokenizer(model: ResolvedModel, progress: Progress) -> Any | None:
+def _load_tokenizer(model: ResolvedModel, progress: Progress, trust_remote_code: bool = False) -> Any | None:
     if model.path is None:
         return None  # synthetic weights: prompts go as token ids
     from transformers import AutoTokenizer
 
     progress("loading tokenizer", None)
     try:
-        return AutoTokenizer.from_pretrained(model.path, revision=model.spec.revision)
+        return AutoTokenizer.from_pretrained(
+            model.path, revision=model.spec.revision, trust_remote_code=trust_remote_code
+        )
     except (OSError, ValueError) as exc:
         raise BackendError(f"cannot load the tokenizer of {model.label}: {exc}") from exc

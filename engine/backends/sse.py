@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.backends.base import RequestError
 from engine.measure.records import RequestRecord
+from engine.secrets import scrub
 
 try:  # orjson parses a chunk several times faster than json
     from orjson import loads as _loads
@@ -21,7 +22,18 @@ except ImportError:  # pragma: no cover
 
 
 class RequestFailed(RequestError):
-    """One request failed (connection, HTTP status, timeout, malformed or cut stream); the message is its reason."""
+    """One request failed (connection, HTTP status, timeout, malformed or cut stream); the message is its reason.
+
+    The reason is scrubbed of the API key and any bearer token (a server may echo the request's headers).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(scrub(reason))
+
+
+def _clip(raw: bytes, n: int = 80) -> str:
+    """The start of a bad line, scrubbed before it is cut (a cut secret would no longer match)."""
+    return repr((scrub(raw.decode(errors="replace")) or "")[:n])
 
 
 _SSE_FIELDS = (b":", b"event:", b"id:", b"retry:")
@@ -59,7 +71,7 @@ class EventStream:
         if raw[:5] != b"data:":
             raw = raw.strip()
             if raw and not raw.startswith(_SSE_FIELDS):
-                raise RequestFailed(f"malformed SSE line: {raw[:80]!r}")
+                raise RequestFailed(f"malformed SSE line: {_clip(raw)}")
             return False
         payload = raw[5:].strip()
         if payload == b"[DONE]":
@@ -68,9 +80,9 @@ class EventStream:
         try:
             event = _loads(payload)
         except ValueError as exc:
-            raise RequestFailed(f"malformed SSE data (not JSON): {payload[:80]!r}") from exc
+            raise RequestFailed(f"malformed SSE data (not JSON): {_clip(payload)}") from exc
         if not isinstance(event, dict):
-            raise RequestFailed(f"malformed SSE data (not an object): {payload[:80]!r}")
+            raise RequestFailed(f"malformed SSE data (not an object): {_clip(payload)}")
         self._event(event, t)
         return False
 
@@ -108,5 +120,5 @@ def http_reason(status: int, text: str) -> str:
             msg = str(err)
     except ValueError:
         pass
-    msg = " ".join(msg.split())[:300]
+    msg = " ".join((scrub(msg) or "").split())[:300]  # scrubbed before it is cut
     return f"HTTP {status}: {msg}" if msg else f"HTTP {status}"

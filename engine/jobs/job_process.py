@@ -114,13 +114,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--parent-pid", type=int, default=None)
     args = parser.parse_args(argv)
 
+    from engine.secrets import ScrubbedStream, register_spec
     from storage import jobs, open_database
 
+    sys.stdout, sys.stderr = ScrubbedStream(sys.stdout), ScrubbedStream(sys.stderr)  # the job's log
     db = open_database(args.db)
     job = jobs.get_job(db, args.job)
     if job is None or job.status != jobs.RUNNING:
         print(f"job {args.job} is not running; nothing to do", file=sys.stderr)
         return EXIT_SPEC
+    register_spec(job.spec)  # its API key never reaches the log, the job or the run
     wl = job.spec.get("workload") or {}
     ticker = Ticker(db, args.job, args.parent_pid, int(wl.get("requests") or 0) * int(wl.get("output_tokens") or 0))
     ticker.write()  # the first progress update, before torch or the model load

@@ -263,7 +263,10 @@ class Worker:
         return slot.busy
 
     def _spawn(self, slot: Slot, job: Any) -> None:
+        from engine.secrets import register_spec
         from storage import jobs
+
+        register_spec(job.spec)  # the log tail and reasons this worker stores are scrubbed of its key
 
         env = dict(os.environ)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpu_indices(job.device))

@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.backends.base import REGISTRY
 from engine.measure.devices import compute_capability, cuda_devices
+from engine.run.policy import check_inputs
 from engine.spec import JobSpec, ModelSpec, SpecError, TransformersRecipe
 from engine.spec.device import gpu_count, gpu_indices
 from engine.spec.rules import (
@@ -136,6 +137,7 @@ def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
     """
     if spec.recipe.engine not in REGISTRY:
         raise SpecError(f"unknown engine {spec.recipe.engine!r}; available: {', '.join(sorted(REGISTRY))}")
+    check_inputs(spec)  # every file the job reads, under the operator's roots, before any is opened
     models.check(spec.model)
     shapes = shape_problems(spec.recipe, models.declared_config(spec.model), spec.device)
     if shapes:

@@ -68,6 +68,8 @@ class JobSpec(_Strict):
         for key, default in SERVING_DEFAULTS.items():  # serving fields at their defaults keep old fingerprints
             if data["workload"].get(key) == default:
                 data["workload"].pop(key, None)
+        if data["recipe"].get("trust_remote_code") is False:  # the knob came later: off keeps old fingerprints
+            data["recipe"].pop("trust_remote_code")
         if data["recipe"].get("engine") == "transformers":  # recipe knobs at their defaults keep old fingerprints
             for key, default in TRANSFORMERS_KNOB_DEFAULTS.items():
                 if data["recipe"].get(key) == default:

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from engine.spec.base import _Strict
 from engine.spec.rules import recipe_problems, unused_knob_problems, vllm_job_problems
+from engine.spec.server_flags import ALLOWED_LIST, server_extra_argv
 
 if TYPE_CHECKING:
     from engine.spec.workload import Workload
@@ -27,6 +28,8 @@ Quantization = Literal[
     "bnb_int8",
 ]
 KVCacheQuantization = Literal["none", "quanto_int4", "quanto_int2", "hqq_int4", "hqq_int8"]
+# How a recipe that runs the model's own Python code says so, wherever recipes are shown.
+REMOTE_CODE_WORDS = "trusts remote code (runs the model's own Python)"
 Speculative = Literal["none", "prompt_lookup", "assistant", "early_exit"]
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
@@ -100,6 +103,11 @@ class TransformersRecipe(_Strict):
         le=1024,
         description="CPU: torch intra-op threads (empty: one per core; with tensor parallelism, the cores / ranks)",
     )
+    trust_remote_code: bool = Field(
+        default=False,
+        description="Run Python code shipped with the model (off: built-in architectures only); an operator's choice, "
+        "shown on the run",
+    )
 
     @model_validator(mode="after")
     def _check_knobs(self) -> TransformersRecipe:
@@ -141,6 +149,8 @@ class TransformersRecipe(_Strict):
             parts.append(f"sliding window {self.sliding_window}")
         if self.cpu_threads is not None:
             parts.append(f"{self.cpu_threads} CPU thread" + ("s" if self.cpu_threads > 1 else ""))
+        if self.trust_remote_code:
+            parts.append(REMOTE_CODE_WORDS)
         return ", ".join(parts)
 
 
@@ -206,6 +216,11 @@ class _VllmKnobs(_Strict):
     cpu_kvcache_space_gib: int = Field(
         default=1, ge=1, le=4096, description="CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE)"
     )
+    trust_remote_code: bool = Field(
+        default=False,
+        description="Run Python code shipped with the model (off: built-in architectures only); an operator's choice, "
+        "shown on the run",
+    )
 
     @field_validator("enable_prefix_caching", "enable_chunked_prefill", "enforce_eager", mode="before")
     @classmethod
@@ -254,6 +269,8 @@ class _VllmKnobs(_Strict):
             parts.append(f"ngram {self.prompt_lookup_min}-{self.prompt_lookup_max} k={self.num_speculative_tokens}")
         elif self.speculative != "none":
             parts.append(f"{self.speculative} {self.speculative_model} k={self.num_speculative_tokens}")
+        if self.trust_remote_code:
+            parts.append(REMOTE_CODE_WORDS)
         return ", ".join(parts)
 
 
@@ -269,9 +286,20 @@ class VllmServerRecipe(_VllmKnobs):
     engine: Literal["vllm-server"] = "vllm-server"
     endpoint: Literal["completions", "chat"] = Field(default="completions", description="API endpoint measured")
     extra_args: str | None = Field(
-        default=None, description="More server command-line arguments, e.g. '--swap-space 4'"
+        default=None,
+        description=f"More server tuning flags, e.g. '--seed 1'; only these: {ALLOWED_LIST}",
     )
     startup_timeout_s: float = Field(default=900.0, gt=0, le=7200, description="Seconds to wait for /health")
+
+    @field_validator("extra_args")
+    @classmethod
+    def _check_extra_args(cls, value: str | None) -> str | None:
+        server_extra_argv(value)  # raises with the allowed flags
+        return value
+
+    def extra_argv(self) -> list[str]:
+        """``extra_args`` as the server's argv tokens (validated)."""
+        return server_extra_argv(self.extra_args)
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

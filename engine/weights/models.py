@@ -77,16 +77,6 @@ def _check_gguf_file(path: Path) -> None:
         raise SpecError(f"{path} is not a readable GGUF model: {exc}") from exc
 
 
-def _check_allowed(path: Path) -> None:
-    roots = get_settings().allowed_model_roots
-    if not roots:
-        return
-    allowed = [Path(r).expanduser().resolve() for r in roots.split(os.pathsep) if r]
-    real = path.resolve()
-    if not any(real == root or root in real.parents for root in allowed):
-        raise SpecError(f"model path {path} is outside the folders the operator allows ({roots})")
-
-
 def _check_folder(path: Path) -> None:
     if not path.is_dir():
         raise SpecError(f"model folder {path} does not exist")
@@ -111,8 +101,7 @@ def check(spec: ModelSpec) -> None:
     if kind == "demo":
         demo_gguf_path()
     elif kind in ("gguf", "local"):
-        path = Path(spec.source).expanduser()
-        _check_allowed(path)
+        path = Path(spec.source).expanduser()  # inside the allowed roots: engine.run.policy, before this
         if kind == "gguf":
             _check_gguf_file(path)
         else:
@@ -131,7 +120,7 @@ def model_config(model: ResolvedModel) -> dict[str, Any]:
         return json.loads(local.read_text())
     from transformers import AutoConfig
 
-    return AutoConfig.from_pretrained(model.path, revision=model.spec.revision).to_dict()
+    return AutoConfig.from_pretrained(model.path, revision=model.spec.revision, trust_remote_code=False).to_dict()
 
 
 def context_length(model: ResolvedModel) -> int | None:
@@ -161,11 +150,12 @@ def gguf_to_hf_folder(gguf: Path, progress: Progress = _noop) -> Path:
         from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
         tmp = target.with_name(target.name + ".tmp")
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, trust_remote_code=False)
         model = AutoModelForCausalLM.from_pretrained(
             str(gguf.parent),
             gguf_file=gguf.name,
             quantization_config=GgufConfig(gguf_file=gguf.name, dequantize=True),
+            trust_remote_code=False,  # a GGUF file holds weights only, never code
         )
         progress("saving the converted model", 0.7)
         model.save_pretrained(str(tmp))

@@ -90,3 +90,28 @@ def test_empty_and_filtered(db, db_url, monkeypatch):
     at = _open(monkeypatch, db_url)
     assert any("No jobs yet" in i.value for i in at.info)
     assert any("No live worker" in w.value for w in at.warning)
+
+
+IMAGE = "![b](http://127.0.0.1:9/x.png)"
+
+
+def _rendered(value: str) -> str:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").render(value)
+
+
+def test_user_text_is_shown_literally_never_as_markup(db, db_url, monkeypatch):
+    """A job name (and a reason) that is Markdown for a remote image shows as typed: no image element."""
+    import html
+
+    spec = parse_job_spec({"model": {"source": "demo"}, "name": IMAGE, "workload": {"prompt_tokens": 8}})
+    job_id = jobs.submit(db, spec, sweep=f"s {IMAGE}")
+    jobs.claim(db, "w1", ["cpu"])
+    jobs.mark_started(db, job_id, "w1")
+    jobs.finish(db, job_id, "w1", "failed", error=f"server said {IMAGE} **now**")
+    at = _open(monkeypatch, db_url)
+    bodies = [m.value for m in at.markdown] + [c.value for c in at.caption] + [e.value for e in at.error]
+    rendered = "\n".join(_rendered(b) for b in bodies)
+    assert "<img" not in rendered and "<strong>now" not in rendered
+    assert html.unescape(rendered).count(IMAGE) >= 3  # the name, the sweep and the reason, as typed

@@ -124,3 +124,18 @@ def test_task_scores_in_their_own_units(seeded, db):
     table = at.dataframe[-1].value.set_index("task")
     assert table.loc["wikitext", "score"] == "21.5" and table.loc["wikitext", "better"] == "lower"
     assert table.loc["hellaswag", "score"] == "45.7%" and table.loc["hellaswag", "better"] == "higher"
+
+
+def test_a_run_named_like_markup_is_shown_literally(db, db_url, monkeypatch):
+    import html
+
+    from markdown_it import MarkdownIt
+    from seed_runs import make_run
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    image = "![b](http://127.0.0.1:9/x.png)"
+    run_id = make_run(db, name=image, status="failed", error=f"boom {image}")
+    at = open_run(str(run_id))
+    assert not at.exception
+    rendered = "\n".join(MarkdownIt("commonmark").render(str(p)) for p in _text(at).split("\n"))
+    assert "<img" not in rendered and html.unescape(rendered).count(image) >= 2

@@ -113,7 +113,9 @@ class TransformersBackend:
             return {}
         progress("loading weights", None)
         assert model.path is not None
-        self._tokenizer = AutoTokenizer.from_pretrained(model.path, revision=model.spec.revision)
+        self._tokenizer = AutoTokenizer.from_pretrained(
+            model.path, revision=model.spec.revision, trust_remote_code=recipe.trust_remote_code
+        )
         loading.check_shapes(model, recipe, device)
         path, kwargs, applied = loading.pretrained_source(
             model, recipe, device, self._device, dtype, attn, progress, self._set_threads

@@ -230,7 +230,7 @@ def gptq_folder(
         if marker.exists():
             return target, {**applied, "gptq_cached": True}
         progress(f"quantizing with GPTQ int{recipe.gptq_bits} (once; cached as {key})", None)
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=recipe.trust_remote_code)
         config = GPTQConfig(
             bits=recipe.gptq_bits,
             dataset=texts,
@@ -239,7 +239,9 @@ def gptq_folder(
             desc_act=recipe.gptq_desc_act,
         )
         device_map = "cpu" if device.type == "cpu" else str(device)
-        model = AutoModelForCausalLM.from_pretrained(model_path, quantization_config=config, device_map=device_map)
+        model = AutoModelForCausalLM.from_pretrained(
+            model_path, quantization_config=config, device_map=device_map, trust_remote_code=recipe.trust_remote_code
+        )
         model.save_pretrained(target)
         tokenizer.save_pretrained(target)
         marker.write_text("ok")

@@ -84,7 +84,9 @@ def check_shapes(model: ResolvedModel, recipe: TransformersRecipe, device: str) 
 
     from engine.spec.rules import shape_problems
 
-    config = AutoConfig.from_pretrained(model.path, revision=model.spec.revision).to_dict()
+    config = AutoConfig.from_pretrained(
+        model.path, revision=model.spec.revision, trust_remote_code=recipe.trust_remote_code
+    ).to_dict()
     shapes = shape_problems(recipe, config, device)
     if shapes:
         raise BackendError("; ".join(shapes))
@@ -106,7 +108,8 @@ def pretrained_source(
     from engine.spec.rules import tensor_parallel_world_size
 
     path = str(model.path)
-    kwargs: dict[str, Any] = {"revision": model.spec.revision, "dtype": dtype, "attn_implementation": attn}
+    remote = {"trust_remote_code": recipe.trust_remote_code}  # off unless the recipe says so
+    kwargs: dict[str, Any] = {"revision": model.spec.revision, "dtype": dtype, "attn_implementation": attn, **remote}
     if recipe.quantization not in ("none", "gptq"):
         # Read the file into memory instead of mapping it: a mapping kept alive by the weights
         # left unquantized (embeddings) would keep every replaced float page resident.
@@ -114,7 +117,7 @@ def pretrained_source(
     applied: Applied = {}
     if recipe.quantization == "gptq":
         folder, applied = knobs.gptq_folder(path, recipe, get_settings().cache_dir, target, progress)
-        path, kwargs = str(folder), {"dtype": dtype, "attn_implementation": attn, "device_map": str(target)}
+        path, kwargs = str(folder), {"dtype": dtype, "attn_implementation": attn, "device_map": str(target), **remote}
     if recipe.tensor_parallel:
         from transformers import DistributedConfig
 
@@ -166,7 +169,9 @@ def load_assistant(
         raise BackendError(f"assistant model: {exc}") from exc
     if resolved.path is None:
         raise BackendError("the assistant model must be a real model with the main model's tokenizer")
-    assistant = AutoModelForCausalLM.from_pretrained(resolved.path, dtype=dtype, attn_implementation=attn)
+    assistant = AutoModelForCausalLM.from_pretrained(
+        resolved.path, dtype=dtype, attn_implementation=attn, trust_remote_code=recipe.trust_remote_code
+    )
     main_vocab = main.config.vocab_size
     if assistant.config.vocab_size != main_vocab:
         raise BackendError(

@@ -58,6 +58,7 @@ def engine_kwargs(recipe: Any, device: str, model_path: str) -> dict[str, Any]:
         "enforce_eager": (device == "cpu") if recipe.enforce_eager == "auto" else recipe.enforce_eager == "on",
         "tensor_parallel_size": recipe.tensor_parallel_size,
         "disable_log_stats": False,
+        "trust_remote_code": bool(getattr(recipe, "trust_remote_code", False)),  # off unless the recipe says so
     }
     if device != "cpu":
         kw["gpu_memory_utilization"] = recipe.gpu_memory_utilization

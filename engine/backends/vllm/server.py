@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from engine.backends.base import BackendError, LoadReport, Progress, device_name
 from engine.backends.openai import OpenAIBackend
 from engine.backends.vllm.inprocess import check_importable, server_args, spec_stats_from, vllm_env, vllm_version
 from engine.processes import die_with_parent, free_port, signal_group
+from engine.spec.server_flags import server_extra_argv
 from engine.weights.models import ResolvedModel
 
 SERVED_MODEL = "latencylab"
@@ -42,10 +42,12 @@ class ManagedServer:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.served_name = served_name
+        # The allow-listed extra flags first, the job's own after them (argparse keeps the last).
         self.args = [
             sys.executable,
             "-m",
             "vllm.entrypoints.openai.api_server",
+            *server_extra_argv(getattr(recipe, "extra_args", None)),
             "--host",
             "127.0.0.1",
             "--port",
@@ -53,7 +55,6 @@ class ManagedServer:
             "--served-model-name",
             served_name,
             *server_args(recipe, device, model_path),
-            *shlex.split(getattr(recipe, "extra_args", None) or ""),
         ]
         self.env = vllm_env(recipe, device)
         fd, log = tempfile.mkstemp(prefix="vllm-server-", suffix=".log", dir=self.env["TMPDIR"])
@@ -188,7 +189,7 @@ class VllmServerBackend(OpenAIBackend):
             self._configure(self._server.base_url, SERVED_MODEL, recipe.endpoint, None)
             from engine.backends.openai import _load_tokenizer
 
-            self._tokenizer = _load_tokenizer(model, progress)
+            self._tokenizer = _load_tokenizer(model, progress, trust_remote_code=recipe.trust_remote_code)
             self.run_async(self._probe_models())
         except BaseException:
             self.unload()

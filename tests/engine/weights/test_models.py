@@ -22,19 +22,6 @@ def test_missing_folder_and_bad_gguf(tmp_path):
         models.check(ModelSpec(source=str(tmp_path / "missing.gguf")))
 
 
-def test_allowed_roots(tmp_path, monkeypatch, demo_folder):
-    from engine.settings import get_settings
-
-    monkeypatch.setenv("LATENCYLAB_ALLOWED_MODEL_ROOTS", str(tmp_path))
-    get_settings.cache_clear()
-    try:
-        with pytest.raises(SpecError, match="outside the folders"):
-            models.check(ModelSpec(source=str(demo_folder)))
-    finally:
-        monkeypatch.delenv("LATENCYLAB_ALLOWED_MODEL_ROOTS")
-        get_settings.cache_clear()
-
-
 def test_synthetic_resolves_to_a_config():
     resolved = models.resolve(ModelSpec(source="synthetic:llama-3-8b"))
     assert resolved.path is None and not resolved.has_accuracy

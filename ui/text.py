@@ -1,0 +1,39 @@
+"""User text (job and run names, model paths, error messages) shown literally in Streamlit markdown.
+
+Streamlit renders ``st.markdown``, captions, alerts, subheaders and expander labels as
+Markdown with its own extensions (``:red[...]``, ``:material/icon:``, ``$math$``): a job
+named ``![b](http://host/x.png)`` would become a remote image. :func:`escape_markdown`
+backslash-escapes every character Markdown or those extensions give a meaning, so the
+text shows as typed; code spans (backticks) are the other way (:func:`code_span`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# Characters that start markup anywhere, and the ones that do only in some places: "_" at a
+# word's edge (emphasis; max_num_seqs stays readable), ":" before a name (``:red[``,
+# ``:material/x:``, emoji), "&" of an entity, and a list marker at the start.
+_SPECIAL = re.compile(
+    r"[\\`*\[\]<>#|~$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|:(?=[A-Za-z])|&(?=#?\w+;)|^[-+]|^\d+(?=[.)])"
+)
+
+
+def escape_markdown(text: Any) -> str:
+    """``text`` on one line with every character that Markdown or Streamlit would turn into markup escaped."""
+    value = " ".join(("" if text is None else str(text)).split())
+    return _SPECIAL.sub(_escape, value)
+
+
+def _escape(match: re.Match[str]) -> str:
+    found = match.group()
+    return found + "\\" if found[0].isdigit() else "\\" + found  # "1." -> "1\." (the list marker's dot)
+
+
+def code_span(text: Any) -> str:
+    """``text`` as an inline code span that no backtick in it can close (shown literally)."""
+    value = " ".join(("" if text is None else str(text)).split())
+    longest = max((len(m) for m in re.findall(r"`+", value)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {value} {fence}" if longest else f"{fence}{value}{fence}"

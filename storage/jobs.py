@@ -74,6 +74,7 @@ __all__ = [
     "list_jobs",
     "list_workers",
     "mark_started",
+    "new_job_rows",
     "progress",
     "recover_stale",
     "register_worker",
@@ -95,10 +96,19 @@ def submit(db: Database, spec: Any, *, sweep: str | None = None, timeout_s: floa
 
 def submit_many(db: Database, specs: list[Any], *, sweep: str | None = None, timeout_s: float = 3600.0) -> list[int]:
     """Queue several specs in one transaction (a sweep is all queued or none)."""
+    rows = new_job_rows(specs, sweep=sweep, timeout_s=timeout_s)
+    with db.session() as s:
+        s.add_all(rows)
+        s.flush()
+        return [r.id for r in rows]
+
+
+def new_job_rows(specs: list[Any], *, sweep: str | None = None, timeout_s: float = 3600.0) -> list[JobRow]:
+    """Queued job rows for ``specs``, for a caller that adds them inside its own transaction."""
     if timeout_s <= 0:
         raise ValueError("timeout must be positive")
     now = now_utc()
-    rows = [
+    return [
         JobRow(
             created_at=now,
             updated_at=now,
@@ -116,10 +126,6 @@ def submit_many(db: Database, specs: list[Any], *, sweep: str | None = None, tim
         )
         for spec in specs
     ]
-    with db.session() as s:
-        s.add_all(rows)
-        s.flush()
-        return [r.id for r in rows]
 
 
 def progress(

@@ -307,3 +307,17 @@ def check_suite(db: Any, suite: Suite, against: str) -> Any:
         checks.append(check)
     label = f"run {against}" if against.isdigit() else f"tag {against}"
     return check_entries(suite.name, label, checks)
+
+
+def entry_fingerprints(db: Any) -> dict[tuple[str, str], str]:
+    """``{(suite, entry): spec fingerprint}`` of every stored suite (for the History page's picker)."""
+    from storage import suites as stored
+
+    out: dict[tuple[str, str], str] = {}
+    for found in stored.list_suites(db):
+        try:
+            suite = parse_suite(found.body, where=f"stored suite {found.name}")
+        except SuiteError:
+            continue  # stored by an older version whose rules changed: not offered
+        out.update({(suite.name, e.name): e.spec.fingerprint() for e in suite.entries})
+    return out

@@ -5,7 +5,7 @@ stored 95 % interval (``metrics[group]["ci"][stat]`` for a latency statistic,
 ``metrics["ci"][key]`` for a scalar) or, for accuracy, value ± 1.96 standard errors; runs
 stored before intervals existed have no band. Change points are found by ``ruptures``
 (PELT, least-squares cost, segments of at least 2 runs) with a penalty of
-``5 * sigma**2 * log(n)``, sigma estimated robustly from successive differences (about 4 %
+``5 * sigma**2 * log(n)``, sigma estimated robustly from successive differences (about 3 %
 false alarms on a pure-noise series of 8-40 runs, a 3-sigma step found 9 times in 10).
 Each change point is marked with what changed between the last run before it and the first
 after it: git commit, package versions, device, host (from their provenance).
@@ -89,9 +89,9 @@ def change_points(values: Sequence[float], min_size: int = MIN_SEGMENT) -> list[
     n = int(x.size)
     if n < 2 * min_size:
         return []
-    diffs = np.diff(x)
-    sigma = float(np.median(np.abs(diffs - np.median(diffs)))) / 0.6745 / math.sqrt(2.0)
-    sigma = max(sigma, 1e-9 * max(float(np.median(np.abs(x))), 1e-12))  # a flat series: any real step counts
+    # noise from successive differences (a step moves one of them only): median |d| = 0.6745 * sqrt(2) * sigma
+    sigma = float(np.median(np.abs(np.diff(x)))) / 0.6745 / math.sqrt(2.0)
+    sigma = max(sigma, 1e-3 * max(float(np.median(np.abs(x))), 1e-12))  # a flat series: steps over ~0.5 % count
     penalty = PENALTY_FACTOR * sigma**2 * math.log(n)
     ends = rpt.Pelt(model="l2", min_size=min_size, jump=1).fit(x.reshape(-1, 1)).predict(pen=penalty)
     return [int(e) for e in ends[:-1]]
@@ -201,13 +201,17 @@ def build_history(fingerprint: str, metric: str, runs: Sequence[Any]) -> History
     return History(fingerprint, metric, label, points, cps, skipped=len(ordered) - len(points))
 
 
-def history(db: Any, fingerprint: str, metric: str, limit: int = 500) -> History:
-    """:func:`build_history` over the stored done runs of ``fingerprint`` (the newest ``limit``)."""
+def fingerprint_runs(db: Any, fingerprint: str, limit: int = 500) -> list[Any]:
+    """The stored done runs of ``fingerprint`` (the newest ``limit``), oldest first."""
     from storage.runs import get_run
     from storage.suites import fingerprint_run_ids
 
-    runs = [r for r in (get_run(db, i) for i in fingerprint_run_ids(db, fingerprint, limit)) if r is not None]
-    return build_history(fingerprint, metric, runs)
+    return [r for r in (get_run(db, i) for i in fingerprint_run_ids(db, fingerprint, limit)) if r is not None]
+
+
+def history(db: Any, fingerprint: str, metric: str, limit: int = 500) -> History:
+    """:func:`build_history` over the stored done runs of ``fingerprint`` (the newest ``limit``)."""
+    return build_history(fingerprint, metric, fingerprint_runs(db, fingerprint, limit))
 
 
 def metric_choices(runs: Sequence[Any]) -> list[str]:

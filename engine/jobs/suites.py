@@ -227,7 +227,9 @@ def is_due(schedule: Any, now: float) -> int | None:
 def _suite_of(db: Any, schedule: Any) -> Suite:
     """The schedule's suite: its file when it can still be read (a team edits it), else the stored copy."""
     if schedule.file and Path(schedule.file).is_file():
-        return resolve_suite(db, schedule.file)[0]
+        suite = load_suite_file(schedule.file)
+        if suite.name == schedule.suite:  # a file renamed to another suite keeps its old schedule's copy
+            return resolve_suite(db, schedule.file)[0]
     return resolve_suite(db, schedule.suite, store=False)[0]
 
 

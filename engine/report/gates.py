@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -34,6 +34,7 @@ from engine.report.values import flat_metrics, run_hints
 
 Z95 = 1.959963984540054
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+_RANK = {PASS: 0, INCONCLUSIVE: 1, FAIL: 2}  # the verdict of several rules: the worst
 
 
 class Gate(BaseModel):
@@ -225,6 +226,9 @@ def _relative_verdict(gate: Gate, change: Change, hints: Mapping[str, str]) -> t
         return PASS, f"{worse:.1f} % worse, not significant (the interval spans no change)"
     if change.ci_pct is not None and change.ci_pct[0] <= 0 <= change.ci_pct[1]:
         return PASS, "no significant change"
+    s = _worse_sign(gate, gate.relative_rules()[0][2], gate.metric, hints)
+    if change.ci_pct is not None and max(s * change.ci_pct[0], s * change.ci_pct[1]) < 0:
+        return PASS, "significantly better"
     return PASS, "within the gate"
 
 
@@ -248,6 +252,10 @@ def _missing_run(check: EntryCheck) -> str | None:
     return None
 
 
+def _same_run(check: EntryCheck) -> bool:
+    return check.base_run is not None and check.new_run is not None and check.base_run.id == check.new_run.id
+
+
 def evaluate(check: EntryCheck) -> list[GateResult]:
     """Every gate of one entry, judged."""
     out = []
@@ -265,6 +273,9 @@ def evaluate(check: EntryCheck) -> list[GateResult]:
         if missing:
             out.append(GateResult(**head, status=FAIL, reason=missing))
             continue
+        if _same_run(check) and gate.relative_rules():
+            out.append(GateResult(**head, status=INCONCLUSIVE, reason="no run since the baseline (the newest is it)"))
+            continue
         change = change_of(check, gate.metric)
         verdicts = [v for v in (_absolute_verdict(gate, change.new),) if v is not None]
         if gate.relative_rules():
@@ -272,11 +283,7 @@ def evaluate(check: EntryCheck) -> list[GateResult]:
                 verdicts.append((FAIL, "no baseline run for this entry"))
             else:
                 verdicts.append(_relative_verdict(gate, change, hints))
-        status = (
-            FAIL
-            if any(s == FAIL for s, _ in verdicts)
-            else (INCONCLUSIVE if any(s == INCONCLUSIVE for s, _ in verdicts) else PASS)
-        )
+        status = max((s for s, _ in verdicts), key=_RANK.__getitem__)
         reason = "; ".join(r for s, r in verdicts if s == status)
         out.append(
             GateResult(
@@ -369,27 +376,7 @@ def junit_xml(report: CheckReport) -> str:
 
 
 def report_json(report: CheckReport) -> dict[str, Any]:
-    """The report as one JSON document."""
-    return {
-        "suite": report.suite,
-        "against": report.against,
-        "passed": report.passed,
-        "headline": report.headline(),
-        "results": [
-            {
-                "entry": r.entry,
-                "metric": r.metric,
-                "label": r.label,
-                "rule": r.rule,
-                "status": r.status,
-                "reason": r.reason,
-                "baseline": r.base,
-                "new": r.new,
-                "change_pct": r.change_pct,
-                "ci_pct": list(r.ci_pct) if r.ci_pct else None,
-                "baseline_run": r.base_run,
-                "new_run": r.new_run,
-            }
-            for r in report.results
-        ],
-    }
+    """The report as one JSON document (each result's fields as in :class:`GateResult`)."""
+    results = [asdict(r) for r in report.results]
+    head = {"suite": report.suite, "against": report.against, "passed": report.passed}
+    return {**head, "headline": report.headline(), "results": results}

@@ -74,6 +74,7 @@ __all__ = [
     "list_jobs",
     "list_workers",
     "mark_started",
+    "new_job_rows",
     "progress",
     "recover_stale",
     "register_worker",
@@ -105,10 +106,21 @@ def submit_many(
 ) -> list[int]:
     """Queue several specs in one transaction (a sweep is all queued or none); ``submitted_by``
     names who queued them (an e-mail, ``local:<user>``, ``cli:<user>``)."""
+    rows = new_job_rows(specs, sweep=sweep, timeout_s=timeout_s, submitted_by=submitted_by)
+    with db.session() as s:
+        s.add_all(rows)
+        s.flush()
+        return [r.id for r in rows]
+
+
+def new_job_rows(
+    specs: list[Any], *, sweep: str | None = None, timeout_s: float = 3600.0, submitted_by: str | None = None
+) -> list[JobRow]:
+    """Queued job rows for ``specs``, for a caller that adds them inside its own transaction."""
     if timeout_s <= 0:
         raise ValueError("timeout must be positive")
     now = now_utc()
-    rows = [
+    return [
         JobRow(
             created_at=now,
             updated_at=now,
@@ -127,10 +139,6 @@ def submit_many(
         )
         for spec in specs
     ]
-    with db.session() as s:
-        s.add_all(rows)
-        s.flush()
-        return [r.id for r in rows]
 
 
 def progress(

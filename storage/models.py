@@ -148,3 +148,47 @@ class HardwareMeasurementRow(Base):
     threads: Mapped[int | None] = mapped_column(Integer)
     duration_s: Mapped[float] = mapped_column(Float)
     details_json: Mapped[str] = mapped_column(Text, default="{}")
+
+
+class SuiteRow(Base):
+    """A benchmark suite stored by name: its validated definition (entries and gates) as JSON."""
+
+    __tablename__ = "suites"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    body_json: Mapped[str] = mapped_column(Text)
+    source: Mapped[str | None] = mapped_column(String(1000))  # the file it was read from, if any
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class SuiteJobRow(Base):
+    """One job queued for a suite entry, with the tag it was queued under (names a baseline)."""
+
+    __tablename__ = "suite_jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    suite: Mapped[str] = mapped_column(String(200), index=True)
+    entry: Mapped[str] = mapped_column(String(200))
+    tag: Mapped[str | None] = mapped_column(String(200), index=True)
+    fingerprint: Mapped[str] = mapped_column(String(32))
+    job_id: Mapped[int] = mapped_column(Integer, index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class SuiteScheduleRow(Base):
+    """A suite queued on a cron schedule; ``last_due_ts`` is the due time last claimed (epoch s)."""
+
+    __tablename__ = "suite_schedules"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    suite: Mapped[str] = mapped_column(String(200), unique=True)
+    file: Mapped[str | None] = mapped_column(String(1000))
+    cron: Mapped[str] = mapped_column(String(200))
+    tag: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    since_ts: Mapped[int] = mapped_column(BigInteger)  # due times at or before this are never queued
+    last_due_ts: Mapped[int | None] = mapped_column(BigInteger)
+    last_queued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_job_ids: Mapped[str | None] = mapped_column(Text)  # JSON list of the jobs queued last time

@@ -142,10 +142,13 @@ def make_run(
     recipe: dict | None = None,
     failed_requests: int = 0,
     weights_memory: int | None = None,
+    provenance: dict | None = None,
+    job: tuple[int, str] | None = None,
 ) -> int:
     """Store one run with raw stamps and metrics computed from them; returns its id.
 
     ``failed_requests`` of the measured requests end with an error after their first token.
+    ``job``: (job id, worker id) of a claimed job the run is stored for (and linked to).
     """
     spec = spec_dict(dtype, model, batch_size, name, workload, recipe)
     requests = (
@@ -176,11 +179,13 @@ def make_run(
             device_name="test CPU",
             name=name,
             sweep=sweep,
-            provenance={"host": "test"},
+            provenance=provenance or {"host": "test"},
             metrics=metrics,
             quality=quality,
             error=error,
             requests=requests,
+            job_id=job[0] if job else None,
+            worker_id=job[1] if job else None,
         ),
     )
 

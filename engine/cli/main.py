@@ -29,6 +29,7 @@ VERB_MODULES: list[str] = [
     "engine.cli.jobs",
     "engine.cli.estimate",
     "engine.cli.sweep",
+    "engine.cli.suite",
 ]
 
 

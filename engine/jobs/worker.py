@@ -60,6 +60,7 @@ __all__ = [
 
 LOG_TAIL_BYTES = 6000
 LIVE_WORKER_S = 30.0
+SCHEDULES_S = 20.0  # how often a worker looks for due suite schedules
 
 
 def check_submittable(db: Any, spec: Any) -> None:
@@ -153,6 +154,7 @@ class Worker:
         self._stopping = False
         self._last_beat = 0.0
         self._last_recover = 0.0
+        self._last_schedules = float("-inf")  # suite schedules: checked at once, then every SCHEDULES_S
 
     # -- life cycle ---------------------------------------------------------------------
     def request_stop(self, *_args: Any) -> None:
@@ -196,6 +198,8 @@ class Worker:
             self._last_beat = now
         if now - self._last_recover >= max(1.0, self.stale_after_s / 2):
             self.recover()
+        if now - self._last_schedules >= SCHEDULES_S:
+            self._queue_due_suites()
         if running:
             cancel_ids = set(jobs.cancel_requested(self.db, [s.job.id for s in running]))
             for slot in running:
@@ -231,6 +235,14 @@ class Worker:
             failed_run=failed_run_of,
         ):
             _say(f"job {r.job_id} of lost worker {r.worker_id}: {r.action}")
+
+    def _queue_due_suites(self) -> None:
+        """Queue the suites whose cron schedule is due (engine/jobs/suites.py claims each due time once)."""
+        from engine.jobs.suites import queue_due
+
+        self._last_schedules = time.monotonic()
+        for line in queue_due(self.db):
+            _say(line)
 
     def shutdown(self) -> None:
         """Stop running jobs (SIGTERM, then SIGKILL), give them back to the queue, sign off."""

@@ -1,0 +1,287 @@
+"""History of one spec fingerprint: a metric over time, its intervals, and the change points.
+
+Every done run of a fingerprint is one point, oldest first. A point's band is the run's
+stored 95 % interval (``metrics[group]["ci"][stat]`` for a latency statistic,
+``metrics["ci"][key]`` for a scalar) or, for accuracy, value ± 1.96 standard errors; runs
+stored before intervals existed have no band. Change points are found by ``ruptures``
+(PELT, least-squares cost, segments of at least 2 runs) with a penalty of
+``5 * sigma**2 * log(n)``, sigma estimated robustly from successive differences (about 3 %
+false alarms on a pure-noise series of 8-40 runs, a 3-sigma step found 9 times in 10).
+Each change point is marked with what changed between the last run before it and the first
+after it: git commit, package versions, device, host (from their provenance).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import plotly.graph_objects as go
+
+from engine.measure import registry
+from engine.measure.registry import LATENCY_GROUPS, STATS
+from engine.report.figures import PALETTE
+from engine.report.values import flat_metrics, run_hints
+
+Z95 = 1.959963984540054
+MIN_SEGMENT = 2
+PENALTY_FACTOR = 5.0
+FIRST_METRICS = ("tpot_ms_p50", "ttft_ms_p50", "output_tokens_per_s", "itl_ms_p50", "e2el_ms_p50")
+_SHOWN_KINDS = ("latency", "throughput", "accuracy", "memory")
+
+
+# -- intervals stored with a run -----------------------------------------------------------
+def _pair(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, Mapping):
+        value = (value.get("lo"), value.get("hi"))
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        return None
+    lo, hi = registry.finite(value[0]), registry.finite(value[1])
+    return None if lo is None or hi is None else (min(lo, hi), max(lo, hi))
+
+
+def stored_interval(metrics: Mapping[str, Any] | None, key: str) -> tuple[float, float] | None:
+    """A run's stored 95 % interval of a flat metric key; None when none was stored ("n too small", older runs)."""
+    metrics = metrics or {}
+    for group in (*LATENCY_GROUPS, "queue_ms"):
+        stat = key.removeprefix(f"{group}_")
+        if stat != key and stat in STATS:
+            stats = metrics.get(group)
+            ci = stats.get("ci") if isinstance(stats, Mapping) else None
+            return _pair(ci.get(stat)) if isinstance(ci, Mapping) else None
+    ci = metrics.get("ci")
+    if isinstance(ci, Mapping) and key in ci:
+        return _pair(ci[key])
+    return _pair(metrics.get(f"{key}_ci"))
+
+
+def quality_stderr(quality: Mapping[str, Any] | None, key: str) -> float | None:
+    """The standard error stored beside an accuracy figure (``perplexity_stderr``, ``task:X:stderr``)."""
+    name = key.removeprefix("quality.")
+    names = [f"{name}:stderr", f"{name}_stderr"] + (["kl_stderr"] if name == "kl_mean" else [])
+    for candidate in names:
+        value = registry.finite((quality or {}).get(candidate))
+        if value is not None:
+            return value
+    return None
+
+
+def band_of(run: Any, key: str, value: float | None) -> tuple[float, float] | None:
+    """The 95 % band of one run's figure: its stored interval, or value ± 1.96 stderr for accuracy."""
+    if value is None:
+        return None
+    if key.startswith("quality."):
+        se = quality_stderr(getattr(run, "quality", None), key)
+        return None if se is None else (value - Z95 * se, value + Z95 * se)
+    return stored_interval(getattr(run, "metrics", None), key)
+
+
+# -- change points -------------------------------------------------------------------------
+def change_points(values: Sequence[float], min_size: int = MIN_SEGMENT) -> list[int]:
+    """Indices where a new segment starts (ruptures PELT, l2 cost); [] for a series too short to split."""
+    import numpy as np
+    import ruptures as rpt
+
+    x = np.asarray(values, dtype=np.float64)
+    n = int(x.size)
+    if n < 2 * min_size:
+        return []
+    # noise from successive differences (a step moves one of them only): median |d| = 0.6745 * sqrt(2) * sigma
+    sigma = float(np.median(np.abs(np.diff(x)))) / 0.6745 / math.sqrt(2.0)
+    sigma = max(sigma, 1e-3 * max(float(np.median(np.abs(x))), 1e-12))  # a flat series: steps over ~0.5 % count
+    penalty = PENALTY_FACTOR * sigma**2 * math.log(n)
+    ends = rpt.Pelt(model="l2", min_size=min_size, jump=1).fit(x.reshape(-1, 1)).predict(pen=penalty)
+    return [int(e) for e in ends[:-1]]
+
+
+def what_changed(before: Any, after: Any) -> list[str]:
+    """What differs between two runs' provenance: git commit, package versions, device, host, Python."""
+    pa, pb = getattr(before, "provenance", None) or {}, getattr(after, "provenance", None) or {}
+    out = []
+    if pa.get("git_commit") != pb.get("git_commit"):
+        out.append(f"git {pa.get('git_commit') or '?'} → {pb.get('git_commit') or '?'}")
+    packages_a, packages_b = pa.get("packages") or {}, pb.get("packages") or {}
+    for name in sorted(set(packages_a) | set(packages_b)):
+        if packages_a.get(name) != packages_b.get(name):
+            out.append(f"{name} {packages_a.get(name) or '–'} → {packages_b.get(name) or '–'}")
+    device_a, device_b = getattr(before, "device_name", None), getattr(after, "device_name", None)
+    if device_a != device_b:
+        out.append(f"device {device_a or '?'} → {device_b or '?'}")
+    for key in ("host", "python", "cpu"):
+        if pa.get(key) != pb.get(key):
+            out.append(f"{key} {pa.get(key) or '?'} → {pb.get(key) or '?'}")
+    return out
+
+
+# -- a series ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Point:
+    """One run of the series."""
+
+    run_id: int
+    at: datetime
+    value: float
+    band: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A level change: the runs either side of it, the segment means and what changed between them."""
+
+    index: int  # position in History.points of the first run after the change
+    before_run: int
+    after_run: int
+    at: datetime
+    before_mean: float
+    after_mean: float
+    changes: list[str]
+
+    @property
+    def change_pct(self) -> float | None:
+        return None if self.before_mean == 0 else (self.after_mean / self.before_mean - 1.0) * 100.0
+
+    def words(self) -> str:
+        what = (
+            "; ".join(self.changes)
+            if self.changes
+            else "nothing recorded changed (load, noise or an unrecorded change)"
+        )
+        pct = self.change_pct
+        size = "" if pct is None else f"{pct:+.1f} % "
+        return f"{size}between run {self.before_run} and run {self.after_run}: {what}"
+
+
+@dataclass(frozen=True)
+class History:
+    """One metric of one fingerprint over time."""
+
+    fingerprint: str
+    metric: str
+    label: str
+    points: list[Point]
+    change_points: list[ChangePoint] = field(default_factory=list)
+    skipped: int = 0  # runs of the fingerprint without this metric
+
+    @property
+    def has_bands(self) -> bool:
+        return any(p.band is not None for p in self.points)
+
+
+def build_history(fingerprint: str, metric: str, runs: Sequence[Any]) -> History:
+    """The series of ``metric`` over ``runs`` (done runs of one fingerprint, any order) and its change points."""
+    ordered = sorted(runs, key=lambda r: (r.created_at, r.id))
+    points, kept, hints = [], [], {}
+    for run in ordered:
+        hints.update(run_hints(run))
+        value = flat_metrics(run).get(metric)
+        if value is None:
+            continue
+        points.append(Point(run.id, run.created_at, value, band_of(run, metric, value)))
+        kept.append(run)
+    values = [p.value for p in points]
+    bounds = [0, *change_points(values), len(values)]
+    cps = []
+    for k, start in enumerate(bounds[1:-1], start=1):
+        before, after = values[bounds[k - 1] : start], values[start : bounds[k + 1]]
+        cps.append(
+            ChangePoint(
+                start,
+                points[start - 1].run_id,
+                points[start].run_id,
+                points[start].at,
+                sum(before) / len(before),
+                sum(after) / len(after),
+                what_changed(kept[start - 1], kept[start]),
+            )
+        )
+    label = registry.lookup(metric, hints.get(metric)).header
+    return History(fingerprint, metric, label, points, cps, skipped=len(ordered) - len(points))
+
+
+def fingerprint_runs(db: Any, fingerprint: str, limit: int = 500) -> list[Any]:
+    """The stored done runs of ``fingerprint`` (the newest ``limit``), oldest first."""
+    from storage.runs import get_run
+    from storage.suites import fingerprint_run_ids
+
+    return [r for r in (get_run(db, i) for i in fingerprint_run_ids(db, fingerprint, limit)) if r is not None]
+
+
+def history(db: Any, fingerprint: str, metric: str, limit: int = 500) -> History:
+    """:func:`build_history` over the stored done runs of ``fingerprint`` (the newest ``limit``)."""
+    return build_history(fingerprint, metric, fingerprint_runs(db, fingerprint, limit))
+
+
+def metric_choices(runs: Sequence[Any]) -> list[str]:
+    """Metrics measured in any of ``runs`` (latency, throughput, accuracy, memory): the headline ones first."""
+    present: dict[str, None] = {}
+    for run in runs:
+        hints = run_hints(run)
+        for key, value in flat_metrics(run).items():
+            if value is not None and registry.lookup(key, hints.get(key)).kind in _SHOWN_KINDS:
+                present[key] = None
+    first = [k for k in FIRST_METRICS if k in present]
+    return first + [k for k in present if k not in first]
+
+
+def _add_bands(fig: go.Figure, points: list[Point]) -> None:
+    banded = [p for p in points if p.band is not None]
+    if not banded:
+        return
+    xs = [p.at for p in banded]
+    fig.add_trace(go.Scatter(x=xs, y=[p.band[1] for p in banded], mode="lines", line={"width": 0}, showlegend=False))
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=[p.band[0] for p in banded],
+            mode="lines",
+            line={"width": 0},
+            fill="tonexty",
+            fillcolor="rgba(31,119,180,0.2)",
+            name="95 % interval",
+        )
+    )
+
+
+def _add_segments(fig: go.Figure, h: History) -> None:
+    """A dotted line at each segment's mean, and a dashed line at each change point, labelled with what changed."""
+    xs = [p.at for p in h.points]
+    bounds = [0, *(c.index for c in h.change_points), len(h.points)]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        mean = sum(p.value for p in h.points[a:b]) / max(b - a, 1)
+        line = {"color": PALETTE[1], "dash": "dot"}
+        fig.add_trace(
+            go.Scatter(x=xs[a:b], y=[mean] * (b - a), mode="lines", showlegend=a == 0, name="segment mean", line=line)
+        )
+    for c in h.change_points:
+        fig.add_shape(
+            type="line", x0=c.at, x1=c.at, yref="paper", y0=0, y1=1, line={"color": PALETTE[3], "dash": "dash"}
+        )
+        text = ("; ".join(c.changes) or "change")[:60]
+        fig.add_annotation(
+            x=c.at, yref="paper", y=1.0, yanchor="bottom", showarrow=False, text=text, font={"color": PALETTE[3]}
+        )
+
+
+def history_figure(h: History) -> go.Figure:
+    """The series with its 95 % bands, segment means and a marked line at each change point."""
+    fig = go.Figure()
+    _add_bands(fig, h.points)
+    fig.add_trace(
+        go.Scatter(
+            x=[p.at for p in h.points],
+            y=[p.value for p in h.points],
+            mode="lines+markers",
+            name=h.label,
+            line={"color": PALETTE[0]},
+            customdata=[p.run_id for p in h.points],
+            hovertemplate="run %{customdata}<br>%{x}<br>%{y:.4g}<extra></extra>",
+        )
+    )
+    _add_segments(fig, h)
+    fig.update_layout(
+        title=f"{h.label} over time", xaxis_title="run time", yaxis_title=h.label, template="plotly_white"
+    )
+    return fig

@@ -1,0 +1,125 @@
+"""History: one spec fingerprint (or suite entry) over time (``?fingerprint=...&metric=...`` or
+``?suite=NAME&entry=NAME``): the metric with its 95 % bands and change points, each marked with what changed."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from engine.jobs.suites import entry_fingerprints
+from engine.measure import registry
+from engine.report.history import build_history, fingerprint_runs, history_figure, metric_choices
+from storage.suites import fingerprints
+from ui.run_view import results_page, share_link
+
+DEFAULT_METRIC = "tpot_ms_p50"
+
+
+def _linked_fingerprint(db, known: dict[str, str]) -> str | None:
+    """The fingerprint of ``?suite=&entry=`` or ``?fingerprint=``, with a warning when the link names nothing stored."""
+    suite, entry = st.query_params.get("suite"), st.query_params.get("entry")
+    if suite and entry:
+        fp = entry_fingerprints(db).get((suite, entry))
+        if fp is None:
+            st.warning(f"There is no entry {entry!r} in a stored suite {suite!r}; pick a series below.")
+        return fp
+    fp = st.query_params.get("fingerprint")
+    if fp and fp not in known:
+        st.warning(f"No finished run has the fingerprint {fp!r} (deleted, or the link is from another database).")
+        return None
+    return fp or None
+
+
+def _choose_fingerprint(db, current: str | None) -> str | None:
+    """A selectbox of the stored fingerprints (and suite entries); writes ``?fingerprint=``."""
+    infos = fingerprints(db)
+    if not infos:
+        return None
+    entries = {fp: f"{s}/{e}" for (s, e), fp in entry_fingerprints(db).items()}
+    labels = {
+        f.fingerprint: f"{entries.get(f.fingerprint) or f.name or f.model} · {f.engine} · {f.runs} runs · {f.fingerprint}"
+        for f in infos
+    }
+    options = list(labels)
+    chosen = st.selectbox(
+        "Series (runs of one spec)",
+        options,
+        index=options.index(current) if current in labels else 0,
+        format_func=lambda fp: labels[fp],
+        key="history_fingerprint",
+    )
+    if chosen != current:
+        for key in ("suite", "entry"):
+            st.query_params.pop(key, None)
+    st.query_params["fingerprint"] = chosen
+    return chosen
+
+
+def _choose_metric(runs) -> str:
+    choices = metric_choices(runs) or [DEFAULT_METRIC]
+    wanted = st.query_params.get("metric") or DEFAULT_METRIC
+    if wanted not in choices:
+        if "metric" in st.query_params:
+            st.warning(f"{wanted!r} is not measured in these runs; showing {choices[0]}.")
+        wanted = choices[0]
+    hints = {k: v for r in runs for k, v in registry.task_kinds(r.quality).items()}
+    metric = st.selectbox(
+        "Metric",
+        choices,
+        index=choices.index(wanted),
+        format_func=lambda k: registry.lookup(k, hints.get(k)).header,
+        key="history_metric",
+    )
+    st.query_params["metric"] = metric
+    return metric
+
+
+def _change_points(h) -> None:
+    st.subheader("Change points")
+    if not h.change_points:
+        st.markdown("No change point: the series holds one level (ruptures PELT, segments of at least 2 runs).")
+        return
+    st.markdown("\n".join(f"- **{c.at:%Y-%m-%d %H:%M}**: {c.words()}" for c in h.change_points))
+
+
+def _table(h, metric: str) -> None:
+    m = registry.lookup(metric)
+    rows = [
+        {
+            "run": f"run?run={p.run_id}",
+            "time": p.at,
+            h.label: m.format(p.value),
+            "95 % interval": "–" if p.band is None else f"{m.format(p.band[0])} – {m.format(p.band[1])}",
+        }
+        for p in reversed(h.points)
+    ]
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        column_config={"run": st.column_config.LinkColumn("run", display_text=r"run\?run=(\d+)")},
+    )
+
+
+def main() -> None:
+    opened = results_page("History")
+    if opened is None:
+        return
+    db, _token = opened
+    known = {f.fingerprint: f for f in fingerprints(db)}
+    fp = _choose_fingerprint(db, _linked_fingerprint(db, known))
+    if fp is None:
+        st.info("No finished runs yet. Queue a suite (`python -m engine suite run suites/demo.yaml`) or run one.")
+        return
+    runs = fingerprint_runs(db, fp)
+    metric = _choose_metric(runs)
+    h = build_history(fp, metric, runs)
+    if not h.has_bands:
+        st.caption("No stored 95 % intervals for these runs (older runs, or too few requests): points only.")
+    st.plotly_chart(history_figure(h), key="history_chart")
+    _change_points(h)
+    with st.expander(f"Runs ({len(h.points)})", expanded=False):
+        _table(h, metric)
+    share_link("history")
+
+
+main()

@@ -1,7 +1,7 @@
 """suites: suite definitions, the jobs queued for their entries (with tags), cron schedules
 
-Revision ID: 0003_suites
-Revises: 0002_hardware
+Revision ID: 0004_suites
+Revises: 0003_audit
 Create Date: 2026-12-02 10:00:00
 """
 

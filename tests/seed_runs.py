@@ -142,6 +142,7 @@ def make_run(
     recipe: dict | None = None,
     failed_requests: int = 0,
     weights_memory: int | None = None,
+    extra_metrics: dict | None = None,
 ) -> int:
     """Store one run with raw stamps and metrics computed from them; returns its id.
 
@@ -163,6 +164,7 @@ def make_run(
         metrics.update(peak_memory_bytes=peak_memory, load_s=0.5)
         if weights_memory is not None:
             metrics["weights_memory_bytes"] = weights_memory
+        metrics.update(extra_metrics or {})
     parsed = parse_job_spec(spec)
     return save_run(
         db,

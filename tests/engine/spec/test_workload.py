@@ -86,3 +86,10 @@ def test_presets() -> None:
     with pytest.raises(ValueError, match="unknown preset 'slow'"):
         apply_preset({}, "slow")
     assert Workload(prompt_tokens=16, until_ci_pct=2, max_seconds=30).request_cap is None  # time limit only
+
+
+def test_adaptive_stopping_is_refused_with_tensor_parallelism() -> None:
+    spec = {"model": {"source": "demo"}, "recipe": {"engine": "transformers", "tensor_parallel": True}}
+    with pytest.raises(SpecError, match="same rounds; use a fixed number of trials"):
+        parse_job_spec({**spec, "workload": {"prompt_tokens": 16, "until_ci_pct": 2}})
+    assert parse_job_spec({**spec, "workload": {"prompt_tokens": 16, "trials": 3}}).workload.trials == 3

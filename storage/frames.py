@@ -28,6 +28,9 @@ def flatten_metrics(metrics: dict[str, Any] | None) -> dict[str, Any]:
     for key in SCALAR_KEYS:
         flat[key] = metrics.get(key)
     flat["error_rate"] = registry.error_rate(metrics) if metrics else None  # stored, else from the counts
+    flags = metrics.get("noise_flags")  # engine/run/noise.py; None for runs from before it
+    flat["noise"] = None if flags is None else "; ".join(f.get("detail", "") for f in flags)
+    flat["contended"] = None if flags is None else any(f.get("kind") == "machine" for f in flags)
     return flat
 
 

@@ -71,6 +71,7 @@ class RequestRow(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     idx: Mapped[int] = mapped_column(Integer)
     warmup: Mapped[bool] = mapped_column(Boolean, default=False)
+    trial: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # measured phase (0: the only one)
     arrival_ns: Mapped[int] = mapped_column(BigInteger)
     send_ns: Mapped[int] = mapped_column(BigInteger)
     prompt_tokens: Mapped[int] = mapped_column(Integer)

@@ -124,6 +124,7 @@ def run_row(run: NewRun) -> RunRow:
         RequestRow(
             idx=r.index,
             warmup=r.warmup,
+            trial=r.trial,
             arrival_ns=r.arrival_ns,
             send_ns=r.send_ns,
             prompt_tokens=r.prompt_tokens,
@@ -228,6 +229,7 @@ def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
                 chunk_tokens=loads(r.chunk_tokens_json),
                 error=r.error,
                 warmup=r.warmup,
+                trial=r.trial or 0,
             )
             for r in s.scalars(stmt)
         ]

@@ -144,6 +144,7 @@ def make_run(
     weights_memory: int | None = None,
     provenance: dict | None = None,
     job: tuple[int, str] | None = None,
+    extra_metrics: dict | None = None,
 ) -> int:
     """Store one run with raw stamps and metrics computed from them; returns its id.
 
@@ -166,6 +167,7 @@ def make_run(
         metrics.update(peak_memory_bytes=peak_memory, load_s=0.5)
         if weights_memory is not None:
             metrics["weights_memory_bytes"] = weights_memory
+        metrics.update(extra_metrics or {})
     parsed = parse_job_spec(spec)
     return save_run(
         db,

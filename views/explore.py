@@ -96,6 +96,18 @@ def filtered(frame: pd.DataFrame) -> pd.DataFrame:
                 frame = frame[frame[column].astype(str).isin(chosen)]
         since = _date(st, "From (UTC)", "since")
         until = _date(st, "Until (UTC)", "until")
+        quiet = st.checkbox(
+            "hide runs measured under contention",
+            value=st.query_params.get("quiet") == "1",
+            key="explore_quiet",
+            help="other processes used the CPU or GPU, or the hypervisor stole CPU time, during the measured phase",
+        )
+    if quiet:
+        st.query_params["quiet"] = "1"
+        if "contended" in frame.columns:
+            frame = frame[frame["contended"] != True]  # noqa: E712 - None (older runs) is kept
+    elif "quiet" in st.query_params:
+        del st.query_params["quiet"]
     if since or until:
         day = pd.to_datetime(frame["created_at"], utc=True).dt.date
         if since:

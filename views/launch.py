@@ -17,6 +17,7 @@ from engine.measure.devices import detect_devices
 from engine.spec import RECIPE_CLASSES, JobSpec, SpecError, Workload
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
 from engine.spec.sweep import Axis, SweepPoint, build_grid, field_axis, grid_size, grid_specs
+from engine.spec.workload import PRESETS as MEASUREMENT_PRESETS
 from storage import StorageError
 from ui import auth
 from ui.common import database
@@ -29,6 +30,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     "long prompt: 2048 in / 64 out": {"prompt_tokens": 2048, "output_tokens": 64, "requests": 4, "batch_size": 1},
     "batch throughput": {"prompt_tokens": 128, "output_tokens": 128, "requests": 32, "batch_size": 8},
     "quick check: 16 in / 4 out": {"prompt_tokens": 16, "output_tokens": 4, "requests": 2, "batch_size": 1},
+    # measurement presets (engine/spec/workload.py): how sure the figures must be, on the chat shape
+    "decision: chat, TPOT p50 within ±2 % (3+ trials, at most 1000 requests)": {
+        "prompt_tokens": 128,
+        "output_tokens": 128,
+        "requests": 20,
+        "batch_size": 1,
+        **MEASUREMENT_PRESETS["decision"],
+    },
 }
 MODEL_KINDS = {
     "demo": "Demo model (SmolLM2-135M-Instruct, Q4_1 GGUF dequantized to float32)",

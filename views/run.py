@@ -68,6 +68,28 @@ def _delete(db, run) -> None:
             st.switch_page("views/runs.py")
 
 
+FLAG_WORDS = {
+    "contention": "measured under contention",
+    "steal": "CPU time stolen",
+    "gpu_busy": "GPU shared",
+    "few_requests": "too few requests",
+    "short": "too short",
+    "warmup": "warm-up too short",
+    "drift": "trials drift",
+}
+
+
+def noise_badges(metrics: dict | None) -> list[tuple[str, str]]:
+    """(badge text, colour) per noise flag: orange for a busy machine, grey for a thin run."""
+    return [
+        (
+            f"{FLAG_WORDS.get(f.get('flag'), f.get('flag'))}: {f.get('detail', '')}",
+            "orange" if f.get("kind") == "machine" else "gray",
+        )
+        for f in (metrics or {}).get("noise_flags") or []
+    ]
+
+
 def main() -> None:
     opened = results_page("Run")
     if opened is None:
@@ -88,6 +110,8 @@ def main() -> None:
         return
 
     render_run(run)
+    for text, color in noise_badges(run.metrics):
+        st.badge(text, icon=":material/warning:", color=color)
     st.markdown(f"**Recipe:** {escape_markdown(run.model)} · {escape_markdown(recipe_in_words(run.spec, run.engine))}")
     if run.sweep:
         st.caption(f"part of sweep {code_span(run.sweep)}")

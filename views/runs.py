@@ -52,6 +52,7 @@ if db is not None:
             "e2el_ms_p50",
             "output_tokens_per_s",
             "error_rate",
+            "noise",
             "reason",
         ]
         st.dataframe(
@@ -67,6 +68,9 @@ if db is not None:
                 "output_tokens_per_s": st.column_config.NumberColumn("tokens/s", format="%.1f"),
                 "error_rate": st.column_config.NumberColumn(
                     "failed requests", format="percent", help="share of the measured requests that failed"
+                ),
+                "noise": st.column_config.TextColumn(
+                    "noise", help="why a figure may not stand: contention, steal, too few requests, drift"
                 ),
                 "reason": st.column_config.TextColumn("reason / note"),
             },

@@ -160,6 +160,7 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--max-error-rate", type=float, metavar="R", help="fail the run if more than this share (0..1) of requests fail"
     )
+    _add_trial_arguments(p)
     e = p.add_argument_group("servers (engines vllm, vllm-server, openai)")
     e.add_argument("--base-url", help="openai: server base URL, e.g. http://127.0.0.1:8000/v1")
     e.add_argument("--served-model", dest="model_name", help="openai: the model name the server knows")
@@ -178,6 +179,28 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument(
         "--quality-corpus", metavar="SRC", help="default | a text file | hf:<dataset>[:config[:split[:column]]]"
     )
+
+
+def _add_trial_arguments(p: argparse.ArgumentParser) -> None:
+    """``--preset``, ``--trials`` and adaptive stopping (``--until-ci`` and its limits)."""
+    t = p.add_argument_group("trials and adaptive stopping (engine/run/trials.py)")
+    t.add_argument(
+        "--preset",
+        choices=("quick", "decision"),
+        help="quick: one trial; decision: 3+ trials, then rounds until TPOT p50 is within +-2 %% "
+        "(at most 1000 requests / 600 s); other options override it",
+    )
+    t.add_argument("--trials", type=positive_int, help="measured phases of --requests requests each (default 1)")
+    t.add_argument(
+        "--until-ci",
+        dest="until_ci_pct",
+        type=float,
+        metavar="PCT",
+        help="measure in rounds until the 95 %% CI half-width of --until-metric is <= PCT %%",
+    )
+    t.add_argument("--until-metric", help="the figure --until-ci watches (default tpot_ms.p50; also ttft_ms.p90 ...)")
+    t.add_argument("--max-requests", type=positive_int, help="--until-ci: most measured requests (default 1000)")
+    t.add_argument("--max-seconds", type=float, help="--until-ci: most seconds of measuring")
 
 
 _SERVER_OPTIONS = (  # applied after --knob, as before
@@ -205,6 +228,11 @@ _WORKLOAD_OPTIONS = (
     "slo_tpot_ms",
     "slo_e2el_ms",
     "max_error_rate",
+    "trials",
+    "until_ci_pct",
+    "until_metric",
+    "max_requests",
+    "max_seconds",
 )
 
 
@@ -240,6 +268,10 @@ def _recipe_from_args(args: argparse.Namespace, recipe: dict[str, Any]) -> dict[
 
 
 def _workload_from_args(args: argparse.Namespace, workload: dict[str, Any]) -> dict[str, Any]:
+    if getattr(args, "preset", None):
+        from engine.spec.workload import apply_preset
+
+        workload = apply_preset(workload, args.preset)
     workload.update({k: getattr(args, k) for k in _WORKLOAD_OPTIONS if getattr(args, k, None) is not None})
     if args.prompt_file is not None:
         workload["prompt_file"] = args.prompt_file

@@ -26,6 +26,7 @@ class RequestRecord:
     chunk_tokens: list[int] = field(default_factory=list)
     error: str | None = None
     warmup: bool = False
+    trial: int = 0  # which measured phase (trial or adaptive round) of the run sent it
 
     @property
     def ok(self) -> bool:

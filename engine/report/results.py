@@ -50,6 +50,9 @@ def result_object(run: Any) -> dict[str, Any]:
     if metrics.get("load") is not None:  # serving runs: configured vs achieved rate, concurrency, SLOs
         obj["load"] = metrics["load"]
         obj["slo"] = metrics.get("slo")
+    for key in ("trials", "trial_drift", "stopped_because", "noise_flags"):  # engine/run/trials.py, noise.py
+        if metrics.get(key) is not None:
+            obj[key] = metrics[key]
     obj["quality"] = run.quality
     return obj
 
@@ -108,6 +111,12 @@ def render_table(obj: dict[str, Any]) -> str:
             else "no SLO set (give --slo-ttft-ms / --slo-tpot-ms / --slo-e2el-ms to measure goodput)"
         )
         lines.append(f"{'goodput':<34}{goodput}")
+    if obj.get("trials"):
+        lines.append(
+            f"{'trials':<34}{len(obj['trials'])}"
+            + (f", stopped: {obj['stopped_because']}" if obj.get("stopped_because") else "")
+        )
+    lines += [f"{'noise: ' + f['flag']:<34}{f['detail']}" for f in obj.get("noise_flags") or []]
     lines.extend(_quality_lines(obj.get("quality")))
     return "\n".join(lines)
 

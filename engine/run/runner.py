@@ -26,8 +26,8 @@ from typing import Any
 
 from engine.backends.base import BackendError, GenerationParams, get_backend
 from engine.measure import memory, provenance
-from engine.measure.metrics import compute_metrics
-from engine.measure.records import RequestRecord, RunRecord
+from engine.measure.devices import cuda_devices
+from engine.measure.records import RequestRecord
 from engine.run.failures import RunRejected, check_failures
 from engine.run.preflight import preflight
 from engine.spec import JobSpec, SpecError
@@ -184,45 +184,69 @@ def _warm_up(
     return warm, time.perf_counter() - t0
 
 
+def _phase_runner(
+    spec: JobSpec, backend: Any, prompts: list[list[int]], state: ProgressState, serving: bool, load: dict[str, Any]
+) -> Callable[[int, int, int], tuple[list[RequestRecord], int, int]]:
+    """One measured phase (a trial) of ``count`` of the measured prompts; serving stats land in ``load``."""
+    from engine.run.load import run_load
+
+    wl = spec.workload
+    params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
+    measured = prompts[wl.warmup :]
+
+    def run(_trial: int, first_index: int, count: int) -> tuple[list[RequestRecord], int, int]:
+        state.requests_total = max(state.requests_total, state.requests_done + count)
+        state.tokens_total = max(state.tokens_total, state.tokens_done + count * wl.output_tokens)
+        if serving:
+            phase = run_load(backend, measured[:count], wl, params, state, first_index=first_index)
+            load.update(phase.stats)  # configured vs achieved rate, concurrency (of the last trial)
+            return phase.records, phase.start_ns, phase.end_ns
+        return _run_requests(backend, measured[:count], spec, state, False, first_index)
+
+    return run
+
+
 def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> BenchmarkResult:
+    from engine.run import noise, trials
+
     wl = spec.workload
     prov = provenance.collect()
     resolved, backend, report = _load(spec, state, log)
     try:
-        from engine.run.load import run_load, slo_of
+        from engine.run.load import slo_of
 
         serving = _serving(spec)  # arrival processes and streaming engines go through engine/run/load.py
         prompts = _prompts(spec, backend, report)
-        load_params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
         warm, warmup_s = _warm_up(spec, backend, prompts, state, serving)
-
         state.tokens_done, state.requests_done = 0, 0
-        state.tokens_total = wl.requests * wl.output_tokens
-        state.requests_total = wl.requests
-        state.enter("measuring", f"{wl.requests} request(s) in batches of {wl.batch_size}")
+        state.tokens_total = wl.requests * wl.output_tokens * wl.trials
+        state.requests_total = wl.requests * wl.trials
+        state.enter("measuring", trials.measuring_note(wl))
         memory.release_freed_memory()  # freed load-time buffers are not the recipe's memory
         backend.measuring_started()  # counters (CUDA peak, speculation) restart: the measured phase only
+        load: dict[str, Any] = {}
+        run_phase = _phase_runner(spec, backend, prompts, state, serving, load)
         ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        with memory.TreeSampler() as rss:  # RSS of this process and its children, every 20 ms
-            if serving:
-                phase = run_load(backend, prompts[wl.warmup :], wl, load_params, state, first_index=wl.warmup)
-                measured, start_ns, end_ns = phase.records, phase.start_ns, phase.end_ns
-            else:
-                measured, start_ns, end_ns = _run_requests(backend, prompts[wl.warmup :], spec, state, False, wl.warmup)
+        with (
+            memory.TreeSampler() as rss,
+            provenance.NoiseSampler(spec.device, cuda_devices) as machine,
+        ):  # RSS every 20 ms
+            measured = trials.measure(wl, run_phase, first_index=wl.warmup)
         ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        failed = [r for r in measured if r.output_tokens == 0]
-        for r in failed:
-            r.error = r.error or "no tokens returned"
-        metrics = compute_metrics(
-            RunRecord(start_ns=start_ns, end_ns=end_ns, requests=warm + measured), slo_of(wl)
-        )  # goodput against the workload's SLOs (none: goodput is None, "no SLO set")
+        if measured.stopped_because:
+            log(
+                f"measured {len(measured.records)} requests in {len(measured.trials)} rounds: {measured.stopped_because}"
+            )
+        # goodput against the workload's SLOs (none: goodput is None, "no SLO set")
+        metrics = trials.trial_metrics(measured, warm, slo_of(wl), wl.until_metric)
         if serving:
-            metrics["load"] = phase.stats  # configured vs achieved rate, concurrency
+            metrics["load"] = load
         metrics.update(memory.peak_metrics(backend.peak_memory(), rss.peak_bytes))
         metrics["weights_memory_bytes"] = report.weights_memory_bytes
         metrics["load_s"] = report.load_s
         metrics["output_tokens_per_s_per_gpu"] = per_gpu(metrics.get("output_tokens_per_s"), spec.device)
         metrics["warmup_s"] = warmup_s
+        metrics["noise_flags"] = noise.noise_flags(machine.samples, metrics)
         cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         prov.update(
             backend.info(),
@@ -232,8 +256,9 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
             gguf_source=resolved.gguf_source,
             load_avg_after=list(os.getloadavg()),
             cpu_wall_ratio=cpu_s / max(wall1 - wall0, 1e-9),
+            noise=machine.samples,
         )
-        result = BenchmarkResult(run_id=None, metrics=metrics, provenance=prov, requests=warm + measured)
+        result = BenchmarkResult(run_id=None, metrics=metrics, provenance=prov, requests=warm + measured.records)
         check_failures(spec, result, log)  # before any accuracy phase: a rejected run is not scored
         if spec.quality.enabled:  # after the latency numbers are taken; timed apart
             result.quality = _evaluate(spec, backend, resolved, prompts[wl.warmup :], state, log, report)

@@ -176,6 +176,26 @@ def recipe_problems(recipe: TransformersRecipe) -> list[str]:
     return problems + unused_knob_problems("transformers", dict(r), r.field_defaults())
 
 
+def _workload_problems(r: TransformersRecipe, workload: Workload) -> list[str]:
+    """What the transformers recipe cannot run with this workload."""
+    out: list[str] = []
+    if r.tensor_parallel and workload.arrival != "batch":
+        out.append(
+            "tensor parallelism runs static batches (arrival=batch): every rank must make the same calls, "
+            "and arrival processes depend on timing"
+        )
+    if r.tensor_parallel and workload.until_ci_pct is not None:
+        out.append(
+            "adaptive stopping (until_ci_pct) depends on timing, but every tensor-parallel rank must run the "
+            "same rounds; use a fixed number of trials"
+        )
+    if r.speculative != "none" and workload.batch_size > 1:
+        out.append("speculative decoding in transformers runs one request at a time; use batch_size=1")
+    if r.compile and workload.prompt_file is not None:
+        out.append("compile recompiles for every new prompt length; use prompt_tokens (one length) with it")
+    return out
+
+
 def job_problems(
     recipe: TransformersRecipe, device: str, workload: Workload | None = None, model_kind: str | None = None
 ) -> list[str]:
@@ -214,15 +234,7 @@ def job_problems(
                 "one rank per GPU (leave it empty)"
             )
     if workload is not None:
-        if r.tensor_parallel and workload.arrival != "batch":
-            problems.append(
-                "tensor parallelism runs static batches (arrival=batch): every rank must make the same calls, "
-                "and arrival processes depend on timing"
-            )
-        if r.speculative != "none" and workload.batch_size > 1:
-            problems.append("speculative decoding in transformers runs one request at a time; use batch_size=1")
-        if r.compile and workload.prompt_file is not None:
-            problems.append("compile recompiles for every new prompt length; use prompt_tokens (one length) with it")
+        problems += _workload_problems(r, workload)
     if model_kind == "synthetic":
         if r.quantization == "gptq":
             problems.append("gptq calibrates on text; synthetic weights have no tokenizer (use a real model)")

@@ -10,6 +10,14 @@ A knob that only matters with another one (``gptq_bits`` with ``quantization=gpt
 do not use it, unless it is swept itself: sweeping ``quantization`` over ``none, gptq``
 with ``gptq_bits=8`` gives a plain ``none`` point (same fingerprint as any plain run), not
 a refused one.
+
+**Trials interleave across the grid.** A sweep whose workload asks for ``trials=k`` is
+expanded into k rounds of one-trial jobs, round by round (A B C A B C ...), all in the
+same sweep, so drift of the machine (heat, other jobs) hits every recipe alike; each job
+is named ``<label>, trial i of k`` and keeps the fingerprint of a plain one-trial run of
+its recipe, so the k runs of a recipe are found together. A sweep with adaptive stopping
+(``until_ci_pct``) is not interleaved: the rounds of adaptive stopping must sit in one run
+(the interval is taken over them), so each job keeps its trials as its first rounds.
 """
 
 from __future__ import annotations
@@ -114,6 +122,36 @@ def build_grid(base: JobSpec | dict[str, Any], axes: Sequence[Axis]) -> list[Swe
                 spec[section] = {**(spec.get(section) or {}), **values}
         _reset_unused(spec, swept)
         out.append(SweepPoint(", ".join(label for label, _ in combo), spec))
+    return interleave_trials(out)
+
+
+def interleave_trials(points: list[SweepPoint]) -> list[SweepPoint]:
+    """Each point's ``trials`` as that many one-trial jobs, in rounds across the points (A B C A B C ...).
+
+    Points with adaptive stopping (``until_ci_pct``), or a malformed ``trials``, are left as they are.
+    """
+    counts = []
+    for point in points:
+        workload = point.data.get("workload") or {}
+        k = workload.get("trials", 1)
+        interleave = isinstance(k, int) and k > 1 and workload.get("until_ci_pct") is None
+        counts.append(k if interleave else 0)
+    if not any(counts):
+        return points
+    out = []
+    for r in range(max(counts)):
+        for point, k in zip(points, counts, strict=True):
+            if k == 0:
+                if r == 0:
+                    out.append(point)
+                continue
+            if r >= k:
+                continue
+            label = ", ".join(p for p in (point.label, f"trial {r + 1} of {k}") if p)
+            data = _copy(point.data)
+            data["workload"]["trials"] = 1
+            data["name"] = f"{data['name']} ({label})" if data.get("name") else label
+            out.append(SweepPoint(label, data))
     return out
 
 

@@ -23,6 +23,38 @@ SERVING_DEFAULTS: dict[str, Any] = {
     "slo_tpot_ms": None,
     "slo_e2el_ms": None,
     "max_error_rate": None,
+    # trials and adaptive stopping (engine/run/trials.py): at their defaults, one measured phase as before
+    "trials": 1,
+    "until_ci_pct": None,
+    "until_metric": "tpot_ms.p50",
+    "max_requests": None,
+    "max_seconds": None,
+}
+# The figure adaptive stopping watches: a per-request latency group and a percentile.
+UntilMetric = Literal[
+    "tpot_ms.p50",
+    "ttft_ms.p50",
+    "e2el_ms.p50",
+    "itl_ms.p50",
+    "tpot_ms.p90",
+    "ttft_ms.p90",
+    "e2el_ms.p90",
+    "itl_ms.p90",
+]
+# With --until-ci and no limit given, measuring stops after this many measured requests.
+DEFAULT_MAX_REQUESTS = 1000
+# Measurement presets (``--preset``, the Launch page): workload fields they set.
+# "decision": at least 3 trials (rounds of ``requests`` requests), then more rounds until TPOT p50's
+# 95 % interval is within +-2 % (or 1000 requests / 10 minutes measured, whichever comes first).
+PRESETS: dict[str, dict[str, Any]] = {
+    "quick": {"trials": 1, "until_ci_pct": None, "max_requests": None, "max_seconds": None},
+    "decision": {
+        "trials": 3,
+        "until_ci_pct": 2.0,
+        "until_metric": "tpot_ms.p50",
+        "max_requests": DEFAULT_MAX_REQUESTS,
+        "max_seconds": 600.0,
+    },
 }
 
 
@@ -50,11 +82,28 @@ class Workload(_Strict):
     max_error_rate: float | None = Field(
         default=None, ge=0, le=1, description="fail the run when more than this share of requests failed (0..1)"
     )
+    # Trials and adaptive stopping (engine/run/trials.py)
+    trials: int = Field(default=1, ge=1, le=100, description="measured phases of `requests` requests each")
+    until_ci_pct: float | None = Field(
+        default=None, gt=0, le=100, description="measure in rounds until the metric's 95 % CI half-width is <= this %"
+    )
+    until_metric: UntilMetric = Field(default="tpot_ms.p50", description="the figure until_ci_pct watches")
+    max_requests: int | None = Field(default=None, ge=1, le=1_000_000, description="until_ci_pct: most requests")
+    max_seconds: float | None = Field(default=None, gt=0, le=86_400, description="until_ci_pct: most seconds measured")
 
     @property
     def warmup(self) -> int:
         """Warm-up requests actually sent (default: one batch, so shapes match)."""
         return self.batch_size if self.warmup_requests is None else self.warmup_requests
+
+    @property
+    def request_cap(self) -> int | None:
+        """Most measured requests under adaptive stopping (the default cap when no limit is given)."""
+        if self.until_ci_pct is None:
+            return None
+        if self.max_requests is None and self.max_seconds is None:
+            return DEFAULT_MAX_REQUESTS
+        return self.max_requests
 
     @property
     def has_slo(self) -> bool:
@@ -73,6 +122,12 @@ class Workload(_Strict):
         if self.prompt_length != "fixed" and self.prompt_file is not None:
             raise ValueError("prompt_length distributions apply to prompt_tokens, not to a prompt file")
         problems = unused_knob_problems("workload", dict(self), self.field_defaults())
+        if self.until_ci_pct is None:
+            problems += [
+                f"{knob} is only used with until_ci_pct"
+                for knob in ("max_requests", "max_seconds", "until_metric")
+                if getattr(self, knob) != SERVING_DEFAULTS[knob]
+            ]
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -84,3 +139,10 @@ class Workload(_Strict):
         if self.prompt_file is None and self.prompt_tokens is None:
             raise ValueError("give prompt_tokens (a synthetic prompt of that length) or a prompt_file")
         return self
+
+
+def apply_preset(workload: dict[str, Any], preset: str) -> dict[str, Any]:
+    """``workload`` with a measurement preset's fields set (``quick`` or ``decision``); ValueError otherwise."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose {' or '.join(PRESETS)}")
+    return {**workload, **PRESETS[preset]}

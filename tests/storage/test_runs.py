@@ -72,3 +72,47 @@ def test_failed_write_leaves_nothing(db):
     except TypeError:
         pass
     assert count_runs(db) == 0
+
+
+def test_each_request_keeps_its_trial(db):
+    reqs = [
+        RequestRecord(index=i, arrival_ns=1, send_ns=2, prompt_tokens=3, chunk_ns=[10], chunk_tokens=[1], trial=i // 2)
+        for i in range(4)
+    ]
+    run_id = save_run(db, new_run(requests=reqs))
+    assert [r.trial for r in get_requests(db, run_id)] == [0, 0, 1, 1]
+
+
+def test_requests_stored_before_trials_read_as_trial_0(tmp_path):
+    """A database at revision 0002 with a request row, upgraded: the row reads as trial 0."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    from storage import open_database
+    from storage.db import MIGRATIONS
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0002_hardware")
+        conn.execute(
+            text(
+                "INSERT INTO runs (id, created_at, status, fingerprint, spec_json, model, engine, device, "
+                "provenance_json) VALUES (1, '2026-01-01 00:00:00', 'done', 'f', '{}', 'demo', 'transformers', "
+                "'cpu', '{}')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO requests (run_id, idx, warmup, arrival_ns, send_ns, prompt_tokens, output_tokens, "
+                "chunk_ns_json, chunk_tokens_json) VALUES (1, 0, 0, 1, 2, 3, 1, '[10]', '[1]')"
+            )
+        )
+    engine.dispose()
+    db = open_database(url)  # migrates to head
+    [req] = get_requests(db, 1)
+    assert req.trial == 0 and req.chunk_ns == [10]

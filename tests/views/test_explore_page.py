@@ -121,3 +121,18 @@ def test_task_accuracy_front_and_failure_hover(db, db_url, monkeypatch):
     assert "higher is better" in fig["layout"]["yaxis"]["title"]["text"]
     hover = " ".join(t for trace in fig["data"] for t in trace.get("text", []))
     assert "1 of 6 requests failed (17%)" in hover
+
+
+def test_hide_runs_measured_under_contention(db, db_url, monkeypatch):
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    flag = {"flag": "contention", "kind": "machine", "detail": "load 3.4 on 2 cores"}
+    thin = {"flag": "short", "kind": "validity", "detail": "measured phase 0.40 s (under 1 s)"}
+    noisy = make_run(db, name="noisy", extra_metrics={"noise_flags": [flag]})
+    short = make_run(db, name="short", tpot_ms=12, seed=1, extra_metrics={"noise_flags": [thin]})
+    old = make_run(db, name="old", tpot_ms=14, seed=2)  # no flags recorded: kept
+    at = open_explore(y="output_tokens_per_s")
+    assert not at.exception and run_ids(figure(at)) == {noisy, short, old}
+    at.checkbox(key="explore_quiet").check().run()
+    assert at.query_params["quiet"] == "1" and run_ids(figure(at)) == {short, old}
+    at = open_explore(y="output_tokens_per_s", quiet="1")  # from a link
+    assert at.checkbox(key="explore_quiet").value and run_ids(figure(at)) == {short, old}

@@ -223,3 +223,27 @@ def test_a_sweep_point_that_does_not_use_a_knob_gets_its_default(app, db):
     _submit(app).click().run()
     modes = {j.spec["recipe"]["compile"]: j.spec["recipe"]["compile_mode"] for j in jobs.list_jobs(db)}
     assert modes == {False: "default", True: "max-autotune"}
+
+
+def test_decision_preset_queues_adaptive_stopping(app, db):
+    decision = next(o for o in app.selectbox(key="preset").options if o.startswith("decision"))
+    app.selectbox(key="preset").select(decision).run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    _submit(app).click().run()
+    [job] = jobs.list_jobs(db)
+    wl = job.spec["workload"]
+    assert (wl["trials"], wl["until_ci_pct"], wl["until_metric"], wl["max_requests"]) == (3, 2.0, "tpot_ms.p50", 1000)
+
+
+def test_a_sweep_with_trials_interleaves_them(app, db):
+    app.selectbox(key="preset").select(QUICK).run()
+    preset = app.selectbox(key="preset").value
+    app.number_input(key=f"wl_{preset}_trials").set_value(2).run()
+    app.multiselect(key="sweep_fields").set_value([("recipe", "dtype")]).run()
+    app.multiselect(key="sweep_recipe_dtype").set_value(["float32", "bfloat16"]).run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    _submit(app).click().run()
+    queued = sorted(jobs.list_jobs(db), key=lambda j: j.id)
+    assert [j.spec["recipe"]["dtype"] for j in queued] == ["float32", "bfloat16", "float32", "bfloat16"]
+    assert [j.name for j in queued][:2] == ["dtype=float32, trial 1 of 2", "dtype=bfloat16, trial 1 of 2"]
+    assert {j.spec["workload"]["trials"] for j in queued} == {1} and len({j.sweep for j in queued}) == 1

@@ -139,3 +139,22 @@ def test_a_run_named_like_markup_is_shown_literally(db, db_url, monkeypatch):
     assert not at.exception
     rendered = "\n".join(MarkdownIt("commonmark").render(str(p)) for p in _text(at).split("\n"))
     assert "<img" not in rendered and html.unescape(rendered).count(image) >= 2
+
+
+CONTENTION = {"flag": "contention", "kind": "machine", "detail": "load 3.4 on 2 cores"}
+FEW = {"flag": "few_requests", "kind": "validity", "detail": "4 completed requests: p50 needs 6 for an interval"}
+
+
+def test_noise_badges_under_the_title(db, db_url, monkeypatch):
+    from seed_runs import make_run
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    noisy = make_run(db, name="noisy", extra_metrics={"noise_flags": [CONTENTION, FEW]})
+    quiet = make_run(db, name="quiet", extra_metrics={"noise_flags": []})
+    at = open_run(str(noisy))
+    assert not at.exception
+    badges = [b.proto.body for b in at.markdown if ":orange-badge" in b.proto.body or ":gray-badge" in b.proto.body]
+    assert any("measured under contention: load 3.4 on 2 cores" in b and "orange" in b for b in badges)
+    assert any("too few requests: 4 completed requests" in b and "gray" in b for b in badges)
+    at = open_run(str(quiet))
+    assert not at.exception and "badge" not in " ".join(m.proto.body for m in at.markdown)

@@ -79,3 +79,18 @@ def test_failure_rate_and_reasons_in_the_list(db, db_url, monkeypatch):
     assert rows.loc[mystery, "reason"] == "no reason recorded"
     assert rows.loc[fine, "reason"] == ""
     assert "None" not in set(rows["reason"].astype(str))
+
+
+def test_noise_column(db, db_url, monkeypatch):
+    from seed_runs import make_run
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    flag = {"flag": "contention", "kind": "machine", "detail": "load 3.4 on 2 cores"}
+    noisy = make_run(db, name="noisy", extra_metrics={"noise_flags": [flag]})
+    old = make_run(db, name="old", seed=1)  # stored before noise flags existed
+    at = AppTest.from_file(APP, default_timeout=30).run()
+    assert not at.exception
+    frame = at.dataframe[0].value
+    rows = frame.set_index(frame["link"].str.extract(r"(\d+)$")[0].astype(int))
+    assert rows.loc[noisy, "noise"] == "load 3.4 on 2 cores"
+    assert not isinstance(rows.loc[old, "noise"], str)  # blank: not recorded

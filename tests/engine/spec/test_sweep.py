@@ -71,3 +71,25 @@ def test_a_swept_knob_that_nothing_uses_is_refused_naming_the_point():
         match=r"job 2 of 2 \(gptq_bits=8\): recipe.transformers: gptq_bits is only used with quantization=gptq",
     ):
         grid_specs(points)
+
+
+def test_trials_interleave_across_the_grid_round_by_round():
+    base = {**BASE, "workload": {"prompt_tokens": 16, "trials": 3}, "name": "nightly"}
+    points = build_grid(base, [field_axis("recipe", "dtype", ["float32", "bfloat16"])])
+    assert [p.label for p in points] == [
+        f"dtype={d}, trial {r} of 3" for r in (1, 2, 3) for d in ("float32", "bfloat16")
+    ]  # A B A B A B: drift hits both recipes alike
+    specs = grid_specs(points)
+    assert {s.workload.trials for s in specs} == {1}
+    assert specs[0].name == "nightly (dtype=float32, trial 1 of 3)"
+    plain = parse_job_spec({**BASE, "recipe": {"engine": "transformers", "dtype": "float32"}}).fingerprint()
+    assert specs[0].fingerprint() == specs[2].fingerprint() == specs[4].fingerprint() == plain
+    assert specs[1].fingerprint() != plain
+
+
+def test_adaptive_stopping_and_single_specs_keep_their_trials_inside():
+    adaptive = {**BASE, "workload": {"prompt_tokens": 16, "trials": 3, "until_ci_pct": 2.0}}
+    points = build_grid(adaptive, [field_axis("recipe", "dtype", ["float32", "bfloat16"])])
+    assert len(points) == 2 and all(p.data["workload"]["trials"] == 3 for p in points)
+    [alone] = build_grid({**BASE, "workload": {"prompt_tokens": 16, "trials": 3}}, [])
+    assert alone.data["workload"]["trials"] == 3

@@ -45,3 +45,51 @@ def test_knobs_with_their_enabler_are_accepted(workload) -> None:
 
 def test_the_defaults_stay_valid() -> None:
     assert Workload().arrival == "batch" and Workload().rate is None
+
+
+def test_trial_fields_at_their_defaults_keep_old_fingerprints() -> None:
+    from engine.spec import parse_job_spec
+
+    base = {"model": {"source": "demo"}, "workload": {"prompt_tokens": 16}}
+    plain = parse_job_spec(base).fingerprint()
+    defaults = {"trials": 1, "until_ci_pct": None, "until_metric": "tpot_ms.p50", "max_requests": None}
+    assert parse_job_spec({**base, "workload": {"prompt_tokens": 16, **defaults}}).fingerprint() == plain
+    assert parse_job_spec({**base, "workload": {"prompt_tokens": 16, "trials": 3}}).fingerprint() != plain
+
+
+@pytest.mark.parametrize(
+    ("workload", "words"),
+    [
+        ({"max_requests": 100}, "max_requests is only used with until_ci_pct"),
+        ({"max_seconds": 60}, "max_seconds is only used with until_ci_pct"),
+        ({"until_metric": "ttft_ms.p90"}, "until_metric is only used with until_ci_pct"),
+        ({"until_ci_pct": 2, "until_metric": "tokens_per_s"}, "until_metric"),
+        ({"trials": 0}, "trials"),
+        ({"until_ci_pct": 0}, "until_ci_pct"),
+    ],
+)
+def test_trial_fields_refused(workload, words) -> None:
+    with pytest.raises(SpecError) as exc:
+        _job(workload)
+    assert words in str(exc.value)
+
+
+def test_presets() -> None:
+    from engine.spec.workload import PRESETS, apply_preset
+
+    decision = Workload(prompt_tokens=16, **apply_preset({}, "decision"))
+    assert decision.trials == 3 and decision.until_ci_pct == 2.0 and decision.request_cap == 1000
+    assert decision.max_seconds == 600
+    quick = Workload(**apply_preset({"prompt_tokens": 16, "trials": 4}, "quick"))
+    assert quick.trials == 1 and quick.until_ci_pct is None
+    assert set(PRESETS) == {"quick", "decision"}
+    with pytest.raises(ValueError, match="unknown preset 'slow'"):
+        apply_preset({}, "slow")
+    assert Workload(prompt_tokens=16, until_ci_pct=2, max_seconds=30).request_cap is None  # time limit only
+
+
+def test_adaptive_stopping_is_refused_with_tensor_parallelism() -> None:
+    spec = {"model": {"source": "demo"}, "recipe": {"engine": "transformers", "tensor_parallel": True}}
+    with pytest.raises(SpecError, match="same rounds; use a fixed number of trials"):
+        parse_job_spec({**spec, "workload": {"prompt_tokens": 16, "until_ci_pct": 2}})
+    assert parse_job_spec({**spec, "workload": {"prompt_tokens": 16, "trials": 3}}).workload.trials == 3

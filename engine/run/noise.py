@@ -1,0 +1,118 @@
+"""Noise and validity flags of a run (pure): was it measured under contention, and can its figures stand?
+
+:func:`noise_flags` reads the samples of :class:`engine.measure.provenance.NoiseSampler`
+(``provenance["noise"]``) and the run's metrics, and returns one ``{"flag", "detail"}``
+per problem, stored as ``metrics["noise_flags"]``; each also says its ``kind``:
+``"machine"`` (the machine was busy: the figures are measured under contention) or
+``"validity"`` (the run itself is too thin to stand). The rules (thresholds below):
+
+- ``contention``: other processes (not the job's own tree) used at least
+  :data:`OTHERS_CORES` of a core on average during the measured phase, or the 1-minute
+  load average during it, less the cores the job itself used, reached the number of cores
+  (other runnable threads could have filled the machine);
+- ``steal``: the hypervisor took at least :data:`STEAL_PCT` % of the CPU time;
+- ``gpu_busy``: another process computed on the job's GPU;
+- ``few_requests``: fewer completed requests than p50 needs for an interval
+  (:func:`engine.measure.stats.min_samples`, 6 at 95 %);
+- ``short``: the measured phase lasted under :data:`SHORT_S` seconds;
+- ``warmup``: with 3 or more trials, the first trial's TPOT p50 is slower than every
+  other trial and by more than the others' own spread (and :data:`DRIFT_PCT` %):
+  the warm-up was too short;
+- ``drift``: the trials' TPOT p50 spread ((max - min) / median) exceeds :data:`SPREAD_PCT` %.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.measure.stats import min_samples
+
+OTHERS_CORES = 0.5  # other processes' CPU use, in cores, that counts as contention
+STEAL_PCT = 2.0
+SHORT_S = 1.0
+DRIFT_PCT = 3.0  # the first trial must be slower than the rest by more than this (and their spread)
+SPREAD_PCT = 10.0
+
+
+MACHINE_FLAGS = ("contention", "steal", "gpu_busy")
+
+
+def _flag(flag: str, detail: str) -> dict[str, str]:
+    return {"flag": flag, "kind": "machine" if flag in MACHINE_FLAGS else "validity", "detail": detail}
+
+
+def _load_words(samples: dict[str, Any]) -> str:
+    load, cores = samples.get("load_during_max"), samples.get("cpu_count")
+    return "" if load is None or not cores else f"load {load:.1f} on {cores} cores"
+
+
+def machine_flags(samples: dict[str, Any] | None) -> list[dict[str, str]]:
+    """Flags from what else the machine did: contention, steal, a busy GPU."""
+    if not samples:
+        return []
+    out = []
+    cores = samples.get("cpu_count") or 1
+    others = (samples.get("others_cpu_pct") or 0.0) / 100
+    load = samples.get("load_during_max")
+    job = (samples.get("job_cpu_pct") or 0.0) / 100
+    if others >= OTHERS_CORES or (load is not None and load - job >= cores):
+        names = ", ".join(f"{p['name']} {p['cpu_pct']:.0f} %" for p in samples.get("busy_processes") or [])
+        parts = [_load_words(samples), f"other processes used {others:.1f} cores" + (f" ({names})" if names else "")]
+        out.append(_flag("contention", "; ".join(p for p in parts if p)))
+    steal = samples.get("steal_pct")
+    if steal is not None and steal >= STEAL_PCT:
+        out.append(_flag("steal", f"CPU steal {steal:.1f} % (the hypervisor ran other guests)"))
+    for busy in samples.get("gpu_busy") or []:
+        out.append(_flag("gpu_busy", f"another process on the GPU: {busy}"))
+    return out
+
+
+def validity_flags(metrics: dict[str, Any]) -> list[dict[str, str]]:
+    """Flags from the run's own figures: too few requests, too short a phase, trial drift."""
+    out = []
+    need = min_samples(50)
+    completed = metrics.get("completed")
+    if completed is not None and completed < need:
+        out.append(_flag("few_requests", f"{completed} completed requests: p50 needs {need} for an interval"))
+    duration = metrics.get("duration_s")
+    if duration is not None and duration < SHORT_S:
+        out.append(_flag("short", f"measured phase {duration:.2f} s (under {SHORT_S:g} s)"))
+    out.extend(drift_flags(metrics.get("trials") or [], metrics.get("trial_drift")))
+    return out
+
+
+def drift_flags(trials: list[dict[str, Any]], drift: dict[str, Any] | None) -> list[dict[str, str]]:
+    """``warmup`` (first trial slower than the rest beyond their spread) and ``drift`` (a wide spread)."""
+    if not drift:
+        return []
+    out = []
+    values = [t.get("tpot_ms_p50") for t in trials]
+    first, rest_spread = drift.get("first_vs_rest_pct"), drift.get("rest_spread_pct")
+    if (
+        len(values) >= 3
+        and None not in values
+        and first is not None
+        and values[0] > max(values[1:])
+        and first > max(DRIFT_PCT, rest_spread or 0.0)
+    ):
+        out.append(
+            _flag(
+                "warmup",
+                f"trial 1 TPOT p50 {first:.0f} % slower than the others (their spread {rest_spread or 0:.0f} %): "
+                "warm-up too short",
+            )
+        )
+    spread = drift.get("spread_pct")
+    if spread is not None and spread > SPREAD_PCT:
+        out.append(_flag("drift", f"TPOT p50 varies {spread:.0f} % between {len(values)} trials"))
+    return out
+
+
+def noise_flags(samples: dict[str, Any] | None, metrics: dict[str, Any]) -> list[dict[str, str]]:
+    """Every flag of a run: the machine's (contention, steal, GPU) then the figures' (requests, length, drift)."""
+    return machine_flags(samples) + validity_flags(metrics)
+
+
+def contended(flags: list[dict[str, Any]] | None) -> bool:
+    """Whether a run was measured under contention (CPU, steal or GPU)."""
+    return any(f.get("kind") == "machine" for f in flags or [])

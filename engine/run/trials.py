@@ -1,0 +1,190 @@
+"""Trials and adaptive stopping: the measured phase repeated, each repetition stored apart.
+
+A *trial* is one measured phase of the workload's ``requests`` requests (the same prompts
+every time; warm-up happens once, before the first). Each request records its trial
+index; ``metrics["trials"]`` holds every trial's headline figures and the run's headline
+figures pool the trials' requests (throughput over the sum of the trials' measured
+durations, so the pauses between trials do not count).
+
+**Adaptive stopping** (``until_ci_pct``): after the first ``trials`` trials, more rounds
+(trials) of ``requests`` requests are measured until the 95 % interval of the watched
+figure (``until_metric``, TPOT p50 by default), computed over the pooled requests with
+:func:`engine.measure.stats.percentile_ci`, has a half-width of at most ``until_ci_pct``
+% of the figure, or a limit is reached: ``max_requests`` (the last round is cut to fit;
+1000 when no limit is given) or ``max_seconds`` of measuring. ``metrics["stopped_because"]``
+says which, e.g. ``"ci 1.8 % <= 2 %"``. The interval treats the pooled requests as one
+sample (it does not widen for trial-to-trial drift; ``metrics["trial_drift"]`` reports that).
+
+**Drift**: with two or more trials, ``metrics["trial_drift"]`` gives the spread of the
+trials' TPOT p50 ((max - min) / median, %) and how much slower the first trial was than
+the median of the others (a first trial slower than the rest: the warm-up was too short).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.measure.metrics import SLO, compute_metrics, e2el_ns, itl_gaps_ns, tpot_ns, ttft_ns
+from engine.measure.records import RequestRecord, RunRecord
+from engine.measure.stats import percentile_ci
+from engine.spec import Workload
+
+# (trial index, first request index, how many requests) -> (records, phase start ns, phase end ns)
+PhaseFn = Callable[[int, int, int], tuple[list[RequestRecord], int, int]]
+HEADLINE: tuple[str, ...] = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
+_SCALARS: tuple[str, ...] = ("output_tokens_per_s", "requests_per_s", "duration_s", "completed", "failed")
+_PER_REQUEST: dict[str, Callable[[RequestRecord], float | None]] = {
+    "ttft_ms": ttft_ns,
+    "tpot_ms": tpot_ns,
+    "e2el_ms": e2el_ns,
+}
+
+
+@dataclass
+class Trial:
+    """One measured phase: its requests and bounds."""
+
+    index: int
+    records: list[RequestRecord]
+    start_ns: int
+    end_ns: int
+
+    @property
+    def duration_ns(self) -> int:
+        return max(self.end_ns - self.start_ns, 1)
+
+
+@dataclass
+class Measured:
+    """Every trial of a run, and why measuring stopped (None: the fixed number of trials ran)."""
+
+    trials: list[Trial] = field(default_factory=list)
+    stopped_because: str | None = None
+    ci_half_width_pct: float | None = None
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        return [r for t in self.trials for r in t.records]
+
+    @property
+    def duration_ns(self) -> int:
+        return sum(t.duration_ns for t in self.trials)
+
+
+def metric_samples(records: Sequence[RequestRecord], metric: str) -> list[float]:
+    """Per-request values in ms of ``ttft_ms``/``tpot_ms``/``e2el_ms`` (``itl_ms``: every gap) of the ok requests."""
+    ok = [r for r in records if r.ok and not r.warmup]
+    if metric == "itl_ms":
+        return [g / 1e6 for r in ok for g in itl_gaps_ns(r)]
+    value = _PER_REQUEST[metric]
+    return [v / 1e6 for r in ok if (v := value(r)) is not None]
+
+
+def ci_half_width_pct(records: Sequence[RequestRecord], until_metric: str) -> float | None:
+    """Half-width (% of the figure) of the 95 % interval of ``until_metric`` (``tpot_ms.p50``); None: n too small."""
+    group, _, pct = until_metric.partition(".p")
+    samples = metric_samples(records, group)
+    interval = percentile_ci(samples, float(pct))
+    if interval is None:
+        return None
+    return interval.half_width_pct(float(np.percentile(samples, float(pct))))
+
+
+def stop_reason(wl: Workload, measured: Measured, elapsed_s: float) -> str | None:
+    """Why adaptive stopping ends here, or None to measure another round."""
+    half = ci_half_width_pct(measured.records, wl.until_metric)
+    measured.ci_half_width_pct = half
+    target = wl.until_ci_pct
+    if target is not None and half is not None and half <= target:
+        return f"ci {half:.1f} % <= {target:g} %"
+    ci_words = "n too small for an interval" if half is None else f"ci {half:.1f} %"
+    sent = len(measured.records)
+    cap = wl.request_cap
+    if cap is not None and sent >= cap:
+        return f"max_requests {cap} reached ({ci_words})"
+    if wl.max_seconds is not None and elapsed_s >= wl.max_seconds:
+        return f"max_seconds {wl.max_seconds:g} reached ({ci_words})"
+    return None
+
+
+def measure(wl: Workload, run_phase: PhaseFn, first_index: int) -> Measured:
+    """Run ``wl.trials`` trials, then (with ``until_ci_pct``) rounds until the interval is narrow enough."""
+    out = Measured()
+    started = time.monotonic()
+    while True:
+        count = wl.requests
+        cap = wl.request_cap
+        if cap is not None:
+            count = min(count, cap - len(out.records))
+        t = len(out.trials)
+        records, start_ns, end_ns = run_phase(t, first_index + len(out.records), count)
+        for r in records:
+            r.trial = t
+        out.trials.append(Trial(t, records, start_ns, end_ns))
+        if len(out.trials) < wl.trials and (cap is None or len(out.records) < cap):
+            continue
+        if wl.until_ci_pct is None:
+            return out
+        out.stopped_because = stop_reason(wl, out, time.monotonic() - started)
+        if out.stopped_because is not None:
+            return out
+
+
+def measuring_note(wl: Workload) -> str:
+    """What the measuring phase will do, in words, for the progress note."""
+    note = f"{wl.requests} request(s) in batches of {wl.batch_size}"
+    if wl.trials > 1:
+        note = f"{wl.trials} trials of {note}"
+    if wl.until_ci_pct is not None:
+        note += f", then rounds until {wl.until_metric} is within +-{wl.until_ci_pct:g} %"
+    return note
+
+
+def trial_headline(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one trial kept in ``metrics["trials"]``: p50s of the latency groups, throughput, counts."""
+    row = {f"{g}_p50": (metrics.get(g) or {}).get("p50") for g in HEADLINE}
+    row.update({k: metrics.get(k) for k in _SCALARS})
+    return row
+
+
+def drift(rows: Sequence[dict[str, Any]], key: str = "tpot_ms_p50") -> dict[str, Any] | None:
+    """Trial-to-trial drift of ``key``: spread (max - min) / median and the first trial against the rest, in %."""
+    values = [r.get(key) for r in rows]
+    if len(values) < 2 or any(v is None for v in values):
+        return None
+    median = statistics.median(values)
+    rest = statistics.median(values[1:])
+    rest_spread = (max(values[1:]) - min(values[1:])) / rest * 100 if rest else None
+    return {
+        "metric": key,
+        "spread_pct": (max(values) - min(values)) / median * 100 if median else None,
+        "first_vs_rest_pct": (values[0] - rest) / rest * 100 if rest else None,
+        "rest_spread_pct": rest_spread,
+    }
+
+
+def trial_metrics(
+    measured: Measured, warm: list[RequestRecord], slo: SLO | None, until_metric: str | None = None
+) -> dict[str, Any]:
+    """The run's metrics: headline figures over every trial's requests, plus per-trial figures and drift."""
+    for r in measured.records:
+        if r.output_tokens == 0:
+            r.error = r.error or "no tokens returned"
+    pooled = compute_metrics(RunRecord(start_ns=0, end_ns=measured.duration_ns, requests=warm + measured.records), slo)
+    if len(measured.trials) > 1 or measured.stopped_because is not None:
+        rows = [
+            {"trial": t.index, **trial_headline(compute_metrics(RunRecord(t.start_ns, t.end_ns, t.records), slo))}
+            for t in measured.trials
+        ]
+        pooled["trials"] = rows
+        pooled["trial_drift"] = drift(rows)
+    if measured.stopped_because is not None:
+        pooled["stopped_because"] = measured.stopped_because
+        pooled["until_ci"] = {"metric": until_metric, "half_width_pct": measured.ci_half_width_pct}
+    return pooled

@@ -90,19 +90,35 @@ def latency_group(values: Sequence[float]) -> dict[str, Any]:
     return {**summarize(values), **latency_intervals(values)}
 
 
-def throughput_intervals(measured: Sequence[RequestRecord], duration_s: float) -> dict[str, list[float] | None]:
-    """``{"output_tokens_per_s": [lo, hi] | None, "requests_per_s": ..., "tokens_per_s_per_user": ...}``."""
+def throughput_rows(requests: Sequence[RequestRecord], duration_s: float) -> dict[str, np.ndarray] | None:
+    """Per measured request: ``(output tokens, duration share)`` and ``(completed 0/1, duration share)``.
+
+    A request's share is its send-to-last-token span scaled so all shares sum to ``duration_s``;
+    summed tokens over summed shares is exactly the run's output tokens/s. None when there are
+    fewer than MIN_THROUGHPUT_REQUESTS measured requests or no span at all.
+    """
+    measured = [r for r in requests if not r.warmup]
     spans = np.asarray([max((e2el_ns(r) or 0), 0) for r in measured], dtype=float)
-    out: dict[str, list[float] | None] = dict.fromkeys(CI_KEYS)
-    tpots = [v / NS_PER_MS for r in measured if r.ok and (v := tpot_ns(r)) is not None]
-    out["tokens_per_s_per_user"] = stats.pair(stats.mean_ci([1000.0 / t for t in tpots if t > 0]))
-    if len(measured) < MIN_THROUGHPUT_REQUESTS or spans.sum() <= 0:
-        return out
+    if len(measured) < MIN_THROUGHPUT_REQUESTS or spans.sum() <= 0 or duration_s <= 0:
+        return None
     shares = spans * duration_s / spans.sum()
     tokens = [r.output_tokens if r.ok else 0 for r in measured]
     done = [1.0 if r.ok else 0.0 for r in measured]
-    out["output_tokens_per_s"] = stats.pair(stats.bootstrap_ci(np.c_[tokens, shares], stats.sum_ratio))
-    out["requests_per_s"] = stats.pair(stats.bootstrap_ci(np.c_[done, shares], stats.sum_ratio))
+    return {"output_tokens_per_s": np.c_[tokens, shares], "requests_per_s": np.c_[done, shares]}
+
+
+def per_user_samples(requests: Sequence[RequestRecord]) -> list[float]:
+    """Each successful measured request's tokens/s per user, 1000 / TPOT [ms]."""
+    ok = [r for r in requests if not r.warmup and r.ok]
+    return [1e9 / v for r in ok if (v := tpot_ns(r)) is not None and v > 0]
+
+
+def throughput_intervals(requests: Sequence[RequestRecord], duration_s: float) -> dict[str, list[float] | None]:
+    """``{"output_tokens_per_s": [lo, hi] | None, "requests_per_s": ..., "tokens_per_s_per_user": ...}``."""
+    out: dict[str, list[float] | None] = dict.fromkeys(CI_KEYS)
+    out["tokens_per_s_per_user"] = stats.pair(stats.mean_ci(per_user_samples(requests)))
+    for key, rows in (throughput_rows(requests, duration_s) or {}).items():
+        out[key] = stats.pair(stats.bootstrap_ci(rows, stats.sum_ratio))
     return out
 
 
@@ -111,15 +127,15 @@ def interval_fields(requests: Sequence[RequestRecord], duration_s: float) -> dic
 
     ``{"ttft_ms": {"n": .., "ci": {..}}, ..., "ci": {throughput intervals}}``.
     """
-    measured = [r for r in requests if not r.warmup]
-    ok = [r for r in measured if r.ok]
-    samples = _latency_samples(measured, ok)
-    out: dict[str, Any] = {group: latency_intervals(values) for group, values in samples.items()}
-    out["ci"] = throughput_intervals(measured, duration_s)
+    out: dict[str, Any] = {group: latency_intervals(values) for group, values in group_samples(requests).items()}
+    out["ci"] = throughput_intervals(requests, duration_s)
     return out
 
 
-def _latency_samples(measured: Sequence[RequestRecord], ok: Sequence[RequestRecord]) -> dict[str, list[float]]:
+def group_samples(requests: Sequence[RequestRecord]) -> dict[str, list[float]]:
+    """Each latency group's samples in ms (measured requests; successful ones but for queueing)."""
+    measured = [r for r in requests if not r.warmup]
+    ok = [r for r in measured if r.ok]
     return {
         "ttft_ms": [v / NS_PER_MS for r in ok if (v := ttft_ns(r)) is not None],
         "tpot_ms": [v / NS_PER_MS for r in ok if (v := tpot_ns(r)) is not None],
@@ -175,7 +191,7 @@ def compute_metrics(run: RunRecord, slo: SLO | None = None) -> dict[str, Any]:
     duration_ns = max(run.end_ns - run.start_ns, 1)
     duration_s = duration_ns / 1e9
 
-    samples = _latency_samples(measured, ok)
+    samples = group_samples(run.requests)
     chunk_sizes = [n for r in ok for n in r.chunk_tokens if n > 0]
 
     total_out = sum(r.output_tokens for r in ok)
@@ -184,7 +200,7 @@ def compute_metrics(run: RunRecord, slo: SLO | None = None) -> dict[str, Any]:
 
     return {
         **{group: latency_group(values) for group, values in samples.items()},
-        "ci": throughput_intervals(measured, duration_s),
+        "ci": throughput_intervals(run.requests, duration_s),
         "output_tokens_per_s": total_out / duration_s,
         "requests_per_s": len(ok) / duration_s,
         "tokens_per_s_per_user": float(np.mean(per_user)) if per_user else None,

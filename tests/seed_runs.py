@@ -142,10 +142,12 @@ def make_run(
     recipe: dict | None = None,
     failed_requests: int = 0,
     weights_memory: int | None = None,
+    without_intervals: bool = False,
 ) -> int:
     """Store one run with raw stamps and metrics computed from them; returns its id.
 
     ``failed_requests`` of the measured requests end with an error after their first token.
+    ``without_intervals`` stores the metrics as runs did before issue 14 (no ``n``, no ``ci``).
     """
     spec = spec_dict(dtype, model, batch_size, name, workload, recipe)
     requests = (
@@ -163,6 +165,8 @@ def make_run(
         metrics.update(peak_memory_bytes=peak_memory, load_s=0.5)
         if weights_memory is not None:
             metrics["weights_memory_bytes"] = weights_memory
+        if without_intervals:
+            metrics = strip_intervals(metrics)
     parsed = parse_job_spec(spec)
     return save_run(
         db,
@@ -183,6 +187,15 @@ def make_run(
             requests=requests,
         ),
     )
+
+
+def strip_intervals(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Metrics as stored before intervals existed: no ``ci`` and no per-group ``n``/``ci``."""
+    out = {k: v for k, v in metrics.items() if k != "ci"}
+    for key, value in out.items():
+        if isinstance(value, dict) and "ci" in value:
+            out[key] = {k: v for k, v in value.items() if k not in ("n", "ci")}
+    return out
 
 
 def seed_basic(db: Any) -> dict[str, int]:

@@ -79,12 +79,12 @@ def main() -> None:
         _pick_run(db, token)
         return
 
-    render_run(run)
+    requests = cached_requests(db, db.url, run.id, token) if run.status == "done" else []
+    render_run(run, requests)  # the raw requests give runs stored before intervals their 95 % CIs
     st.markdown(f"**Recipe:** {run.model} · {recipe_in_words(run.spec, run.engine)}")
     if run.sweep:
         st.caption(f"part of sweep `{run.sweep}`")
     if run.status == "done":
-        requests = cached_requests(db, db.url, run.id, token)
         samples = latency_samples(requests)
         tabs = st.tabs([label.split(" (")[0] for _k, label in DISTRIBUTIONS] + ["Timeline"])
         for tab, (key, label) in zip(tabs, DISTRIBUTIONS, strict=False):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from seed_runs import open_page, seed_basic
@@ -124,3 +125,35 @@ def test_task_scores_in_their_own_units(seeded, db):
     table = at.dataframe[-1].value.set_index("task")
     assert table.loc["wikitext", "score"] == "21.5" and table.loc["wikitext", "better"] == "lower"
     assert table.loc["hellaswag", "score"] == "45.7%" and table.loc["hellaswag", "better"] == "higher"
+
+
+def test_intervals_and_n_too_small_on_cards_and_table(seeded, db):
+    """6 requests: p50 with its 95 % CI, p90 and above "n too small"; 4 requests: even p50 is."""
+    from seed_runs import make_run
+
+    at = open_run(str(seeded["base"]))
+    assert not at.exception
+    cards = {m.label: m for m in at.metric}
+    assert cards["TPOT p50"].value.endswith(" ms") and cards["TPOT p50"].delta.startswith("95 % CI ")
+    assert cards["Output tokens/s"].delta.startswith("95 % CI ")
+    table = at.dataframe[0].value.set_index("metric")
+    ttft = table.loc["TTFT [ms]"]
+    assert re.fullmatch(r"\d+\.\d+ \(\d+\.\d+–\d+\.\d+\)", ttft["p50"]), ttft["p50"]
+    assert ttft["p90"] == ttft["p99"] == "n too small" and ttft["n"] == 6
+    assert "tokens/s per user" in _text(at) and "95 % CI" in _text(at)
+
+    tiny = make_run(db, name="tiny", n=4)
+    cards = {m.label: m for m in open_run(str(tiny)).metric}
+    assert cards["TTFT p50"].value == "n too small" and cards["TTFT p50"].delta == "n=4"
+
+
+def test_a_run_stored_before_intervals_gets_them_from_its_requests(seeded, db):
+    from seed_runs import make_run
+
+    old = make_run(db, name="old", without_intervals=True)
+    at = open_run(str(old))
+    assert not at.exception
+    table = at.dataframe[0].value.set_index("metric")
+    assert "(" in table.loc["TPOT (GenAI-Perf/AIPerf: ITL) [ms]", "p50"]
+    assert table.loc["TTFT [ms]", "p99"] == "n too small"
+    assert {m.label: m for m in at.metric}["TPOT p50"].delta.startswith("95 % CI ")

@@ -33,11 +33,13 @@ def _cell(stats: dict[str, Any], key: str) -> str:
 
 
 def metric_table(obj: dict[str, Any]) -> pd.DataFrame:
-    """One row per latency group: each statistic with its 95 % CI in brackets, "n too small", and n."""
+    """One row per latency group (``TTFT [ms], n=16``): each statistic with its 95 % CI in brackets, "n too small"."""
     rows = []
     for group in LATENCY_GROUPS:
         stats = obj.get(group) or {}
-        rows.append({"metric": f"{LABELS[group]} [ms]", **{k: _cell(stats, k) for k in STATS}, "n": stats.get("n")})
+        n = stats.get("n")
+        name = f"{LABELS[group]} [ms]" + ("" if n is None else f", n={n}")
+        rows.append({"metric": name, **{k: _cell(stats, k) for k in STATS}})
     return pd.DataFrame(rows)
 
 

@@ -155,7 +155,11 @@ def main() -> None:
     comparison = compare_runs(runs, baseline_id, requests)  # raw samples: a bootstrap interval per ratio
     _summary(comparison, runs)
     st.subheader("Side by side")
-    st.dataframe(comparison_frame(comparison, formatted=True), hide_index=True)
+    st.dataframe(  # many runs scroll sideways; the metric names stay in view
+        comparison_frame(comparison, formatted=True),
+        hide_index=True,
+        column_config={"metric": st.column_config.TextColumn("metric", pinned=True)},
+    )
     st.caption(
         "÷ baseline: the run's value divided by the baseline's (for latency, below 1 is faster), with its 95 % CI. "
         + CI_NOTE

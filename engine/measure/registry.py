@@ -102,7 +102,11 @@ def interval_text(metric: Metric, ci: Any) -> str:
     """``90.2–92.9`` for a stored ``[lo, hi]``; ``""`` for none."""
     if not isinstance(ci, (list, tuple)) or len(ci) != 2 or finite(ci[0]) is None or finite(ci[1]) is None:
         return ""
-    return f"{bare_number(metric, float(ci[0]))}–{bare_number(metric, float(ci[1]))}"
+
+    def compact(value: float) -> str:  # 4,531 rather than 4531.9: intervals sit in narrow columns
+        return f"{value:,.0f}" if abs(value) >= 1000 and metric.unit != "bytes" else bare_number(metric, value)
+
+    return f"{compact(float(ci[0]))}–{compact(float(ci[1]))}"
 
 
 def format_with_ci(metric: Metric, value: float | None, ci: Any = None, supported: bool = True) -> str:

@@ -73,7 +73,7 @@ class Verdict:
         if self.state == "same":
             return "no significant change" if self.delta is not None else "no significant difference"
         if self.state == "thin":
-            return f"too few to tell ({self.reason})"
+            return f"too few ({self.reason.replace('; ', ', ')})"
         return self.reason or "–"
 
 

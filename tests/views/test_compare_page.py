@@ -127,7 +127,7 @@ def test_table_has_intervals_verdicts_and_says_n_too_small(seeded, db):
     assert re.fullmatch(r"\d+\.\d+–\d+\.\d+", tpot[f"#{fast} 95 % CI"])
     p99 = table.loc["TTFT p99"]
     assert p99[f"#{fast} INT4"] == "n too small" and p99[f"#{fast} ÷ baseline"] == "–"
-    assert p99[f"#{fast} verdict"] == "too few to tell (n=6; p99 needs 299)"
+    assert p99[f"#{fast} verdict"] == "too few (n=6, p99 needs 299)"
     assert table.loc["TTFT p50", f"#{fast} verdict"] == "no significant difference"
     assert table.loc["perplexity", f"#{fast} verdict"] == "no significant change"
     assert "n too small" in " ".join(c.value for c in at.caption)

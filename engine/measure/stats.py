@@ -13,6 +13,12 @@ Rules (95 % unless asked otherwise):
 - **Interval of a ratio** (recipe / baseline) of one statistic between two independent
   samples: a seeded percentile bootstrap (``scipy.stats.bootstrap``); the difference is
   significant when the interval excludes 1.
+- **Means and other statistics**: Student's t interval of a mean (:func:`mean_ci`); a seeded
+  row bootstrap (:func:`bootstrap_ci`, rows resampled whole, e.g. tokens with their duration
+  share for tokens/s) and its two-sample ratio (:func:`statistic_ratio_ci`).
+- **Across trials**: a t interval over the per-trial values (:func:`trials_ci`; one trial: none).
+- **Without raw samples**: :func:`ratio_from_intervals` combines two stored intervals on the
+  log scale (cruder; for runs whose requests are not at hand).
 """
 
 from __future__ import annotations

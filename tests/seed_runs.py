@@ -145,11 +145,13 @@ def make_run(
     provenance: dict | None = None,
     job: tuple[int, str] | None = None,
     extra_metrics: dict | None = None,
+    without_intervals: bool = False,
 ) -> int:
     """Store one run with raw stamps and metrics computed from them; returns its id.
 
     ``failed_requests`` of the measured requests end with an error after their first token.
     ``job``: (job id, worker id) of a claimed job the run is stored for (and linked to).
+    ``without_intervals`` stores the metrics as runs did before issue 14 (no ``n``, no ``ci``).
     """
     spec = spec_dict(dtype, model, batch_size, name, workload, recipe)
     requests = (
@@ -168,6 +170,8 @@ def make_run(
         if weights_memory is not None:
             metrics["weights_memory_bytes"] = weights_memory
         metrics.update(extra_metrics or {})
+        if without_intervals:
+            metrics = strip_intervals(metrics)
     parsed = parse_job_spec(spec)
     return save_run(
         db,
@@ -190,6 +194,15 @@ def make_run(
             worker_id=job[1] if job else None,
         ),
     )
+
+
+def strip_intervals(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Metrics as stored before intervals existed: no ``ci`` and no per-group ``n``/``ci``."""
+    out = {k: v for k, v in metrics.items() if k != "ci"}
+    for key, value in out.items():
+        if isinstance(value, dict) and "ci" in value:
+            out[key] = {k: v for k, v in value.items() if k not in ("n", "ci")}
+    return out
 
 
 def seed_basic(db: Any) -> dict[str, int]:

@@ -8,42 +8,76 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from engine.measure import registry
 from engine.measure.registry import GROUP_LABELS as LABELS
-from engine.measure.registry import LATENCY_GROUPS, failure_words, human_bytes
+from engine.measure.registry import LATENCY_GROUPS, N_TOO_SMALL, STATS, failure_words, human_bytes
 from engine.report.results import result_object
 from ui.text import escape_markdown
 
+CI_HELP = (
+    "95 % confidence interval within this run: order statistics for percentiles, Student's t for means, "
+    "a bootstrap over requests for throughput. 'n too small': too few samples for that percentile "
+    "(p50 needs 6, p90 29, p95 59, p99 299). Run-to-run drift is not in a one-trial interval."
+)
+
+
+def _cell(stats: dict[str, Any], key: str) -> str:
+    """``9.10 (8.90–9.30)``, ``9.10`` without an interval, ``n too small``, or ``-``."""
+    if not (stats.get("supported") or {}).get(key, True):
+        return N_TOO_SMALL
+    value = registry.finite(stats.get(key))
+    if value is None:
+        return "-"
+    span = registry.interval_text(registry.lookup("ttft_ms_p50"), (stats.get("ci") or {}).get(key))
+    number = registry.bare_number(registry.lookup("ttft_ms_p50"), value)
+    return f"{number} ({span})" if span else number
+
 
 def metric_table(obj: dict[str, Any]) -> pd.DataFrame:
+    """One row per latency group (``TTFT [ms], n=16``): each statistic with its 95 % CI in brackets, "n too small"."""
     rows = []
     for group in LATENCY_GROUPS:
         stats = obj.get(group) or {}
-        rows.append(
-            {"metric": f"{LABELS[group]} [ms]", **{k: stats.get(k) for k in ("mean", "p50", "p90", "p95", "p99")}}
-        )
+        n = stats.get("n")
+        name = f"{LABELS[group]} [ms]" + ("" if n is None else f", n={n}")
+        rows.append({"metric": name, **{k: _cell(stats, k) for k in STATS}})
     return pd.DataFrame(rows)
 
 
+def _card(obj: dict[str, Any], group: str, stat: str = "p50") -> tuple[str, str | None]:
+    """(value, its CI line) of a latency card: ``58.4 ms`` and ``95 % CI 54.0–64.9``, or "n too small"."""
+    stats = obj.get(group) or {}
+    if not (stats.get("supported") or {}).get(stat, True):
+        return N_TOO_SMALL, f"n={stats.get('n')}"
+    metric = registry.lookup(f"{group}_{stat}")
+    span = registry.interval_text(metric, (stats.get("ci") or {}).get(stat))
+    return metric.format(registry.finite(stats.get(stat))), (f"95 % CI {span}" if span else None)
+
+
+def _scalar_card(obj: dict[str, Any], key: str) -> tuple[str, str | None]:
+    metric = registry.lookup(key)
+    span = registry.interval_text(metric, (obj.get("ci") or {}).get(key))
+    return f"{obj.get(key) or 0:,.1f}", (f"95 % CI {span}" if span else None)
+
+
 def _headline(obj: dict[str, Any]) -> None:
-    """The headline cards; the failure rate sits beside them, and a warning when a request failed."""
-    ttft = (obj.get("ttft_ms") or {}).get("p50")
-    tpot = (obj.get("tpot_ms") or {}).get("p50")
+    """The headline cards (with their 95 % CI under the value); a warning when a request failed."""
     rate = obj.get("error_rate")
     total = (obj.get("completed") or 0) + (obj.get("failed") or 0)
     speed = [
-        ("TTFT p50", "-" if ttft is None else f"{ttft:,.1f} ms", None),
-        ("TPOT p50", "-" if tpot is None else f"{tpot:,.1f} ms", "GenAI-Perf/AIPerf call this ITL"),
-        ("Output tokens/s", f"{obj.get('output_tokens_per_s') or 0:,.1f}", None),
-        ("Failed requests", "-" if rate is None else f"{rate:.0%}", f"{obj.get('failed')} of {total} measured"),
+        ("TTFT p50", *_card(obj, "ttft_ms"), CI_HELP),
+        ("TPOT p50", *_card(obj, "tpot_ms"), "GenAI-Perf/AIPerf call this ITL. " + CI_HELP),
+        ("Output tokens/s", *_scalar_card(obj, "output_tokens_per_s"), CI_HELP),
+        ("Failed requests", "-" if rate is None else f"{rate:.0%}", None, f"{obj.get('failed')} of {total} measured"),
     ]
     resources = [
-        ("Peak memory", human_bytes(obj.get("peak_memory_bytes")), obj.get("peak_memory_kind") or "peak memory"),
-        ("Weights memory", human_bytes(obj.get("weights_memory_bytes")), "parameters and buffers as loaded"),
-        ("Load time", f"{obj.get('load_s') or 0:,.1f} s", None),
+        ("Peak memory", human_bytes(obj.get("peak_memory_bytes")), None, obj.get("peak_memory_kind") or "peak memory"),
+        ("Weights memory", human_bytes(obj.get("weights_memory_bytes")), None, "parameters and buffers as loaded"),
+        ("Load time", f"{obj.get('load_s') or 0:,.1f} s", None, None),
     ]
     for row in (speed, resources):  # two rows of four, so no value is cut off on a laptop screen
-        for col, (label, value, help_text) in zip(st.columns(4), row, strict=False):
-            col.metric(label, value, help=help_text)
+        for col, (label, value, ci, help_text) in zip(st.columns(4), row, strict=False):
+            col.metric(label, value, delta=ci, delta_color="off", delta_arrow="off", help=help_text)
     failed = failure_words(obj)
     if failed:
         st.warning(
@@ -53,9 +87,9 @@ def _headline(obj: dict[str, Any]) -> None:
         )
 
 
-def render_run(run: Any) -> None:
-    """Show one stored run (a RunDetail from storage)."""
-    obj = result_object(run)
+def render_run(run: Any, requests: list[Any] | None = None) -> None:
+    """Show one stored run (a RunDetail from storage); its raw ``requests`` give older runs their intervals."""
+    obj = result_object(run, requests)
     title = run.name or f"Run {run.id}"
     where = escape_markdown(run.device_name or run.device)
     st.subheader(f"{escape_markdown(title)}: {escape_markdown(run.model)} on {where}")
@@ -64,18 +98,12 @@ def render_run(run: Any) -> None:
         st.error(f"This run {run.status}: {escape_markdown(run.error or 'no reason recorded')}")
     else:
         _headline(obj)
-        st.dataframe(
-            metric_table(obj),
-            hide_index=True,
-            width="stretch",
-            column_config={
-                k: st.column_config.NumberColumn(k, format="%.2f") for k in ("mean", "p50", "p90", "p95", "p99")
-            },
-        )
+        st.dataframe(metric_table(obj), hide_index=True, width="stretch")
         st.caption(
+            f"ms, with the 95 % CI in brackets; n too small: too few samples for that percentile. "
             f"{obj.get('completed')} requests measured, {obj.get('failed')} failed, "
-            f"{obj.get('warmup_excluded')} warm-up excluded; requests/s {obj.get('requests_per_s') or 0:.3f}; "
-            f"tokens/s per user {obj.get('tokens_per_s_per_user') or 0:.2f}"
+            f"{obj.get('warmup_excluded')} warm-up excluded; {_with_ci(obj, 'requests_per_s')}; "
+            f"{_with_ci(obj, 'tokens_per_s_per_user')}"
         )
     if run.status == "done":
         from ui.quality_view import render_quality
@@ -85,6 +113,14 @@ def render_run(run: Any) -> None:
         st.code(json.dumps(run.spec, indent=2, sort_keys=True), language="json")
     with st.expander("Provenance", expanded=False):
         st.json(run.provenance)
+
+
+def _with_ci(obj: dict[str, Any], key: str) -> str:
+    """``tokens/s per user 99.4 (95 % CI 97.9–101)``."""
+    metric = registry.lookup(key)
+    return f"{metric.label.split(' (')[0]} " + registry.format_with_ci(
+        metric, obj.get(key), (obj.get("ci") or {}).get(key)
+    )
 
 
 # -- cached queries (keyed by a cheap "runs changed" token) and permalinks ---------------

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import pandas as pd
 import streamlit as st
 
 from engine.report.compare import compare_runs, comparison_frame, recipe_in_words
 from engine.report.distributions import cdf_figure, latency_samples
-from engine.report.export import comparison_csv, comparison_html, load_requests, permalink, runs_json
+from engine.report.export import CI_NOTE, comparison_csv, comparison_html, load_requests, permalink, runs_json
 from engine.settings import get_settings
 from ui.common import query_int, query_int_list
 from ui.run_view import cached_requests, cached_run, cached_runs_frame, results_page, share_link
@@ -56,7 +54,7 @@ def _downloads(db, runs, baseline_id: int) -> None:
     )
     c2.download_button(
         "CSV table",
-        data=partial(comparison_csv, runs, baseline_id),
+        data=lambda: comparison_csv(runs, baseline_id, load_requests(db, ids)),
         file_name=f"{stem}.csv",
         mime="text/csv",
         icon=":material/download:",
@@ -154,12 +152,19 @@ def main() -> None:
         share_link("compare")
         return
     baseline_id = _choose_baseline(ids, runs)
-    comparison = compare_runs(runs, baseline_id)
+    requests = {r.id: cached_requests(db, db.url, r.id, token) for r in runs}
+    comparison = compare_runs(runs, baseline_id, requests)  # raw samples: a bootstrap interval per ratio
     _summary(comparison, runs)
     st.subheader("Side by side")
-    st.dataframe(comparison_frame(comparison, formatted=True), hide_index=True)
+    st.dataframe(  # many runs scroll sideways; the metric names stay in view
+        comparison_frame(comparison, formatted=True),
+        hide_index=True,
+        column_config={"metric": st.column_config.TextColumn("metric", pinned=True)},
+    )
     st.caption(
-        "÷ baseline: the run's value divided by the baseline's (for latency, below 1 is faster). "
+        "÷ baseline: the run's value divided by the baseline's (for latency, below 1 is faster), with its 95 % CI. "
+        + CI_NOTE
+        + " Each run here is one trial: drift between runs is not in these intervals. "
         "KL, top-1 and flips are measured against each run's reference recipe, not against the baseline run."
     )
     _distributions(db, token, comparison, runs)

@@ -109,7 +109,8 @@ def main() -> None:
         _pick_run(db, token)
         return
 
-    render_run(run)
+    requests = cached_requests(db, db.url, run.id, token) if run.status == "done" else []
+    render_run(run, requests)  # the raw requests give runs stored before intervals their 95 % CIs
     for text, color in noise_badges(run.metrics):
         st.badge(text, icon=":material/warning:", color=color)
     st.markdown(f"**Recipe:** {escape_markdown(run.model)} · {escape_markdown(recipe_in_words(run.spec, run.engine))}")
@@ -118,7 +119,6 @@ def main() -> None:
     if run.submitted_by:
         st.caption(f"launched by {code_span(run.submitted_by)}")
     if run.status == "done":
-        requests = cached_requests(db, db.url, run.id, token)
         samples = latency_samples(requests)
         tabs = st.tabs([label.split(" (")[0] for _k, label in DISTRIBUTIONS] + ["Timeline"])
         for tab, (key, label) in zip(tabs, DISTRIBUTIONS, strict=False):

@@ -84,7 +84,7 @@ def _render(args: argparse.Namespace, db: Any, ids: list[int], frame: Any, expor
         return export.runs_json(runs, export.load_requests(db, ids))
     if args.format == "csv":
         if comparing:
-            return export.comparison_csv(runs, args.baseline)
+            return export.comparison_csv(runs, args.baseline, export.load_requests(db, ids))
         frame = runs_frame(db) if frame is None else frame
         return export.table_csv(frame[frame["run_id"].isin(ids)])
     params: dict[str, Any] = {"runs": ",".join(map(str, ids))}

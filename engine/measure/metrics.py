@@ -17,6 +17,25 @@ Definitions, comparable with vLLM's ``bench serve`` and NVIDIA's GenAI-Perf/AIPe
 
 Percentiles use numpy's linear interpolation. Warm-up requests are excluded and
 counted.
+
+Confidence (95 %, :mod:`engine.measure.stats`), stored beside each figure:
+
+* Every latency group (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2el_ms``, ``queue_ms``)
+  carries ``n`` (its samples) and ``ci = {"p50": [lo, hi] | None, ..., "mean": ...}``.
+  Percentiles: the exact order-statistic interval; None ("n too small") when the sample
+  cannot support the percentile (p50 needs 6 samples, p90 29, p95 59, p99 299). Mean:
+  Student's t interval (None below 2 samples). ITL gaps are pooled, so their intervals
+  treat gaps as independent and are narrower than request-level ones.
+* ``metrics["ci"]`` holds the throughput intervals, ``[lo, hi]`` or None:
+  ``tokens_per_s_per_user`` is the t interval of the mean of the per-request 1/TPOT;
+  ``output_tokens_per_s`` and ``requests_per_s`` come from a seeded bootstrap over
+  measured requests of (output tokens or 1 if completed, share of the run's duration),
+  a request's share being its send-to-last-token span scaled so all shares sum to the
+  duration (the statistic at the sample is exactly tokens / duration). At least 6
+  requests are needed. These are within-run intervals of one trial: run-to-run drift is
+  not in them; across trials use :func:`engine.measure.stats.trials_ci`.
+* Runs stored before intervals have neither; :func:`interval_fields` computes them from
+  the stored requests.
 """
 
 from __future__ import annotations
@@ -27,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.measure import stats
 from engine.measure.records import RequestRecord, RunRecord
 
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
@@ -52,6 +72,77 @@ def summarize(values: Iterable[float]) -> dict[str, float | None]:
     for p, v in zip(PERCENTILES, np.percentile(arr, PERCENTILES, method="linear"), strict=True):
         out[f"p{p}"] = float(v)
     return out
+
+
+CI_KEYS: tuple[str, ...] = ("output_tokens_per_s", "requests_per_s", "tokens_per_s_per_user")
+MIN_THROUGHPUT_REQUESTS = 6  # as for a p50: fewer requests give no throughput interval
+
+
+def latency_intervals(values: Sequence[float]) -> dict[str, Any]:
+    """``{"n": samples, "ci": {"p50": [lo, hi] | None, ..., "mean": [lo, hi] | None}}`` (see the module doc)."""
+    ci: dict[str, list[float] | None] = {f"p{p}": stats.pair(stats.percentile_ci(values, p)) for p in PERCENTILES}
+    ci["mean"] = stats.pair(stats.mean_ci(values))
+    return {"n": len(values), "ci": ci}
+
+
+def latency_group(values: Sequence[float]) -> dict[str, Any]:
+    """:func:`summarize` plus its sample count and intervals."""
+    return {**summarize(values), **latency_intervals(values)}
+
+
+def throughput_rows(requests: Sequence[RequestRecord], duration_s: float) -> dict[str, np.ndarray] | None:
+    """Per measured request: ``(output tokens, duration share)`` and ``(completed 0/1, duration share)``.
+
+    A request's share is its send-to-last-token span scaled so all shares sum to ``duration_s``;
+    summed tokens over summed shares is exactly the run's output tokens/s. None when there are
+    fewer than MIN_THROUGHPUT_REQUESTS measured requests or no span at all.
+    """
+    measured = [r for r in requests if not r.warmup]
+    spans = np.asarray([max((e2el_ns(r) or 0), 0) for r in measured], dtype=float)
+    if len(measured) < MIN_THROUGHPUT_REQUESTS or spans.sum() <= 0 or duration_s <= 0:
+        return None
+    shares = spans * duration_s / spans.sum()
+    tokens = [r.output_tokens if r.ok else 0 for r in measured]
+    done = [1.0 if r.ok else 0.0 for r in measured]
+    return {"output_tokens_per_s": np.c_[tokens, shares], "requests_per_s": np.c_[done, shares]}
+
+
+def per_user_samples(requests: Sequence[RequestRecord]) -> list[float]:
+    """Each successful measured request's tokens/s per user, 1000 / TPOT [ms]."""
+    ok = [r for r in requests if not r.warmup and r.ok]
+    return [1e9 / v for r in ok if (v := tpot_ns(r)) is not None and v > 0]
+
+
+def throughput_intervals(requests: Sequence[RequestRecord], duration_s: float) -> dict[str, list[float] | None]:
+    """``{"output_tokens_per_s": [lo, hi] | None, "requests_per_s": ..., "tokens_per_s_per_user": ...}``."""
+    out: dict[str, list[float] | None] = dict.fromkeys(CI_KEYS)
+    out["tokens_per_s_per_user"] = stats.pair(stats.mean_ci(per_user_samples(requests)))
+    for key, rows in (throughput_rows(requests, duration_s) or {}).items():
+        out[key] = stats.pair(stats.bootstrap_ci(rows, stats.sum_ratio))
+    return out
+
+
+def interval_fields(requests: Sequence[RequestRecord], duration_s: float) -> dict[str, Any]:
+    """The confidence fields of :func:`compute_metrics` from raw requests (for runs stored without them).
+
+    ``{"ttft_ms": {"n": .., "ci": {..}}, ..., "ci": {throughput intervals}}``.
+    """
+    out: dict[str, Any] = {group: latency_intervals(values) for group, values in group_samples(requests).items()}
+    out["ci"] = throughput_intervals(requests, duration_s)
+    return out
+
+
+def group_samples(requests: Sequence[RequestRecord]) -> dict[str, list[float]]:
+    """Each latency group's samples in ms (measured requests; successful ones but for queueing)."""
+    measured = [r for r in requests if not r.warmup]
+    ok = [r for r in measured if r.ok]
+    return {
+        "ttft_ms": [v / NS_PER_MS for r in ok if (v := ttft_ns(r)) is not None],
+        "tpot_ms": [v / NS_PER_MS for r in ok if (v := tpot_ns(r)) is not None],
+        "itl_ms": [g / NS_PER_MS for r in ok for g in itl_gaps_ns(r)],
+        "e2el_ms": [v / NS_PER_MS for r in ok if (v := e2el_ns(r)) is not None],
+        "queue_ms": [(r.send_ns - r.arrival_ns) / NS_PER_MS for r in measured],
+    }
 
 
 def _token_chunks(req: RequestRecord) -> list[int]:
@@ -100,23 +191,16 @@ def compute_metrics(run: RunRecord, slo: SLO | None = None) -> dict[str, Any]:
     duration_ns = max(run.end_ns - run.start_ns, 1)
     duration_s = duration_ns / 1e9
 
-    ttfts = [v / NS_PER_MS for r in ok if (v := ttft_ns(r)) is not None]
-    e2els = [v / NS_PER_MS for r in ok if (v := e2el_ns(r)) is not None]
-    tpots = [v / NS_PER_MS for r in ok if (v := tpot_ns(r)) is not None]
-    itls = [g / NS_PER_MS for r in ok for g in itl_gaps_ns(r)]
-    queues = [(r.send_ns - r.arrival_ns) / NS_PER_MS for r in measured]
+    samples = group_samples(run.requests)
     chunk_sizes = [n for r in ok for n in r.chunk_tokens if n > 0]
 
     total_out = sum(r.output_tokens for r in ok)
-    per_user = [1000.0 / t for t in tpots if t > 0]
+    per_user = [1000.0 / t for t in samples["tpot_ms"] if t > 0]
     good = [r for r in measured if meets_slo(r, slo)] if slo else None
 
     return {
-        "ttft_ms": summarize(ttfts),
-        "tpot_ms": summarize(tpots),
-        "itl_ms": summarize(itls),
-        "e2el_ms": summarize(e2els),
-        "queue_ms": summarize(queues),
+        **{group: latency_group(values) for group, values in samples.items()},
+        "ci": throughput_intervals(run.requests, duration_s),
         "output_tokens_per_s": total_out / duration_s,
         "requests_per_s": len(ok) / duration_s,
         "tokens_per_s_per_user": float(np.mean(per_user)) if per_user else None,

@@ -88,6 +88,35 @@ class Metric:
         return f"{value:.4g}"
 
 
+N_TOO_SMALL = "n too small"  # a percentile the sample cannot support (engine.measure.stats.min_samples)
+
+
+def bare_number(metric: Metric, value: float) -> str:
+    """The value as :meth:`Metric.format` writes it, without its unit (``91.5`` for ``91.5 ms``)."""
+    text = metric.format(value)
+    unit = metric.display_unit
+    return text.removesuffix(f" {unit}").removesuffix(unit) if unit and unit not in ("%", "GB", "MB") else text
+
+
+def interval_text(metric: Metric, ci: Any) -> str:
+    """``90.2–92.9`` for a stored ``[lo, hi]``; ``""`` for none."""
+    if not isinstance(ci, (list, tuple)) or len(ci) != 2 or finite(ci[0]) is None or finite(ci[1]) is None:
+        return ""
+
+    def compact(value: float) -> str:  # 4,531 rather than 4531.9: intervals sit in narrow columns
+        return f"{value:,.0f}" if abs(value) >= 1000 and metric.unit != "bytes" else bare_number(metric, value)
+
+    return f"{compact(float(ci[0]))}–{compact(float(ci[1]))}"
+
+
+def format_with_ci(metric: Metric, value: float | None, ci: Any = None, supported: bool = True) -> str:
+    """``91.5 ms (95 % CI 90.2–92.9)``; ``n too small`` when the sample cannot support the figure."""
+    if not supported:
+        return N_TOO_SMALL
+    span = interval_text(metric, ci)
+    return metric.format(value) + (f" (95 % CI {span})" if span and value is not None else "")
+
+
 def human_bytes(n: float | None) -> str:
     """``1.2 GB`` style (powers of 1024, labelled GB as most tools do)."""
     if n is None:

@@ -13,12 +13,18 @@ Rules (95 % unless asked otherwise):
 - **Interval of a ratio** (recipe / baseline) of one statistic between two independent
   samples: a seeded percentile bootstrap (``scipy.stats.bootstrap``); the difference is
   significant when the interval excludes 1.
+- **Means and other statistics**: Student's t interval of a mean (:func:`mean_ci`); a seeded
+  row bootstrap (:func:`bootstrap_ci`, rows resampled whole, e.g. tokens with their duration
+  share for tokens/s) and its two-sample ratio (:func:`statistic_ratio_ci`).
+- **Across trials**: a t interval over the per-trial values (:func:`trials_ci`; one trial: none).
+- **Without raw samples**: :func:`ratio_from_intervals` combines two stored intervals on the
+  log scale (cruder; for runs whose requests are not at hand).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,15 +74,10 @@ def min_samples(q: float, confidence: float = CONFIDENCE) -> int:
     return n
 
 
-def _binom_cdf(k: int, n: int, p: float) -> float:
-    """P(Binomial(n, p) <= k)."""
-    from scipy.stats import binom
-
-    return float(binom.cdf(k, n, p))
-
-
 def percentile_ci(samples: Sequence[float] | np.ndarray, q: float, confidence: float = CONFIDENCE) -> Interval | None:
     """The order-statistic interval of the q-th percentile; None when the sample cannot support it."""
+    from scipy.stats import binom
+
     x = np.sort(np.asarray(samples, dtype=np.float64))
     x = x[np.isfinite(x)]
     n = int(x.size)
@@ -84,16 +85,18 @@ def percentile_ci(samples: Sequence[float] | np.ndarray, q: float, confidence: f
         return None
     p = q / 100.0
     centre = p * n
-    # widen symmetrically (in ranks) around n*p until the pair covers the percentile with `confidence`
-    lo, hi = max(0, math.floor(centre) - 1), min(n - 1, math.ceil(centre))
-    while _binom_cdf(hi, n, p) - _binom_cdf(lo, n, p) < confidence:
-        if lo > 0:
-            lo -= 1
-        if hi < n - 1:
-            hi += 1
-        if lo == 0 and hi == n - 1:
-            break
-    return Interval(float(x[lo]), float(x[hi]), confidence)
+    # widen symmetrically (in ranks) around n*p until the pair covers the percentile with `confidence`;
+    # every width is tried at once (vectorised), first up to a few binomial standard deviations
+    guess = int(6 * math.sqrt(n * p * (1 - p))) + 8
+    for limit in (guess, n):
+        w = np.arange(min(limit, n) + 1)
+        lo = np.maximum(0, math.floor(centre) - 1 - w)
+        hi = np.minimum(n - 1, math.ceil(centre) + w)
+        enough = (binom.cdf(hi, n, p) - binom.cdf(lo, n, p) >= confidence) | ((lo == 0) & (hi == n - 1))
+        if enough.any():
+            k = int(np.argmax(enough))
+            return Interval(float(x[lo[k]]), float(x[hi[k]]), confidence)
+    return Interval(float(x[0]), float(x[-1]), confidence)
 
 
 def _thin(x: np.ndarray) -> np.ndarray:
@@ -145,3 +148,143 @@ def ratio_ci(
     )
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return Ratio(value, Interval(min(lo, value), max(hi, value), confidence))
+
+
+# -- means, ratios of sums and other statistics: t-intervals and a row bootstrap ----------------
+def mean_ci(samples: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> Interval | None:
+    """Student's t interval of the mean; None for fewer than 2 finite samples."""
+    from scipy.stats import t
+
+    x = np.asarray(samples, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if x.size < 2:
+        return None
+    centre, sem = float(x.mean()), float(x.std(ddof=1)) / math.sqrt(x.size)
+    half = float(t.ppf(0.5 + confidence / 2, x.size - 1)) * sem
+    return Interval(centre - half, centre + half, confidence)
+
+
+def trials_ci(values: Sequence[float | None], confidence: float = CONFIDENCE) -> Interval | None:
+    """The interval of a figure across trials (one value per trial): a t-interval; None for one trial."""
+    return mean_ci([v for v in values if v is not None], confidence)
+
+
+def pair(interval: Interval | None) -> list[float] | None:
+    """``[lo, hi]`` as stored in a run's metrics JSON, or None."""
+    return None if interval is None else [interval.lo, interval.hi]
+
+
+def from_pair(value: Sequence[float] | None, confidence: float = CONFIDENCE) -> Interval | None:
+    """The inverse of :func:`pair` (None for anything that is not two finite numbers)."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        return None
+    try:
+        lo, hi = float(value[0]), float(value[1])
+    except (TypeError, ValueError):
+        return None
+    return Interval(lo, hi, confidence) if math.isfinite(lo) and math.isfinite(hi) else None
+
+
+Statistic = Callable[[np.ndarray], np.ndarray]  # (resamples, n, columns) -> (resamples,)
+
+
+def _resampled(rows: np.ndarray, statistic: Statistic, rng: np.random.Generator, batch: int = 200) -> np.ndarray:
+    """``statistic`` over N_RESAMPLES resamples of whole rows (rows stay paired), in batches."""
+    out = np.empty(N_RESAMPLES)
+    for start in range(0, N_RESAMPLES, batch):
+        m = min(batch, N_RESAMPLES - start)
+        out[start : start + m] = statistic(rows[rng.integers(0, rows.shape[0], size=(m, rows.shape[0]))])
+    return out
+
+
+def _rows(data: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
+    rows = np.asarray(data, dtype=np.float64)
+    rows = rows.reshape(len(rows), -1) if rows.size else rows.reshape(0, 1)
+    return rows[np.isfinite(rows).all(axis=1)]
+
+
+def bootstrap_ci(
+    data: Sequence[Sequence[float]] | np.ndarray,
+    statistic: Statistic,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+    min_rows: int = 2,
+) -> Interval | None:
+    """A seeded percentile bootstrap of ``statistic`` over rows of ``data`` (columns resampled together)."""
+    rows = _rows(data)
+    if rows.shape[0] < min_rows:
+        return None
+    stats = _resampled(rows, statistic, np.random.default_rng(seed))
+    stats = stats[np.isfinite(stats)]
+    if stats.size == 0:
+        return None
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(stats, [alpha, 1 - alpha])
+    centre = float(statistic(rows[np.newaxis])[0])
+    return Interval(min(float(lo), centre), max(float(hi), centre), confidence)
+
+
+def sum_ratio(resamples: np.ndarray) -> np.ndarray:
+    """Column 0 summed over column 1 summed (e.g. tokens / seconds), per resample."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return resamples[..., 0].sum(axis=-1) / resamples[..., 1].sum(axis=-1)
+
+
+def column_mean(resamples: np.ndarray) -> np.ndarray:
+    """The mean of column 0, per resample."""
+    return resamples[..., 0].mean(axis=-1)
+
+
+def statistic_ratio_ci(
+    base: Sequence[Sequence[float]] | np.ndarray,
+    new: Sequence[float] | np.ndarray,
+    statistic: Statistic,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+    min_rows: int = 2,
+) -> Ratio | None:
+    """``statistic(new) / statistic(base)`` with a bootstrap interval (each sample resampled by rows).
+
+    None when a sample is empty or the base statistic is 0; no interval below ``min_rows`` rows.
+    """
+    b, a = _rows(base), _rows(new)
+    if b.shape[0] == 0 or a.shape[0] == 0:
+        return None
+    denominator = float(statistic(b[np.newaxis])[0])
+    if denominator == 0 or not math.isfinite(denominator):
+        return None
+    value = float(statistic(a[np.newaxis])[0]) / denominator
+    if b.shape[0] < min_rows or a.shape[0] < min_rows:
+        return Ratio(value, None)
+    rng = np.random.default_rng(seed)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = _resampled(a, statistic, rng) / _resampled(b, statistic, rng)
+    ratios = ratios[np.isfinite(ratios)]
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(ratios, [alpha, 1 - alpha])
+    return Ratio(value, Interval(min(float(lo), value), max(float(hi), value), confidence))
+
+
+def ratio_from_intervals(
+    base: float | None,
+    base_ci: Interval | None,
+    new: float | None,
+    new_ci: Interval | None,
+    confidence: float = CONFIDENCE,
+) -> Ratio | None:
+    """``new / base`` with an approximate interval from the two figures' own intervals.
+
+    For runs whose raw samples are not at hand: each interval is read as a normal one on the
+    log scale (standard error = log(hi/lo) / (2 z)) and the two errors add in quadrature.
+    Cruder than :func:`ratio_ci`; no interval when either figure has none or is not positive.
+    """
+    from scipy.stats import norm
+
+    if base is None or new is None or base == 0:
+        return None
+    value = new / base
+    if base_ci is None or new_ci is None or min(base, new, base_ci.lo, new_ci.lo) <= 0:
+        return Ratio(value, None)
+    z = float(norm.ppf(0.5 + confidence / 2))
+    se = math.hypot(math.log(base_ci.hi / base_ci.lo), math.log(new_ci.hi / new_ci.lo)) / (2 * z)
+    return Ratio(value, Interval(value * math.exp(-z * se), value * math.exp(z * se), confidence))

@@ -5,11 +5,17 @@ Works on any run-like object with ``id``, ``name``, ``status``, ``error``, ``mod
 Missing metrics or accuracy never raise: they are left out of ratios and said in words.
 Which figures are metrics, their labels, units and directions come from the metric
 registry (:mod:`engine.measure.registry`); bookkeeping is never compared.
+
+With the runs' raw requests (``requests={run_id: [RequestRecord, ...]}``) every ratio gets
+a bootstrap interval and a verdict (:mod:`engine.report.verdicts`); without them the stored
+intervals give approximate ones. The table (``comparison_frame``) adds per run a 95 % CI
+column of its value and, for each run but the baseline, the ratio's interval and verdict.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -23,7 +29,8 @@ from engine.report.recipes import (
     spec_difference,
 )
 from engine.report.summary import SAME_WITHIN, summarize_against
-from engine.report.values import flat_metrics, ratio, run_hints
+from engine.report.values import flat_metrics, flat_supported, interval, ratio, run_hints, with_intervals
+from engine.report.verdicts import Verdict, run_samples, verdicts_between
 
 __all__ = [
     "COMPARE_KEYS",
@@ -76,7 +83,9 @@ class Comparison:
     """Runs side by side: the baseline, per-run flat metrics, ratios to the baseline, summaries.
 
     ``hints`` maps task keys to their kind (the registry's unit/direction hint); ``differences``
-    lists, per run, what differs from the baseline besides the recipe.
+    lists, per run, what differs from the baseline besides the recipe. ``intervals`` holds each
+    run's stored ``[lo, hi]`` per key, ``supported`` False where the sample is too small for the
+    figure ("n too small"), ``verdicts`` each non-baseline run's verdict per key.
     """
 
     baseline_id: int
@@ -87,6 +96,9 @@ class Comparison:
     summaries: dict[int, str]
     hints: dict[str, str]
     differences: dict[int, list[str]]
+    intervals: dict[int, dict[str, list[float] | None]] = field(default_factory=dict)
+    supported: dict[int, dict[str, bool]] = field(default_factory=dict)
+    verdicts: dict[int, dict[str, Verdict]] = field(default_factory=dict)
 
     def metric_keys(self) -> list[str]:
         """Metrics shown: speed, throughput and memory, then every accuracy metric any run has."""
@@ -95,8 +107,12 @@ class Comparison:
         return registry.metric_keys([*COMPARE_KEYS, *ordered], hints=self.hints)
 
 
-def compare_runs(runs: list[Any], baseline_id: int | None = None) -> Comparison:
-    """Compare runs with the baseline (default: the first run)."""
+def compare_runs(
+    runs: list[Any],
+    baseline_id: int | None = None,
+    requests: Mapping[int, Sequence[Any]] | None = None,
+) -> Comparison:
+    """Compare runs with the baseline (default: the first run); ``requests`` by run id give verdicts."""
     if not runs:
         raise ValueError("nothing to compare: no runs")
     by_id = {r.id: r for r in runs}
@@ -106,18 +122,72 @@ def compare_runs(runs: list[Any], baseline_id: int | None = None) -> Comparison:
     values = {r.id: flat_metrics(r) for r in runs}
     ratios = {r.id: {k: ratio(values[r.id].get(k), values[baseline_id].get(k)) for k in values[r.id]} for r in runs}
     labels = {r.id: run_label(r, base) for r in runs}
-    summaries = {r.id: summarize_against(r, base, labels[r.id]) for r in runs if r.id != baseline_id}
     hints: dict[str, str] = {}
     for r in runs:
         hints.update({k: v for k, v in run_hints(r).items() if k not in hints})
+    requests = requests or {}
+    stored = {r.id: with_intervals(r.metrics, requests.get(r.id)) for r in runs}
+    samples = {r.id: run_samples(requests.get(r.id), (r.metrics or {}).get("duration_s")) for r in runs}
+    quality = dict.fromkeys(k for r in runs for k in values[r.id] if k.startswith("quality."))
+    keys = registry.metric_keys([*COMPARE_KEYS, *quality], hints=hints)
+    verdicts = {
+        r.id: verdicts_between(
+            base, r, keys, (values[baseline_id], values[r.id]), (samples[baseline_id], samples[r.id]), hints
+        )
+        for r in runs
+        if r.id != baseline_id and r.status == "done" and base.status == "done"
+    }
+    summaries = {
+        r.id: summarize_against(r, base, labels[r.id], verdicts.get(r.id)) for r in runs if r.id != baseline_id
+    }
     differences = {r.id: context_differences(r, base) for r in runs if r.id != baseline_id}
-    return Comparison(baseline_id, [r.id for r in runs], labels, values, ratios, summaries, hints, differences)
+    intervals = {r.id: {k: interval(stored[r.id], k) for k in keys} for r in runs}
+    support = {r.id: {k: flat_supported(stored[r.id], k) for k in keys} for r in runs}
+    return Comparison(
+        baseline_id, [r.id for r in runs], labels, values, ratios, summaries, hints, differences,
+        intervals, support, verdicts,
+    )  # fmt: skip
+
+
+def _value_cells(comparison: Comparison, run_id: int, key: str, metric: Any, formatted: bool) -> dict[str, Any]:
+    name = f"#{run_id} {comparison.labels[run_id]}" + (" (baseline)" if run_id == comparison.baseline_id else "")
+    value = comparison.values[run_id].get(key)
+    ok = comparison.supported.get(run_id, {}).get(key, True)
+    ci = comparison.intervals.get(run_id, {}).get(key)
+    if formatted:
+        return {
+            name: metric.format(value) if ok else registry.N_TOO_SMALL,
+            f"#{run_id} 95 % CI": registry.interval_text(metric, ci) if ok else "",
+        }
+    lo, hi = ci if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None)
+    return {name: value if ok else None, f"#{run_id} CI low": lo, f"#{run_id} CI high": hi}
+
+
+def _ratio_cells(comparison: Comparison, run_id: int, key: str, formatted: bool) -> dict[str, Any]:
+    both = (comparison.supported.get(i, {}).get(key, True) for i in (run_id, comparison.baseline_id))
+    r = comparison.ratios[run_id].get(key) if all(both) else None  # no ratio of figures that are "n too small"
+    verdict = comparison.verdicts.get(run_id, {}).get(key)
+    iv = None if verdict is None else verdict.interval
+    if formatted:
+        span = "" if verdict is None or not verdict.span() else f" ({verdict.span()})"
+        return {
+            f"#{run_id} ÷ baseline": ("–" if r is None else f"{r:.2f}x{span}"),
+            f"#{run_id} verdict": "–" if verdict is None else verdict.short(),
+        }
+    return {
+        f"#{run_id} ÷ baseline": r,
+        f"#{run_id} ratio CI low": None if iv is None else iv.lo,
+        f"#{run_id} ratio CI high": None if iv is None else iv.hi,
+        f"#{run_id} verdict": None if verdict is None else verdict.state,
+    }
 
 
 def comparison_frame(comparison: Comparison, formatted: bool = False) -> pd.DataFrame:
-    """One row per metric; a value column per run and a ``÷ baseline`` ratio column for the others.
+    """One row per metric; per run its value and 95 % CI, and for the others the ratio, its CI and a verdict.
 
-    ``formatted=False`` keeps numbers (CSV); ``True`` gives display strings. Bookkeeping
+    ``formatted=False`` keeps numbers (CSV: a percentile the sample cannot support is empty,
+    its CI too; verdict states ``better``/``worse``/``same``/``thin``/``none``); ``True`` gives
+    display strings ("n too small", ``1.75x (1.62–1.88)``, "significantly worse"). Bookkeeping
     (window, stride, token counts) never appears: only the registry's metrics do.
     """
     rows = []
@@ -127,11 +197,8 @@ def comparison_frame(comparison: Comparison, formatted: bool = False) -> pd.Data
         metric = registry.lookup(key, comparison.hints.get(key))
         row: dict[str, Any] = {"metric": metric.label, "unit": metric.display_unit, "better": metric.better}
         for run_id in comparison.run_ids:
-            mark = " (baseline)" if run_id == comparison.baseline_id else ""
-            value = comparison.values[run_id].get(key)
-            row[f"#{run_id} {comparison.labels[run_id]}{mark}"] = metric.format(value) if formatted else value
+            row.update(_value_cells(comparison, run_id, key, metric, formatted))
             if run_id != comparison.baseline_id:
-                r = comparison.ratios[run_id].get(key)
-                row[f"#{run_id} ÷ baseline"] = ("–" if r is None else f"{r:.2f}x") if formatted else r
+                row.update(_ratio_cells(comparison, run_id, key, formatted))
         rows.append(row)
     return pd.DataFrame(rows)

@@ -23,6 +23,13 @@ from engine.report.distributions import cdf_figure, latency_samples
 from engine.report.figures import explore_scatter, front_run_ids
 from engine.report.results import result_object
 
+CI_NOTE = (
+    "95 % CI: the figure's confidence interval within its run (order statistics for percentiles, bootstrap "
+    "over requests for throughput). n too small: the run has too few requests for that percentile (p50 needs 6, "
+    "p90 29, p95 59, p99 299). ÷ baseline: the ratio with its bootstrap interval; a verdict is significant only "
+    "when the interval excludes 1. Accuracy: significant beyond two standard errors."
+)
+
 EXPLORE_COLUMNS: tuple[str, ...] = (
     "run_id",
     "created_at",
@@ -99,7 +106,7 @@ def comparison_html(
     link: str | None = None,
 ) -> str:
     """A self-contained HTML report of a comparison: summary sentences, table, overlaid CDFs."""
-    comparison = compare_runs(list(runs), baseline_id)
+    comparison = compare_runs(list(runs), baseline_id, requests_by_id)
     by_id = {r.id: r for r in runs}
     base = by_id[comparison.baseline_id]
     title = f"LatencyLab comparison: runs {', '.join(str(i) for i in comparison.run_ids)}"
@@ -120,7 +127,7 @@ def comparison_html(
         f"<h1>{html.escape(title)}</h1>{_meta(link)}"
         f"<h2>Summary (baseline: run {base.id}, {html.escape(comparison.labels[base.id])})</h2>"
         f'<ul class="summary">{summary or "<li>Only the baseline was given.</li>"}</ul>'
-        f"<h2>Recipes</h2><ul>{recipes}</ul><h2>Metrics</h2>{table}"
+        f'<h2>Recipes</h2><ul>{recipes}</ul><h2>Metrics</h2>{table}<p class="meta">{html.escape(CI_NOTE)}</p>'
         f"<h2>Distributions</h2>{_figures_html(figures)}"
     )
     return _page(title, body)
@@ -153,16 +160,24 @@ def table_csv(frame: pd.DataFrame) -> str:
     return frame.to_csv(index=False)
 
 
-def comparison_csv(runs: Sequence[Any], baseline_id: int | None = None) -> str:
-    """The comparison table (numbers and ratios, unformatted) as CSV."""
-    return table_csv(comparison_frame(compare_runs(list(runs), baseline_id), formatted=False))
+def comparison_csv(
+    runs: Sequence[Any],
+    baseline_id: int | None = None,
+    requests_by_id: Mapping[int, Sequence[RequestRecord]] | None = None,
+) -> str:
+    """The comparison table as CSV: numbers, CI bounds, ratios, their bounds and verdict states.
+
+    A percentile the sample cannot support has an empty value (and CI); with ``requests_by_id``
+    the ratios' intervals come from the raw samples, else from the stored intervals.
+    """
+    return table_csv(comparison_frame(compare_runs(list(runs), baseline_id, requests_by_id), formatted=False))
 
 
 def runs_json(runs: Sequence[Any], requests_by_id: Mapping[int, Sequence[RequestRecord]]) -> str:
-    """A JSON array: each run's result object plus ``requests`` with every raw ``perf_counter_ns`` stamp."""
+    """A JSON array: each run's result object (with intervals) plus ``requests`` with every raw stamp."""
     out = []
     for run in runs:
-        obj = result_object(run)
+        obj = result_object(run, requests_by_id.get(run.id))
         obj["requests"] = [asdict(r) for r in requests_by_id.get(run.id, [])]
         out.append(obj)
     return json.dumps(out, indent=2, default=str)

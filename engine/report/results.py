@@ -1,19 +1,44 @@
-"""The result object of a run (CLI ``--json``, exports) and its text rendering."""
+"""The result object of a run (CLI ``--json``, exports) and its text rendering.
+
+How sure each figure is, in the result object: every latency group keeps DESIGN's keys
+(``mean``, ``p50`` .. ``p99``, the raw numbers, even for a percentile the sample cannot
+support) and adds ``n`` (samples), ``ci`` (``{"p50": [lo, hi] | None, ..., "mean": ...}``,
+95 %) and ``supported`` (``{"p99": false, ...}``: false means "n too small", so a reader
+must not quote that number). Throughput intervals sit under ``ci`` at the top level
+(``{"output_tokens_per_s": [lo, hi] | None, ...}``). The text table prints
+"n too small" instead of an unsupported percentile and each interval under its figure.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from engine.measure import registry
 from engine.measure.registry import GROUP_LABELS as LABELS
-from engine.measure.registry import LATENCY_GROUPS, SCALARS, human_bytes
+from engine.measure.registry import LATENCY_GROUPS, N_TOO_SMALL, SCALARS, STATS, human_bytes
+from engine.report.values import GROUPS_WITH_CI, sample_count, supported, with_intervals
 
 __all__ = ["human_bytes", "render_table", "result_object"]
 
 
-def result_object(run: Any) -> dict[str, Any]:
-    """One JSON-ready object per run, keys as in DESIGN.md (times in ms)."""
-    metrics = run.metrics or {}
+def _group(metrics: dict[str, Any], group: str) -> dict[str, Any] | None:
+    stats = metrics.get(group)
+    if not isinstance(stats, dict):
+        return stats
+    out = dict(stats)
+    out["n"] = sample_count(metrics, group)
+    out.setdefault("ci", None)
+    out["supported"] = {k: supported(metrics, group, k) for k in STATS}
+    return out
+
+
+def result_object(run: Any, requests: Sequence[Any] | None = None) -> dict[str, Any]:
+    """One JSON-ready object per run, keys as in DESIGN.md (times in ms), with intervals (module doc).
+
+    ``requests`` (the run's raw stamps) lets a run stored before intervals get them computed.
+    """
+    metrics = with_intervals(run.metrics, requests) or {}
     obj: dict[str, Any] = {
         "run_id": run.id,
         "status": run.status,
@@ -28,12 +53,12 @@ def result_object(run: Any) -> dict[str, Any]:
         "spec": getattr(run, "spec", None),
         "provenance": getattr(run, "provenance", None),
     }
-    for group in LATENCY_GROUPS:
-        obj[group] = metrics.get(group)
+    for group in GROUPS_WITH_CI:
+        obj[group] = _group(metrics, group)
     for key in SCALARS:
         obj[key] = metrics.get(key)
+    obj["ci"] = metrics.get("ci")
     for key in (
-        "queue_ms",
         "goodput_fraction",
         "mean_tokens_per_chunk",
         "completed",
@@ -76,18 +101,13 @@ def render_table(obj: dict[str, Any]) -> str:
         return "\n".join(lines)
     if obj.get("error"):
         lines.append(f"note: {obj['error']}")
-    header = f"{'metric':<34}{'mean':>10}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}"
-    lines += [header, "-" * len(header)]
-    for group in LATENCY_GROUPS:
-        stats = obj.get(group) or {}
-        label = f"{LABELS[group]} [ms]"
-        lines.append(
-            f"{label:<34}" + "".join(f"{_fmt(stats.get(k)):>10}" for k in ("mean", "p50", "p90", "p95", "p99"))
-        )
-    lines.append("")
-    lines.append(f"{'output tokens/s':<34}{_fmt(obj.get('output_tokens_per_s'))}")
-    lines.append(f"{'requests/s':<34}{_fmt(obj.get('requests_per_s'), 3)}")
-    lines.append(f"{'tokens/s per user':<34}{_fmt(obj.get('tokens_per_s_per_user'))}")
+    lines += _latency_lines(obj)
+    for key, text in (
+        ("output_tokens_per_s", "output tokens/s"),
+        ("requests_per_s", "requests/s"),
+        ("tokens_per_s_per_user", "tokens/s per user"),
+    ):
+        lines.append(f"{text:<34}{_with_ci(obj, key)}")
     lines.append(f"{'weights memory (as loaded)':<34}{human_bytes(obj.get('weights_memory_bytes'))}")
     kind = f"  ({obj['peak_memory_kind']})" if obj.get("peak_memory_kind") else ""
     lines.append(f"{'peak memory':<34}{human_bytes(obj.get('peak_memory_bytes'))}{kind}")
@@ -119,6 +139,57 @@ def render_table(obj: dict[str, Any]) -> str:
     lines += [f"{'noise: ' + f['flag']:<34}{f['detail']}" for f in obj.get("noise_flags") or []]
     lines.extend(_quality_lines(obj.get("quality")))
     return "\n".join(lines)
+
+
+COL = 14
+
+
+def _cell(stats: dict[str, Any], key: str) -> str:
+    if not (stats.get("supported") or {}).get(key, True):
+        return N_TOO_SMALL
+    return _fmt(stats.get(key))
+
+
+def _short(value: float, digits: int) -> str:
+    """Four or five significant figures: ``9.84``, ``118.1``, ``1,234``."""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if abs(value) >= 100 else f"{value:.{digits}f}"
+
+
+def _span(ci: Any, digits: int = 2) -> str:
+    if not isinstance(ci, (list, tuple)) or len(ci) != 2 or None in ci:
+        return ""
+    return f"{_short(ci[0], digits)}–{_short(ci[1], digits)}"
+
+
+def _latency_lines(obj: dict[str, Any]) -> list[str]:
+    """Each latency group's statistics, "n too small" where unsupported, and a 95 % CI line under it."""
+    header = f"{'metric':<34}" + "".join(f"{k:>{COL}}" for k in STATS) + f"{'n':>7}"
+    lines = [header, "-" * len(header)]
+    for group in LATENCY_GROUPS:
+        stats = obj.get(group) or {}
+        n = stats.get("n")
+        lines.append(
+            f"{LABELS[group] + ' [ms]':<34}"
+            + "".join(f"{_cell(stats, k):>{COL}}" for k in STATS)
+            + f"{'-' if n is None else n:>7}"
+        )
+        ci = stats.get("ci") or {}
+        spans = [_span(ci.get(k)) if _cell(stats, k) != N_TOO_SMALL else "" for k in STATS]
+        if any(spans):
+            lines.append((f"{'  95 % CI':<34}" + "".join(f"{s:>{COL}}" for s in spans)).rstrip())
+    lines.append("")
+    return lines
+
+
+def _with_ci(obj: dict[str, Any], key: str) -> str:
+    value = obj.get(key)
+    digits = 3 if key == "requests_per_s" else 2
+    span = _span((obj.get("ci") or {}).get(key), digits)
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}" + (f"  (95 % CI {span})" if span else "  (no interval)")
 
 
 def _quality_lines(quality: dict[str, Any] | None) -> list[str]:

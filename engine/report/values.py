@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.measure import registry
 from engine.measure.registry import LATENCY_GROUPS, SCALARS, STATS, finite
+from engine.measure.stats import min_samples
 
 
 def flat_metrics(run: Any) -> dict[str, float | None]:
@@ -36,3 +38,64 @@ def ratio(value: float | None, base: float | None) -> float | None:
     if value is None or base is None or base == 0:
         return None
     return value / base
+
+
+# -- how sure each figure is: stored intervals, or ones computed from the raw requests -------------
+GROUPS_WITH_CI: tuple[str, ...] = (*LATENCY_GROUPS, "queue_ms")
+_N_FROM_COMPLETED = ("ttft_ms", "e2el_ms", "tpot_ms")  # one sample per completed request (TPOT: at most)
+
+
+def with_intervals(metrics: dict[str, Any] | None, requests: Sequence[Any] | None) -> dict[str, Any] | None:
+    """``metrics`` with ``n`` and ``ci`` filled in from the raw requests when it was stored without them.
+
+    A run stored before intervals existed has no ``ci``; with its requests at hand they are
+    computed on the fly (cheap: order statistics and one small bootstrap). Without requests
+    the metrics are returned unchanged (no intervals are shown).
+    """
+    if not metrics or "ci" in metrics or not requests:
+        return metrics
+    from engine.measure.metrics import interval_fields
+
+    fields = interval_fields(requests, float(metrics.get("duration_s") or 0.0))
+    out = dict(metrics)
+    for group in GROUPS_WITH_CI:
+        if isinstance(out.get(group), dict) and group in fields:
+            out[group] = {**out[group], **fields[group]}
+    out["ci"] = fields["ci"]
+    return out
+
+
+def sample_count(metrics: Mapping[str, Any] | None, group: str) -> int | None:
+    """A group's sample count: its stored ``n``, else (older runs) the completed requests for TTFT/E2EL/TPOT."""
+    metrics = metrics or {}
+    n = finite((metrics.get(group) or {}).get("n"))
+    if n is None and group in _N_FROM_COMPLETED:
+        n = finite(metrics.get("completed"))
+    return None if n is None else int(n)
+
+
+def supported(metrics: Mapping[str, Any] | None, group: str, stat: str) -> bool:
+    """Whether the sample supports a group's statistic (False: show "n too small"); True when unknown."""
+    n = sample_count(metrics, group)
+    if n is None:
+        return True
+    if stat == "mean":
+        return n >= 1
+    return n >= min_samples(float(stat.removeprefix("p")))
+
+
+def interval(metrics: Mapping[str, Any] | None, key: str) -> list[float] | None:
+    """The stored ``[lo, hi]`` of a flat key (``tpot_ms_p50``, ``output_tokens_per_s``), or None."""
+    metrics = metrics or {}
+    for group in GROUPS_WITH_CI:
+        if key.startswith(group + "_"):
+            return ((metrics.get(group) or {}).get("ci") or {}).get(key.removeprefix(group + "_"))
+    return (metrics.get("ci") or {}).get(key)
+
+
+def flat_supported(metrics: Mapping[str, Any] | None, key: str) -> bool:
+    """:func:`supported` for a flat key (scalars are always supported)."""
+    for group in GROUPS_WITH_CI:
+        if key.startswith(group + "_"):
+            return supported(metrics, group, key.removeprefix(group + "_"))
+    return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from seed_runs import open_page, seed_basic
@@ -28,7 +29,8 @@ def test_permalink_shows_summary_ratios_and_cdfs(seeded):
     at = open_compare(runs=f"{ids['base']},{ids['fast']},{ids['synth']}", baseline=str(ids["base"]))
     assert not at.exception
     text = markdown(at)
-    assert "INT4: " in text and "faster decode" in text and "perplexity +0.4 %" in text
+    assert "INT4: " in text and "faster decode (95 % CI " in text
+    assert "no significant change in perplexity (+0.4 % ± 24 %)" in text
     assert "no accuracy (synthetic weights)" in text
     charts = at.get("plotly_chart")
     assert len(charts) == 3
@@ -102,8 +104,30 @@ def test_summary_is_plain_and_says_what_differs_besides_the_recipe(seeded, db):
 
     at = open_compare(runs=f"{seeded['base']},{seeded['fast']}", baseline=str(seeded["base"]))
     text = markdown(at)
-    assert "INT4: 2.6x faster decode, 1.1x faster first token, perplexity +0.4 %, peak memory -60 %" in text
+    assert "INT4: 2.6x faster decode (95 % CI " in text and "no significant difference in first token (" in text
+    assert "no significant change in perplexity (+0.4 % ± 24 %), peak memory -60 %" in text
     table = at.dataframe[0].value
     for word in ("window", "stride", "kl top k", "corpus tokens", "baseline perplexity"):
         assert not any(word in m for m in table["metric"]), word
     assert not at.warning
+
+
+def test_table_has_intervals_verdicts_and_says_n_too_small(seeded, db):
+    """6 requests a run: p50 has an interval, p90/p99 are "n too small" with no ratio; decode is a real change."""
+    at = open_compare(runs=f"{seeded['base']},{seeded['fast']}", baseline=str(seeded["base"]))
+    assert not at.exception
+    fast = seeded["fast"]
+    table = at.dataframe[0].value.set_index("metric")
+    assert {f"#{seeded['base']} 95 % CI", f"#{fast} 95 % CI", f"#{fast} ÷ baseline", f"#{fast} verdict"} <= set(
+        table.columns
+    )
+    tpot = table.loc["TPOT p50 (GenAI-Perf: ITL)"]
+    assert tpot[f"#{fast} verdict"] == "significantly better"
+    assert re.fullmatch(r"0\.\d\dx \(0\.\d\d–0\.\d\d\)", tpot[f"#{fast} ÷ baseline"])
+    assert re.fullmatch(r"\d+\.\d+–\d+\.\d+", tpot[f"#{fast} 95 % CI"])
+    p99 = table.loc["TTFT p99"]
+    assert p99[f"#{fast} INT4"] == "n too small" and p99[f"#{fast} ÷ baseline"] == "–"
+    assert p99[f"#{fast} verdict"] == "too few (n=6, p99 needs 299)"
+    assert table.loc["TTFT p50", f"#{fast} verdict"] == "no significant difference"
+    assert table.loc["perplexity", f"#{fast} verdict"] == "no significant change"
+    assert "n too small" in " ".join(c.value for c in at.caption)

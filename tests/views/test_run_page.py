@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from seed_runs import open_page, seed_basic
@@ -158,3 +159,35 @@ def test_noise_badges_under_the_title(db, db_url, monkeypatch):
     assert any("too few requests: 4 completed requests" in b and "gray" in b for b in badges)
     at = open_run(str(quiet))
     assert not at.exception and "badge" not in " ".join(m.proto.body for m in at.markdown)
+
+
+def test_intervals_and_n_too_small_on_cards_and_table(seeded, db):
+    """6 requests: p50 with its 95 % CI, p90 and above "n too small"; 4 requests: even p50 is."""
+    from seed_runs import make_run
+
+    at = open_run(str(seeded["base"]))
+    assert not at.exception
+    cards = {m.label: m for m in at.metric}
+    assert cards["TPOT p50"].value.endswith(" ms") and cards["TPOT p50"].delta.startswith("95 % CI ")
+    assert cards["Output tokens/s"].delta.startswith("95 % CI ")
+    table = at.dataframe[0].value.set_index("metric")
+    ttft = table.loc["TTFT [ms], n=6"]
+    assert re.fullmatch(r"\d+\.\d+ \(\d+\.\d+–\d+\.\d+\)", ttft["p50"]), ttft["p50"]
+    assert ttft["p90"] == ttft["p99"] == "n too small"
+    assert "tokens/s per user" in _text(at) and "95 % CI" in _text(at)
+
+    tiny = make_run(db, name="tiny", n=4)
+    cards = {m.label: m for m in open_run(str(tiny)).metric}
+    assert cards["TTFT p50"].value == "n too small" and cards["TTFT p50"].delta == "n=4"
+
+
+def test_a_run_stored_before_intervals_gets_them_from_its_requests(seeded, db):
+    from seed_runs import make_run
+
+    old = make_run(db, name="old", without_intervals=True)
+    at = open_run(str(old))
+    assert not at.exception
+    table = at.dataframe[0].value.set_index("metric")
+    assert "(" in table.loc["TPOT (GenAI-Perf/AIPerf: ITL) [ms], n=6", "p50"]
+    assert table.loc["TTFT [ms], n=6", "p99"] == "n too small"
+    assert {m.label: m for m in at.metric}["TPOT p50"].delta.startswith("95 % CI ")

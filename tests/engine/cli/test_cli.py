@@ -69,7 +69,8 @@ def test_run_json_then_runs_and_show(db_url):
         "quality",
     ):
         assert key in obj
-    assert set(obj["ttft_ms"]) == {"mean", "p50", "p90", "p95", "p99"}
+    # DESIGN's keys, plus how sure each is (issue 14): samples, 95 % intervals, which are supported
+    assert set(obj["ttft_ms"]) == {"mean", "p50", "p90", "p95", "p99", "n", "ci", "supported"}
     assert obj["status"] == "done" and obj["spec"]["workload"]["output_tokens"] == 4
 
     listed = cli("runs", "--json", env={"LATENCYLAB_DB_URL": db_url})  # env var instead of --db

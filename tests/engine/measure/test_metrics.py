@@ -130,3 +130,29 @@ def test_registry_declares_goodput_fraction_and_error_rate():
 
     assert registry.lookup("goodput_fraction").better == "higher"
     assert registry.lookup("error_rate").better == "lower" and registry.lookup("error_rate").unit == "ratio"
+
+
+def test_every_figure_carries_its_interval_and_sample_count():
+    """30 requests: p50 and p90 supported (6, 29), p95/p99 not (59, 299); throughput intervals around the value."""
+    rs = [req(i, i * 100, [i * 100 + 20 + i % 3, i * 100 + 40 + i % 5, i * 100 + 60 + i % 7]) for i in range(30)]
+    m = compute_metrics(RunRecord(start_ns=0, end_ns=3000 * MS, requests=rs))
+    ttft = m["ttft_ms"]
+    assert ttft["n"] == 30 and m["itl_ms"]["n"] == 60
+    assert ttft["ci"]["p50"][0] <= ttft["p50"] <= ttft["ci"]["p50"][1]
+    assert ttft["ci"]["p90"] is not None and ttft["ci"]["p95"] is None and ttft["ci"]["p99"] is None
+    assert ttft["ci"]["mean"][0] < ttft["mean"] < ttft["ci"]["mean"][1]
+    assert m["itl_ms"]["ci"]["p95"] is not None  # 60 pooled gaps
+    for key in ("output_tokens_per_s", "requests_per_s", "tokens_per_s_per_user"):
+        lo, hi = m["ci"][key]
+        assert lo <= m[key] <= hi, key
+    few = compute_metrics(RunRecord(start_ns=0, end_ns=1000 * MS, requests=rs[:4]))
+    assert few["ttft_ms"]["ci"]["p50"] is None and few["ci"]["output_tokens_per_s"] is None
+
+
+def test_intervals_of_a_run_stored_without_them_come_from_its_requests():
+    from engine.measure.metrics import interval_fields
+
+    rs = [req(i, i * 100, [i * 100 + 20 + i % 3, i * 100 + 40 + i % 5]) for i in range(10)]
+    m = compute_metrics(RunRecord(start_ns=0, end_ns=1000 * MS, requests=rs))
+    fields = interval_fields(rs, m["duration_s"])
+    assert fields["tpot_ms"]["ci"] == m["tpot_ms"]["ci"] and fields["ci"] == m["ci"]

@@ -43,3 +43,37 @@ def test_a_ratio_of_samples_too_small_has_no_interval_and_is_not_significant():
     assert r is not None and r.value == pytest.approx(21 / 11)
     assert r.interval is None and not r.significant
     assert ratio_ci([], [1.0]) is None
+
+
+def test_mean_trials_and_stored_pairs():
+    from engine.measure.stats import from_pair, mean_ci, pair, trials_ci
+
+    iv = mean_ci([10.0, 12.0, 11.0, 13.0])
+    assert iv.lo < 11.5 < iv.hi
+    assert mean_ci([1.0]) is None and trials_ci([42.0]) is None  # one trial: no interval
+    assert trials_ci([10.0, 11.0, None, 12.0]).contains(11.0)
+    assert pair(iv) == [iv.lo, iv.hi] and from_pair(pair(iv)) == iv
+    assert from_pair(None) is None and from_pair([1, "x"]) is None
+
+
+def test_bootstrap_of_tokens_over_seconds_is_centred_on_the_plain_ratio():
+    from engine.measure.stats import bootstrap_ci, statistic_ratio_ci, sum_ratio
+
+    rng = np.random.default_rng(3)
+    rows = np.c_[np.full(100, 32.0), rng.lognormal(0, 0.2, 100)]
+    iv = bootstrap_ci(rows, sum_ratio)
+    assert iv.contains(rows[:, 0].sum() / rows[:, 1].sum()) and iv.hi - iv.lo < 3
+    faster = np.c_[rows[:, 0], rows[:, 1] / 2]
+    r = statistic_ratio_ci(rows, faster, sum_ratio)
+    assert r.value == pytest.approx(2.0) and r.significant
+    assert bootstrap_ci(rows[:1], sum_ratio) is None
+
+
+def test_ratio_from_two_intervals():
+    from engine.measure.stats import Interval, ratio_from_intervals
+
+    wide = ratio_from_intervals(10.0, Interval(9, 11), 10.5, Interval(9.5, 11.5))
+    assert wide.interval.contains(1.0) and not wide.significant
+    tight = ratio_from_intervals(10.0, Interval(9.9, 10.1), 12.0, Interval(11.9, 12.1))
+    assert tight.significant and tight.value == pytest.approx(1.2)
+    assert ratio_from_intervals(10.0, None, 12.0, Interval(11, 13)).interval is None

@@ -129,3 +129,32 @@ def test_runs_token_changes_when_runs_change(db):
     assert runs_token(db) == (2, second)
     delete_run(db, first)
     assert runs_token(db) == (1, second)
+
+
+def test_exports_carry_intervals_and_never_an_unsupported_percentile(db):
+    """CSV: CI bounds, ratio bounds and verdict states, an empty p99; JSON: raw p99 kept, supported false; HTML."""
+    from seed_runs import make_run
+
+    ids = seed_basic(db)
+    old = make_run(db, name="old", tpot_ms=30, without_intervals=True)  # stored before intervals
+    run_ids = [ids["base"], ids["fast"], old]
+    runs, _ = load_runs(db, run_ids)
+    requests = load_requests(db, run_ids)
+    rows = {r["metric"]: r for r in csv.DictReader(io.StringIO(comparison_csv(runs, ids["base"], requests)))}
+    fast = ids["fast"]
+    tpot = rows["TPOT p50 (GenAI-Perf: ITL)"]
+    assert float(tpot[f"#{fast} CI low"]) < float(tpot[f"#{fast} INT4"]) < float(tpot[f"#{fast} CI high"])
+    assert float(tpot[f"#{fast} ratio CI high"]) < 1.0 and tpot[f"#{fast} verdict"] == "better"
+    assert tpot[f"#{old} verdict"] == "worse" and tpot[f"#{old} CI low"] != ""  # computed from its requests
+    p99 = rows["TTFT p99"]
+    assert p99[f"#{fast} INT4"] == "" and p99[f"#{fast} ÷ baseline"] == "" and p99[f"#{fast} verdict"] == "thin"
+
+    data = json.loads(runs_json(runs, requests))
+    group = data[0]["tpot_ms"]
+    assert group["p99"] > 0 and group["supported"]["p99"] is False and group["supported"]["p50"] is True
+    assert group["n"] == 6 and group["ci"]["p99"] is None and len(group["ci"]["p50"]) == 2
+    assert data[2]["tpot_ms"]["ci"]["p50"] is not None  # the older run gets its intervals from its stamps
+    assert len(data[0]["ci"]["output_tokens_per_s"]) == 2
+
+    html = comparison_html(runs, requests, ids["base"])
+    assert "n too small" in html and "95 % CI" in html and "significantly better" in html

@@ -68,3 +68,31 @@ def test_table_of_a_real_run_lists_metrics_in_their_units_only():
 def test_failed_run_without_a_reason_never_reads_none():
     text = render_table({"run_id": 4, "status": "failed", "model": "m", "engine": "e", "device": "cpu", "error": None})
     assert "error: no reason recorded" in text and "None" not in text
+
+
+def test_table_says_n_too_small_and_prints_intervals(db):
+    """6 requests: p50 with its interval, p90 and above "n too small"; throughput with its CI."""
+    from seed_runs import make_run
+
+    from engine.report.results import result_object
+    from storage.runs import get_run
+
+    text = render_table(result_object(get_run(db, make_run(db, name="six", n=6))))
+    ttft = next(line for line in text.splitlines() if line.startswith("TTFT [ms]"))
+    assert ttft.count("n too small") == 3
+    assert ttft.rstrip().endswith("6")  # n
+    ci_line = text.splitlines()[text.splitlines().index(ttft) + 1]
+    assert ci_line.startswith("  95 % CI") and "–" in ci_line
+    assert "output tokens/s" in text and "(95 % CI " in text
+
+
+def test_a_result_object_of_an_older_run_infers_support_from_its_counts(db):
+    from seed_runs import make_run
+
+    from engine.report.results import result_object
+    from storage.runs import get_run
+
+    obj = result_object(get_run(db, make_run(db, name="old", n=4, without_intervals=True)))
+    assert obj["ttft_ms"]["supported"] == {"mean": True, "p50": False, "p90": False, "p95": False, "p99": False}
+    assert obj["ttft_ms"]["ci"] is None and obj["ttft_ms"]["n"] == 4  # no requests given: no interval
+    assert "n too small" in render_table(obj)

@@ -48,7 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the verb; returns the exit code.
 
     Whatever goes wrong ends in one line on stderr: bad input and database errors exit 2, an
-    unexpected failure exits 1 (its traceback only with ``--verbose``).
+    unexpected failure exits 1 (with ``--verbose`` database errors and unexpected failures
+    print their traceback first).
     """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -65,8 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             with json_stdout():
                 return func(args)
         return func(args)
-    except (UsageError, SpecError) as exc:
-        _say(f"error: {exc}", verbose)
+    except (UsageError, SpecError) as exc:  # bad input: the message is the whole story
+        _say(f"error: {exc}", False)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 # How many examples each page gets (AppTest runs a whole page: ~0.5-2 s each).
-PAGE_EXAMPLES = {"ci": 12, "long": 300}.get(PROFILE, 12)
+PAGE_EXAMPLES = {"ci": 20, "long": 300}.get(PROFILE, 20)
 
 TALLY: dict[str, Counter] = defaultdict(Counter)
 

@@ -4,23 +4,27 @@ Each façade call is one short transaction: :meth:`Database.session` commits on
 success, rolls back on error and always closes. Every database error raised inside it
 (SQLAlchemy's or the driver's) leaves storage as a :class:`StorageError`, so callers
 never catch SQLAlchemy's own exceptions. SQLite runs in WAL mode with a busy
-timeout so that the app, the worker and runner processes can share one file.
+timeout so that the app, the worker and runner processes can share one file. Creating or
+migrating the schema is serialised between processes: a file lock next to the SQLite file,
+a transaction-scoped advisory lock on PostgreSQL. Messages name the URL without its password.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _LOCK = threading.Lock()
 _OPEN: dict[str, Database] = {}
+MIGRATE_LOCK_TIMEOUT_S = 300.0
+_PG_MIGRATE_LOCK = 7_460_113_015  # any constant: the advisory lock key every LatencyLab process uses
 
 
 class StorageError(RuntimeError):
@@ -36,12 +40,15 @@ class Database:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        shown = safe_url(url)
         try:
             self.engine: Engine = _make_engine(url)
         except (ArgumentError, ValueError) as exc:
-            raise StorageError(f"database URL {url!r} is not valid: {exc}") from exc
+            raise StorageError(f"database URL {shown!r} is not valid: {_one_line(exc)}") from exc
         except ImportError as exc:  # e.g. a PostgreSQL driver that is not installed
-            raise StorageError(f"database URL {url!r} needs a driver that is not installed: {exc}") from exc
+            raise StorageError(f"database URL {shown!r} needs a driver that is not installed: {exc}") from exc
+        except OSError as exc:  # the SQLite file's folder cannot be created
+            raise StorageError(f"cannot create the folder of database {shown}: {exc.strerror or exc}") from exc
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @property
@@ -57,7 +64,7 @@ class Database:
             session.commit()
         except SQLAlchemyError as exc:
             _rollback_quietly(session)
-            raise StorageError(f"database error on {self.url}: {_one_line(exc)}") from exc
+            raise StorageError(f"database error on {safe_url(self.url)}: {_one_line(exc)}") from exc
         except BaseException:
             _rollback_quietly(session)
             raise
@@ -65,7 +72,7 @@ class Database:
             session.close()
 
     def migrate(self) -> None:
-        """Bring the schema to the newest Alembic revisions (every branch head)."""
+        """Bring the schema to the newest Alembic revisions (every branch head), one process at a time."""
         from alembic import command
         from alembic.config import Config
 
@@ -73,22 +80,85 @@ class Database:
         cfg.set_main_option("script_location", str(MIGRATIONS))
         cfg.set_main_option("sqlalchemy.url", self.url.replace("%", "%%"))
         try:
-            with self.engine.begin() as conn:
+            with self._migrate_lock(), self.engine.begin() as conn:
+                self._advisory_lock(conn)
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "heads")
         except OperationalError as exc:
-            # Another process created the schema at the same moment: check and go on.
+            # A process without the lock (an older version) created the schema at the same moment.
             if "already exists" not in str(exc) or "runs" not in inspect(self.engine).get_table_names():
-                raise StorageError(f"cannot prepare database {self.url}: {exc.orig}") from exc
+                raise StorageError(f"cannot prepare database {safe_url(self.url)}: {_one_line(exc)}") from exc
         except SQLAlchemyError as exc:
-            raise StorageError(f"cannot prepare database {self.url}: {exc}") from exc
+            raise StorageError(f"cannot prepare database {safe_url(self.url)}: {_one_line(exc)}") from exc
+
+    def _migrate_lock(self) -> AbstractContextManager[object]:
+        """SQLite: a file lock next to the database file (nothing for ``:memory:``)."""
+        path = sqlite_path(self.url) if self.is_sqlite else None
+        if path is None:
+            return nullcontext()
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(path) + ".lock", timeout=MIGRATE_LOCK_TIMEOUT_S)
+        try:
+            lock.acquire()
+        except Timeout as exc:
+            raise StorageError(f"another process has been preparing {path} for {MIGRATE_LOCK_TIMEOUT_S:.0f} s") from exc
+        except OSError:  # a read-only folder: no lock file; the migration itself says what is wrong
+            return nullcontext()
+        return _released(lock)
+
+    def _advisory_lock(self, conn: Connection) -> None:
+        """PostgreSQL: hold an advisory lock until this transaction ends, so one process migrates at a time."""
+        if self.engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATE_LOCK})
+
+    def check_writable(self) -> None:
+        """Raise :class:`StorageError` when this database cannot be written (read-only file or server).
+
+        Checked before a job is queued or a benchmark starts, so nothing runs that cannot be stored.
+        """
+        try:
+            with self.engine.connect() as conn, conn.begin() as tx:
+                conn.execute(text("DELETE FROM alembic_version WHERE 1 = 0"))
+                tx.rollback()
+        except SQLAlchemyError as exc:
+            raise StorageError(f"database {safe_url(self.url)} cannot be written: {_one_line(exc)}") from exc
 
 
-def _one_line(exc: SQLAlchemyError) -> str:
-    """The driver's message (first line), without SQLAlchemy's statement dump."""
+@contextmanager
+def _released(lock: object) -> Iterator[None]:
+    """Hold an acquired file lock for the ``with`` block."""
+    try:
+        yield
+    finally:
+        lock.release()  # type: ignore[attr-defined]
+
+
+def safe_url(url: str) -> str:
+    """``url`` for messages: its password hidden."""
+    try:
+        parsed = make_url(url)
+        return url if parsed.password is None else parsed.render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return url if "@" not in url else "<a database URL that is not valid>"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (``sqlite:///x.db``, ``sqlite:///file:x.db?mode=ro&uri=true``); None for memory."""
+    path = url.split("///", 1)[1] if "///" in url else ""
+    path = path.split("?", 1)[0].removeprefix("file:")
+    if not path or path == ":memory:":
+        return None
+    return Path(path).expanduser()
+
+
+def _one_line(exc: BaseException) -> str:
+    """The driver's message on one line, without SQLAlchemy's statement dump and background link."""
     orig = getattr(exc, "orig", None)
-    text = str(orig if orig is not None else exc).strip()
-    return (text.splitlines() or [type(exc).__name__])[0]
+    message = str(orig if orig is not None else exc)
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(("(Background on this error", "[SQL:", "[parameters:"))]
+    return " ".join(lines) or type(exc).__name__
 
 
 def _rollback_quietly(session: Session) -> None:
@@ -101,9 +171,9 @@ def _rollback_quietly(session: Session) -> None:
 
 def _make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
-        path = url.split("///", 1)[1] if "///" in url else ""
-        if path and path != ":memory:":
-            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        path = sqlite_path(url)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
         @event.listens_for(engine, "connect")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import streamlit as st
@@ -28,17 +29,39 @@ def database() -> Any | None:
         return None
 
 
+MAX_ID = 2**63 - 1  # the largest id the databases store
+_DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII digits only: int() would also take "٣", "１" and "1_0"
+
+
+def parse_id(raw: str) -> int | None:
+    """``raw`` as an id (1 .. MAX_ID in ASCII digits), or None."""
+    raw = raw.strip()
+    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= MAX_ID:
+        return None
+    return int(raw)
+
+
+def parse_whole(raw: str, low: int, high: int) -> int | None:
+    """``raw`` as a whole number in ``[low, high]`` (ASCII digits, optional sign), or None."""
+    raw = raw.strip()
+    if not re.fullmatch(r"[+-]?[0-9]{1,19}", raw) or not low <= int(raw) <= high:
+        return None
+    return int(raw)
+
+
+def shown(raw: str, most: int = 40) -> str:
+    """A query value quoted for a message, cut to ``most`` characters."""
+    return repr(raw if len(raw) <= most else raw[:most] + "...")
+
+
 def query_int(name: str) -> tuple[int | None, str | None]:
-    """An integer query parameter: (value, None), (None, None) if absent, or (None, problem)."""
+    """An id query parameter: (value, None), (None, None) if absent, or (None, problem)."""
     raw = st.query_params.get(name)
     if raw is None or raw == "":
         return None, None
-    try:
-        value = int(raw)
-    except ValueError:
-        return None, f"'{raw}' is not a valid {name} id"
-    if value < 1:
-        return None, f"'{raw}' is not a valid {name} id"
+    value = parse_id(raw)
+    if value is None:
+        return None, f"{shown(raw)} is not a valid {name} id"
     return value, None
 
 
@@ -51,11 +74,11 @@ def query_int_list(name: str) -> tuple[list[int], list[str]]:
         part = part.strip()
         if not part:
             continue
-        if part.isdigit() and int(part) > 0:
-            if int(part) not in ids:
-                ids.append(int(part))
-        else:
-            bad.append(part)
+        value = parse_id(part)
+        if value is None:
+            bad.append(part if len(part) <= 40 else part[:40] + "...")
+        elif value not in ids:
+            ids.append(value)
     return ids, bad
 
 

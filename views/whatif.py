@@ -30,7 +30,7 @@ from engine.whatif.hardware import DEFAULT_COMPARISON, catalog
 from engine.whatif.microbench import measure_in_subprocess
 from engine.whatif.query import table_rows, what_if
 from ui import auth
-from ui.common import database
+from ui.common import database, parse_whole, shown
 from ui.run_view import runs_changed_token, share_link
 
 MODELS = ["demo"] + [f"synthetic:{a}" for a in SYNTHETIC_ARCHITECTURES]
@@ -71,13 +71,11 @@ def read_params(hardware_keys: list[str]) -> tuple[dict[str, Any], list[str]]:
         raw = qp.get(key)
         if raw in (None, ""):
             continue
-        try:
-            v = int(raw)
-            if not lo <= v <= hi:
-                raise ValueError
+        v = parse_whole(raw, lo, hi)
+        if v is None:
+            problems.append(f"{shown(raw)} is not a valid {key} (a whole number from {lo} to {hi})")
+        else:
             values[key] = v
-        except ValueError:
-            problems.append(f"'{raw}' is not a valid {key} (a whole number from {lo} to {hi})")
     if values["engine"] not in ENGINES:
         problems.append(f"unknown engine '{values['engine']}' (choose {', '.join(ENGINES)})")
         values["engine"] = DEFAULTS["engine"]

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
+from engine.cli.values import read_spec_file, shown, spec_section, whole_number
 from engine.settings import database_url
 from engine.spec import ENGINES, JobSpec, SpecError, parse_job_spec
 
@@ -30,18 +32,42 @@ class Parser(argparse.ArgumentParser):
 
 
 def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
+    """An argparse type: a whole number of at least 1 (and at most :data:`MAX_INT`)."""
     try:
-        value = int(text)
+        return whole_number(text, low=1)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def int_arg(text: str) -> int:
+    """An argparse type: a whole number in ASCII digits that the database can store."""
+    try:
+        return whole_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite number (no nan, inf, or 1e999)."""
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not a number") from exc
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not a finite number")
     return value
 
 
+def parse_id(text: str, what: str, hint: str) -> int:
+    """A run or job id from the command line; UsageError with one line (and ``hint``) when it is not one."""
+    try:
+        return whole_number(text, low=1)
+    except ValueError as exc:
+        raise UsageError(f"{what} {exc}; {hint}") from exc
+
+
 def common_parent() -> argparse.ArgumentParser:
-    """The ``--db`` option every verb takes."""
+    """The ``--db`` and ``--verbose`` options every verb takes."""
     common = Parser(add_help=False)
     common.add_argument(
         "--db",
@@ -49,6 +75,7 @@ def common_parent() -> argparse.ArgumentParser:
         default=None,
         help="database URL (default: env LATENCYLAB_DB_URL, else data/latencylab.db)",
     )
+    common.add_argument("--verbose", action="store_true", help="print tracebacks of failures on stderr")
     return common
 
 
@@ -140,25 +167,28 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", help="cpu | cuda:N | cuda:N,M (default cpu)")
     g.add_argument("--name", help="a display name for the run")
     w = p.add_argument_group("workload")
-    w.add_argument("--prompt-tokens", type=int, help="synthetic prompt length in tokens (default 128)")
+    w.add_argument("--prompt-tokens", type=int_arg, help="synthetic prompt length in tokens (default 128)")
     w.add_argument("--prompt-file", help="a text file, one prompt per line (or JSONL with 'prompt')")
-    w.add_argument("--output-tokens", type=int, help="tokens generated per request (default 32)")
-    w.add_argument("--requests", type=int, help="measured requests (default 8)")
-    w.add_argument("--batch-size", type=int, help="static batch size (default 1)")
-    w.add_argument("--warmup", dest="warmup_requests", type=int, help="warm-up requests, excluded (default 1)")
-    w.add_argument("--seed", type=int, help="prompt seed (default 0)")
+    w.add_argument("--output-tokens", type=int_arg, help="tokens generated per request (default 32)")
+    w.add_argument("--requests", type=int_arg, help="measured requests (default 8)")
+    w.add_argument("--batch-size", type=int_arg, help="static batch size (default 1)")
+    w.add_argument("--warmup", dest="warmup_requests", type=int_arg, help="warm-up requests, excluded (default 1)")
+    w.add_argument("--seed", type=int_arg, help="prompt seed (default 0)")
     w.add_argument("--stop-at-eos", action="store_true", help="let requests end at EOS (default: fixed length)")
     s = p.add_argument_group("serving load (engine/run/load.py; default: static batches)")
     s.add_argument("--arrival", help="batch | poisson | gamma | concurrency | max")
-    s.add_argument("--rate", type=float, help="poisson/gamma: requests per second")
-    s.add_argument("--burstiness", type=float, help="gamma shape: 1 = Poisson, < 1 burstier")
-    s.add_argument("--max-concurrency", type=int, help="most requests in flight")
+    s.add_argument("--rate", type=finite_float, help="poisson/gamma: requests per second")
+    s.add_argument("--burstiness", type=finite_float, help="gamma shape: 1 = Poisson, < 1 burstier")
+    s.add_argument("--max-concurrency", type=int_arg, help="most requests in flight")
     s.add_argument("--prompt-length", help="fixed | uniform | normal (around --prompt-tokens)")
-    s.add_argument("--prompt-length-spread", type=float, help="uniform/normal: relative spread, 0..1")
+    s.add_argument("--prompt-length-spread", type=finite_float, help="uniform/normal: relative spread, 0..1")
     for slo in ("ttft", "tpot", "e2el"):
-        s.add_argument(f"--slo-{slo}-ms", type=float, help=f"goodput SLO on {slo.upper()} in ms")
+        s.add_argument(f"--slo-{slo}-ms", type=finite_float, help=f"goodput SLO on {slo.upper()} in ms")
     s.add_argument(
-        "--max-error-rate", type=float, metavar="R", help="fail the run if more than this share (0..1) of requests fail"
+        "--max-error-rate",
+        type=finite_float,
+        metavar="R",
+        help="fail the run if more than this share (0..1) of requests fail",
     )
     _add_trial_arguments(p)
     e = p.add_argument_group("servers (engines vllm, vllm-server, openai)")
@@ -166,7 +196,7 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--served-model", dest="model_name", help="openai: the model name the server knows")
     e.add_argument("--endpoint", help="openai/vllm-server: completions | chat")
     e.add_argument("--api-key-env", help="openai: NAME of the environment variable holding the API key")
-    e.add_argument("--max-num-seqs", type=int, help="vllm: most sequences batched per step")
+    e.add_argument("--max-num-seqs", type=int_arg, help="vllm: most sequences batched per step")
     e.add_argument("--kv-cache-dtype", help="vllm: auto | fp8 | fp8_e4m3 | fp8_e5m2 | bfloat16")
     e.add_argument("--enable-prefix-caching", action="store_true", default=None, help="vllm: prefix caching on")
     q = p.add_argument_group("accuracy (an evaluating phase after the latency measurement)")
@@ -175,7 +205,7 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="comma-separated: ppl, fidelity, task:NAME (NAME: file.jsonl or an lm-eval task); none: off",
     )
-    q.add_argument("--quality-tokens", type=int, metavar="N", help="corpus tokens scored (default 2048)")
+    q.add_argument("--quality-tokens", type=int_arg, metavar="N", help="corpus tokens scored (default 2048)")
     q.add_argument(
         "--quality-corpus", metavar="SRC", help="default | a text file | hf:<dataset>[:config[:split[:column]]]"
     )
@@ -236,19 +266,6 @@ _WORKLOAD_OPTIONS = (
 )
 
 
-def _spec_file(path: str | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecError(f"cannot read spec file {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise SpecError(f"spec file {path} must hold a JSON object")
-    return data
-
-
 def _recipe_from_args(args: argparse.Namespace, recipe: dict[str, Any]) -> dict[str, Any]:
     if args.engine is not None:
         if args.engine != recipe.get("engine", args.engine):
@@ -291,23 +308,33 @@ def _quality_from_args(args: argparse.Namespace, quality: dict[str, Any]) -> dic
 
 
 def spec_from_args(args: argparse.Namespace) -> JobSpec:
-    """Build and validate a JobSpec from parsed options (over ``--spec``'s fields); raises SpecError."""
-    data = _spec_file(args.spec)
-    model = {"source": args.model} if args.model is not None else dict(data.get("model") or {})
+    """Build and validate a JobSpec from parsed options (over ``--spec``'s fields); raises SpecError.
+
+    Every key of the spec file is kept (options override them), so a misspelled one, e.g.
+    ``"worklaod"``, is rejected by the spec like a misspelled nested field.
+    """
+    data = read_spec_file(args.spec)
+    if args.model is not None:
+        model: dict[str, Any] = {"source": args.model}
+    else:
+        model = spec_section(data, "model", '{"source": "demo"}')
     if "source" not in model:
         raise SpecError("--model is required (demo, synthetic:<arch>, org/name, ./folder or file.gguf)")
-    spec: dict[str, Any] = {
-        "model": model,
-        "recipe": _recipe_from_args(args, dict(data.get("recipe") or {})),
-        "workload": _workload_from_args(args, dict(data.get("workload") or {})),
-    }
-    quality = _quality_from_args(args, dict(data.get("quality") or {}))
+    spec: dict[str, Any] = dict(data)
+    spec.update(
+        model=model,
+        recipe=_recipe_from_args(args, spec_section(data, "recipe", '{"engine": "transformers"}')),
+        workload=_workload_from_args(args, spec_section(data, "workload", '{"requests": 8}')),
+    )
+    quality = _quality_from_args(args, spec_section(data, "quality", '{"metrics": ["ppl"]}'))
+    spec.pop("quality", None)
     if quality:
         spec["quality"] = quality
     for key in ("device", "name"):
-        value = getattr(args, key, None) if getattr(args, key, None) is not None else data.get(key)
-        if value is not None:
-            spec[key] = value
+        if getattr(args, key, None) is not None:
+            spec[key] = getattr(args, key)
+        elif spec.get(key) is None:
+            spec.pop(key, None)
     return parse_job_spec(spec)
 
 

@@ -8,7 +8,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from engine.cli.common import UsageError, emit_json, open_db
+from engine.cli.common import UsageError, emit_json, int_arg, open_db
 from engine.whatif.hardware import DEFAULT_COMPARISON, UnknownHardware, catalog, get_hardware
 
 
@@ -28,12 +28,12 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
     p.add_argument("--engine", default="transformers", help="transformers | vllm | ideal (bare roofline)")
     p.add_argument("--dtype", default="auto", help="weights: auto | fp32 | bf16 | fp16 | fp8 | int8 | int4")
     p.add_argument("--kv-dtype", default="auto", help="KV cache: auto | fp32 | bf16 | fp16 | fp8 | int8 | int4 | int2")
-    p.add_argument("--batch-size", type=int, default=1)
-    p.add_argument("--tp", type=int, default=1, help="tensor parallelism (GPUs per replica)")
-    p.add_argument("--drop-layers", type=int, default=0, help="decoder layers removed (pruning)")
-    p.add_argument("--prompt-tokens", type=int, default=128)
-    p.add_argument("--output-tokens", type=int, default=32)
-    p.add_argument("--concurrency", type=int, default=None, help="requests in flight (default: one batch)")
+    p.add_argument("--batch-size", type=int_arg, default=1)
+    p.add_argument("--tp", type=int_arg, default=1, help="tensor parallelism (GPUs per replica)")
+    p.add_argument("--drop-layers", type=int_arg, default=0, help="decoder layers removed (pruning)")
+    p.add_argument("--prompt-tokens", type=int_arg, default=128)
+    p.add_argument("--output-tokens", type=int_arg, default=32)
+    p.add_argument("--concurrency", type=int_arg, default=None, help="requests in flight (default: one batch)")
     p.add_argument("--list-hardware", action="store_true", help="print the hardware catalog and exit")
     p.set_defaults(func=cmd_estimate)
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from engine.cli.common import EXIT_OK, UsageError, open_db
+from engine.cli.common import EXIT_OK, UsageError, int_arg, open_db, parse_id
 
 FORMATS: tuple[str, ...] = ("html", "csv", "json")
 MAX_COMPARE = 8
@@ -19,10 +19,9 @@ def parse_ids(text: str) -> list[int]:
         part = part.strip()
         if not part:
             continue
-        if not part.isdigit() or int(part) < 1:
-            raise UsageError(f"--runs: {part!r} is not a run id; give ids like 1,2,3")
-        if int(part) not in ids:
-            ids.append(int(part))
+        run_id = parse_id(part, "--runs: run id", "give ids like 1,2,3")
+        if run_id not in ids:
+            ids.append(run_id)
     if not ids:
         raise UsageError("--runs: no run ids given; give ids like 1,2,3 or use --all")
     return ids
@@ -35,6 +34,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if bool(args.runs) == bool(args.all):
         raise UsageError("give exactly one of --runs 1,2,3 or --all")
+    wanted = parse_ids(args.runs) if args.runs else []
     db = open_db(args)
     if args.all:
         frame = runs_frame(db)
@@ -43,8 +43,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise UsageError(f"no runs stored in {db.url}; nothing to export")
         ids.reverse()  # oldest first
     else:
-        ids = parse_ids(args.runs)
-        frame = None
+        ids, frame = wanted, None
     if args.baseline is not None and args.baseline not in ids:
         raise UsageError(f"--baseline {args.baseline} is not one of the exported runs")
     text = _render(args, db, ids, frame, export)
@@ -106,7 +105,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse
     p.add_argument("--runs", help="comma-separated run ids, e.g. 1,2,3")
     p.add_argument("--all", action="store_true", help="every stored run")
     p.add_argument("--format", choices=FORMATS, default="html")
-    p.add_argument("--baseline", type=int, help="baseline run id for comparisons (default: the first)")
+    p.add_argument("--baseline", type=int_arg, help="baseline run id for comparisons (default: the first)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     p.add_argument("--x", default="tpot_ms_p50", help="Explore report x axis (default tpot_ms_p50)")
     p.add_argument("--y", default="output_tokens_per_s", help="Explore report y axis (default output_tokens_per_s)")

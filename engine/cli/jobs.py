@@ -17,8 +17,10 @@ from engine.cli.common import (
     UsageError,
     add_spec_arguments,
     emit_json,
+    finite_float,
     listed_as_json_or_empty,
     open_db,
+    parse_id,
     positive_int,
     spec_from_args,
 )
@@ -51,9 +53,7 @@ def job_row(job: Any) -> dict[str, Any]:
 
 
 def _parse_job_id(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise UsageError(f"job id {text!r} is not valid; list jobs with: python -m engine jobs")
-    return int(text)
+    return parse_id(text, "job id", "list jobs with: python -m engine jobs")
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -63,6 +63,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     db = open_db(args)
+    db.check_writable()
     check_submittable(db, spec)
     job_id = jobs.submit(db, spec, sweep=args.sweep, timeout_s=args.timeout or 3600.0, submitted_by=cli_actor())
     if args.json:
@@ -112,8 +113,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 def cmd_cancel(args: argparse.Namespace) -> int:
     from storage import jobs
 
-    db = open_db(args)
     job_id = _parse_job_id(args.job_id)
+    db = open_db(args)
     job = jobs.cancel(db, job_id, by=cli_actor())
     if job is None:
         raise UsageError(f"no job {job_id}; list jobs with: python -m engine jobs")
@@ -130,8 +131,8 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_retry(args: argparse.Namespace) -> int:
     from storage import jobs
 
-    db = open_db(args)
     job_id = _parse_job_id(args.job_id)
+    db = open_db(args)
     job = jobs.get_job(db, job_id)
     if job is None:
         raise UsageError(f"no job {job_id}; list jobs with: python -m engine jobs")
@@ -147,7 +148,7 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
     p = sub.add_parser("submit", parents=[common, as_json], help="queue a benchmark job for a worker")
     add_spec_arguments(p)
     p.add_argument("--sweep", metavar="NAME", help="group the job under a named sweep")
-    p.add_argument("--timeout", type=float, metavar="S", help="seconds before the job is stopped (default 3600)")
+    p.add_argument("--timeout", type=finite_float, metavar="S", help="seconds before the job is stopped (default 3600)")
     p.set_defaults(func=_guard(cmd_submit))
 
     p = sub.add_parser("worker", parents=[common], help="serve queued jobs on this machine's devices")
@@ -159,14 +160,14 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
     p.add_argument("--once", action="store_true", help="exit when the queue is empty")
     p.add_argument(
         "--stale-after",
-        type=float,
+        type=finite_float,
         default=20.0,
         metavar="S",
         help="a worker silent this long is lost; its jobs are recovered (default 20)",
     )
     p.add_argument(
         "--grace",
-        type=float,
+        type=finite_float,
         default=5.0,
         metavar="S",
         help="seconds between SIGTERM and SIGKILL when stopping a job (default 5)",

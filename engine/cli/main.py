@@ -14,9 +14,11 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 
-from engine.cli.common import EXIT_USAGE, Parser, UsageError, common_parent, json_parent, json_stdout
+from engine.cli.common import EXIT_FAILED, EXIT_USAGE, Parser, UsageError, common_parent, json_parent, json_stdout
+from engine.cli.values import one_line
 from engine.spec import SpecError
 
 # Modules that add verbs, in the order of the help text: each has ``register(subparsers, common, as_json)``.
@@ -44,9 +46,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the verb; returns the exit code."""
+    """Parse ``argv`` and run the verb; returns the exit code.
+
+    Whatever goes wrong ends in one line on stderr: bad input and database errors exit 2, an
+    unexpected failure exits 1 (with ``--verbose`` database errors and unexpected failures
+    print their traceback first).
+    """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = "--verbose" in argv
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -58,9 +67,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             with json_stdout():
                 return func(args)
         return func(args)
-    except (UsageError, SpecError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (UsageError, SpecError) as exc:  # bad input: the message is the whole story
+        _say(f"error: {exc}", False)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - the last net: one line, never a traceback
+        from storage import StorageError  # lazily: verbs without a database do not import SQLAlchemy
+
+        if isinstance(exc, StorageError):
+            _say(f"error: {exc}", verbose)
+            return EXIT_USAGE
+        _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)", verbose)
+        return EXIT_FAILED
+
+
+def _say(message: str, verbose: bool) -> None:
+    """One line on stderr; with ``--verbose`` the traceback of the exception being handled first."""
+    if verbose:
+        traceback.print_exc(file=sys.stderr)
+    print(one_line(message)[:2000], file=sys.stderr)

@@ -1,12 +1,49 @@
-"""``python -m engine run``: one benchmark now, in this process, stored like any other run."""
+"""``python -m engine run``: one benchmark now, in this process, stored like any other run.
+
+A run that fails after it started prints one line on stderr; its traceback goes to
+``<data_dir>/logs/run-<id>.log`` (and to stderr as well with ``--verbose``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, add_spec_arguments, emit_json, open_db, spec_from_args, stderr_log
+
+TRACEBACK_HEAD = "Traceback (most recent call last)"
+
+
+class RunLog:
+    """The progress log of a run: lines on stderr, tracebacks held for the run's log file."""
+
+    def __init__(self, verbose: bool) -> None:
+        self.verbose = verbose
+        self.tracebacks: list[str] = []
+
+    def __call__(self, msg: str) -> None:
+        if msg.lstrip().startswith(TRACEBACK_HEAD):
+            self.tracebacks.append(msg)
+            if not self.verbose:
+                return
+        stderr_log(msg)
+
+    def save(self, run_id: int | None) -> Path | None:
+        """Write the held tracebacks to the run's log file; its path, or None when there were none."""
+        from engine.settings import get_settings
+
+        if not self.tracebacks:
+            return None
+        path = get_settings().data_dir / "logs" / f"run-{run_id if run_id is not None else 'unsaved'}.log"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write("\n".join(self.tracebacks) + "\n")
+        except OSError:
+            return None
+        return path
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -18,10 +55,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     runner.preflight(spec)
     db = open_db(args)
+    db.check_writable()  # a read-only database fails now, not after the whole benchmark ran
+    log = RunLog(args.verbose)
     try:
-        result = runner.run_benchmark(spec, db=db, log=stderr_log)
+        result = runner.run_benchmark(spec, db=db, log=log)
     except runner.BenchmarkFailed as exc:
-        print(f"run {exc.run_id} failed: {exc.reason}", file=sys.stderr)
+        path = log.save(exc.run_id)
+        where = f" (traceback in {path}; --verbose prints it)" if path and not args.verbose else ""
+        print(f"run {exc.run_id} failed: {exc.reason}{where}", file=sys.stderr)
         if args.json and exc.run_id is not None:
             emit_json(result_object(get_run(db, exc.run_id)))
         return EXIT_FAILED

@@ -6,7 +6,15 @@ import argparse
 import json
 from typing import Any
 
-from engine.cli.common import EXIT_OK, UsageError, emit_json, listed_as_json_or_empty, open_db, positive_int
+from engine.cli.common import (
+    EXIT_OK,
+    UsageError,
+    emit_json,
+    listed_as_json_or_empty,
+    open_db,
+    parse_id,
+    positive_int,
+)
 
 
 def _num(v: Any, digits: int = 2) -> str:
@@ -55,13 +63,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def parse_run_id(text: str) -> int:
     """A run id from the command line; UsageError with one line when it is not one."""
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise UsageError(f"run id {text!r} is not a number; list runs with: python -m engine runs") from exc
-    if value < 1:
-        raise UsageError(f"run id {value} is not valid; run ids start at 1")
-    return value
+    return parse_id(text, "run id", "list runs with: python -m engine runs")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -69,8 +71,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     from engine.report.results import render_table, result_object
     from storage.runs import get_run
 
-    db = open_db(args)
     run_id = parse_run_id(args.run_id)
+    db = open_db(args)
     run = get_run(db, run_id)
     if run is None:
         raise UsageError(f"no run {run_id} in {db.url}; list runs with: python -m engine runs")

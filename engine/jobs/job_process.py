@@ -11,6 +11,8 @@ the run is stored only while this job's worker still holds it, so nothing was st
 
 If its worker dies (the parent process changes) or the job is taken away from it
 (cancelled, or recovered by another worker), the process kills its own group.
+A failure prints one line on stderr and stores it as the job's reason; a traceback, when
+there is one, goes to stdout, the job's log.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -161,6 +164,12 @@ def _run(db: Any, job: Any, ticker: Ticker) -> int:
     except runner.BenchmarkFailed as exc:
         print(f"failed: {exc.reason}", file=sys.stderr, flush=True)
         jobs.set_result(db, job.id, run_id=exc.run_id, error=exc.reason)
+        return EXIT_FAILED
+    except Exception as exc:  # noqa: BLE001 - unexpected: the traceback to the log, one line as the reason
+        reason = runner.failure_reason(exc)
+        log(traceback.format_exc())
+        print(f"failed: {reason}", file=sys.stderr, flush=True)
+        jobs.set_result(db, job.id, error=reason)
         return EXIT_FAILED
     finally:
         ticker.stop.set()

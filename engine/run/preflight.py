@@ -139,7 +139,8 @@ def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
         raise SpecError(f"unknown engine {spec.recipe.engine!r}; available: {', '.join(sorted(REGISTRY))}")
     check_inputs(spec)  # every file the job reads, under the operator's roots, before any is opened
     models.check(spec.model)
-    shapes = shape_problems(spec.recipe, models.declared_config(spec.model), spec.device)
+    config = models.declared_config(spec.model)
+    shapes = shape_problems(spec.recipe, config, spec.device) + _layer_problems(spec.recipe, config)
     if shapes:
         raise SpecError("; ".join(shapes))
     if runtime:
@@ -153,14 +154,34 @@ def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
     if wl.prompt_file is not None:
         if spec.model.kind == "synthetic":
             raise SpecError("a prompt file needs a model with a tokenizer; synthetic weights take --prompt-tokens")
-        if not Path(wl.prompt_file).expanduser().is_file():
-            raise SpecError(f"prompt file {wl.prompt_file} does not exist")
+        _check_prompt_file(wl.prompt_file)
     context = models.declared_context_length(spec.model)
     if context is not None and wl.prompt_tokens is not None and wl.prompt_tokens + wl.output_tokens > context:
         raise SpecError(
             f"prompt ({wl.prompt_tokens}) + output ({wl.output_tokens}) tokens exceed the model's context of "
             f"{context} tokens; shorten the prompt or the output"
         )
+
+
+def _check_prompt_file(path: str) -> None:
+    """Read the prompt file now (exists, UTF-8, at least one prompt), so a bad one fails before loading."""
+    from engine.run.prompts import read_prompt_file
+
+    try:
+        read_prompt_file(path)
+    except (RecursionError, OSError) as exc:
+        raise SpecError(f"prompt file {path} cannot be read: {type(exc).__name__}") from exc
+
+
+def _layer_problems(recipe: Any, config: dict[str, Any] | None) -> list[str]:
+    """``drop_layers`` must leave at least one decoder layer (the count is in the declared config)."""
+    dropped = getattr(recipe, "drop_layers", 0) or 0
+    layers = next((config[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if config and config.get(k)), None)
+    if not dropped or not isinstance(layers, int) or dropped < layers:
+        return []
+    return [
+        f"drop_layers {dropped} would remove every one of this model's {layers} decoder layers; drop at most {layers - 1}"
+    ]
 
 
 def _check_serving(spec: JobSpec) -> None:

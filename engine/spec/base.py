@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -27,13 +28,28 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
+MAX_PROBLEMS = 6  # a spec of random junk has hundreds; the first ones say what to fix
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,40}")
+
+
+def _loc_part(part: Any) -> str:
+    """One step of an error location: a field name as is, anything else quoted and cut (one line)."""
+    text = str(part)
+    if _PLAIN_KEY.fullmatch(text):
+        return text
+    return repr(text if len(text) <= 40 else text[:40] + "...")
+
+
 def format_validation_error(exc: ValidationError) -> str:
-    """One readable line per problem, joined with '; '."""
+    """One readable line: the first problems (location: message) joined with '; '."""
     parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
-        msg = err["msg"].removeprefix("Value error, ")
+    errors = exc.errors()
+    for err in errors[:MAX_PROBLEMS]:
+        loc = ".".join(_loc_part(p) for p in err["loc"] if not str(p).startswith("function-"))
+        msg = " ".join(err["msg"].removeprefix("Value error, ").split())
         if err["type"] == "extra_forbidden":
             msg = "unknown field (not a knob of this spec)"
         parts.append(f"{loc}: {msg}" if loc else msg)
+    if len(errors) > MAX_PROBLEMS:
+        parts.append(f"and {len(errors) - MAX_PROBLEMS} more problems")
     return "; ".join(parts)

@@ -89,10 +89,10 @@ BAD_INPUTS = [
     (["run", "--model", "demo", "--engine", "warp"], "unknown engine"),
     (["run", "--model", "demo", "--dtype", "float64"], "dtype"),
     (["run", "--model", "demo", "--prompt-tokens", "9000"], "context of 8192"),
-    (["run", "--model", "demo", "--requests", "many"], "invalid int value"),
+    (["run", "--model", "demo", "--requests", "many"], "is not a whole number"),
     (["run", "--model", "demo", "--turbo"], "unrecognized arguments"),
     (["run"], "--model is required"),
-    (["show", "abc"], "not a number"),
+    (["show", "abc"], "is not a whole number"),
     (["show", "999999"], "no run 999999"),
     (["frobnicate"], "invalid choice"),
 ]

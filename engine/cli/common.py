@@ -175,21 +175,7 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--warmup", dest="warmup_requests", type=int_arg, help="warm-up requests, excluded (default 1)")
     w.add_argument("--seed", type=int_arg, help="prompt seed (default 0)")
     w.add_argument("--stop-at-eos", action="store_true", help="let requests end at EOS (default: fixed length)")
-    s = p.add_argument_group("serving load (engine/run/load.py; default: static batches)")
-    s.add_argument("--arrival", help="batch | poisson | gamma | concurrency | max")
-    s.add_argument("--rate", type=finite_float, help="poisson/gamma: requests per second")
-    s.add_argument("--burstiness", type=finite_float, help="gamma shape: 1 = Poisson, < 1 burstier")
-    s.add_argument("--max-concurrency", type=int_arg, help="most requests in flight")
-    s.add_argument("--prompt-length", help="fixed | uniform | normal (around --prompt-tokens)")
-    s.add_argument("--prompt-length-spread", type=finite_float, help="uniform/normal: relative spread, 0..1")
-    for slo in ("ttft", "tpot", "e2el"):
-        s.add_argument(f"--slo-{slo}-ms", type=finite_float, help=f"goodput SLO on {slo.upper()} in ms")
-    s.add_argument(
-        "--max-error-rate",
-        type=finite_float,
-        metavar="R",
-        help="fail the run if more than this share (0..1) of requests fail",
-    )
+    _add_serving_arguments(p)
     _add_trial_arguments(p)
     e = p.add_argument_group("servers (engines vllm, vllm-server, openai)")
     e.add_argument("--base-url", help="openai: server base URL, e.g. http://127.0.0.1:8000/v1")
@@ -208,6 +194,25 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("--quality-tokens", type=int_arg, metavar="N", help="corpus tokens scored (default 2048)")
     q.add_argument(
         "--quality-corpus", metavar="SRC", help="default | a text file | hf:<dataset>[:config[:split[:column]]]"
+    )
+
+
+def _add_serving_arguments(p: argparse.ArgumentParser) -> None:
+    """Arrival process, prompt lengths, SLOs and the error budget of a serving load."""
+    s = p.add_argument_group("serving load (engine/run/load.py; default: static batches)")
+    s.add_argument("--arrival", help="batch | poisson | gamma | concurrency | max")
+    s.add_argument("--rate", type=finite_float, help="poisson/gamma: requests per second")
+    s.add_argument("--burstiness", type=finite_float, help="gamma shape: 1 = Poisson, < 1 burstier")
+    s.add_argument("--max-concurrency", type=int_arg, help="most requests in flight")
+    s.add_argument("--prompt-length", help="fixed | uniform | normal (around --prompt-tokens)")
+    s.add_argument("--prompt-length-spread", type=finite_float, help="uniform/normal: relative spread, 0..1")
+    for slo in ("ttft", "tpot", "e2el"):
+        s.add_argument(f"--slo-{slo}-ms", type=finite_float, help=f"goodput SLO on {slo.upper()} in ms")
+    s.add_argument(
+        "--max-error-rate",
+        type=finite_float,
+        metavar="R",
+        help="fail the run if more than this share (0..1) of requests fail",
     )
 
 

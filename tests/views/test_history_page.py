@@ -39,7 +39,7 @@ def test_permalink_shows_the_series_and_the_change_point(seeded):
     assert "git abc1234 → def5678" in fig["layout"]["annotations"][0]["text"]
     text = "\n".join(m.value for m in at.markdown)
     assert "between run 4 and run 5: git abc1234 → def5678" in text
-    assert any("No stored 95 % intervals" in c.value for c in at.caption)  # seeded runs carry none
+    assert any(t.get("name") == "95 % interval" for t in fig["data"])  # runs now store their intervals
     assert at.code[-1].value.endswith(f"/history?fingerprint={seeded}&metric=tpot_ms_p50")
 
 

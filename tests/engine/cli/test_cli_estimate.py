@@ -63,7 +63,7 @@ def test_estimate_table_and_catalog_listing(capsys, db_url):
         (["--model", "demo", "--hardware", "b200"], "unknown hardware 'b200'"),
         (["--model", "demo", "--dtype", "int3"], "precision 'int3'"),
         (["--model", "demo", "--tp", "3"], "tensor parallelism"),
-        (["--model", "demo", "--batch-size", "x"], "invalid int value"),
+        (["--model", "demo", "--batch-size", "x"], "is not a whole number"),
         (["--model", "demo", "--hardware", ","], "--hardware is empty"),
         (["--model", "demo", "--engine", "tensorrt"], "unknown engine 'tensorrt'"),
         (["--hardware", "l4"], "--model is required"),

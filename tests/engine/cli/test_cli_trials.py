@@ -32,7 +32,7 @@ def test_trials_and_adaptive_flags():
     [
         (["--max-requests", "50"], "max_requests is only used with until_ci_pct"),
         (["--until-ci", "2", "--until-metric", "tokens"], "until_metric"),
-        (["--trials", "0"], "must be at least 1"),
+        (["--trials", "0"], "is out of range (1.."),
         (["--preset", "slow"], "invalid choice"),
     ],
 )

@@ -154,6 +154,11 @@ def _thin_from_counts(key: str, base_metrics: Mapping[str, Any], new_metrics: Ma
     return f"n={min(known)}; {stat} needs {need}" if known and min(known) < need else None
 
 
+def _has_trials(metrics: Mapping[str, Any]) -> bool:
+    """Several trials: the stored intervals include the spread across them (engine.run.trials)."""
+    return len(metrics.get("trials") or []) > 1
+
+
 def speed_verdict(
     key: str,
     base_value: float | None,
@@ -166,6 +171,8 @@ def speed_verdict(
     base_metrics, new_metrics = base_metrics or {}, new_metrics or {}
     plain = None if base_value in (None, 0) or new_value is None else new_value / base_value
     base_s, new_s = samples
+    if _has_trials(base_metrics) or _has_trials(new_metrics):
+        base_s = new_s = None  # per-request resamples ignore drift between trials: use the stored intervals
     found = _from_samples(key, base_s, new_s) if base_s is not None and new_s is not None else None
     if found is None:
         thin = _thin_from_counts(key, base_metrics, new_metrics)

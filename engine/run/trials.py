@@ -32,7 +32,7 @@ import numpy as np
 
 from engine.measure.metrics import SLO, compute_metrics, e2el_ns, itl_gaps_ns, tpot_ns, ttft_ns
 from engine.measure.records import RequestRecord, RunRecord
-from engine.measure.stats import percentile_ci
+from engine.measure.stats import pair, percentile_ci, trials_ci
 from engine.spec import Workload
 
 # (trial index, first request index, how many requests) -> (records, phase start ns, phase end ns)
@@ -169,6 +169,25 @@ def drift(rows: Sequence[dict[str, Any]], key: str = "tpot_ms_p50") -> dict[str,
     }
 
 
+def widen_with_trials(pooled: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
+    """With several trials, each headline interval becomes the wider of the pooled requests' one and
+    the t-interval across the trials' values, so drift between trials widens it (pooled requests alone
+    would treat the trials as one sample)."""
+    if len(rows) < 2:
+        return
+    targets: list[tuple[dict[str, Any], str, str]] = [
+        ((pooled.get(g) or {}).setdefault("ci", {}), "p50", f"{g}_p50") for g in HEADLINE if pooled.get(g)
+    ]
+    targets += [(pooled.setdefault("ci", {}), k, k) for k in ("output_tokens_per_s", "requests_per_s")]
+    for cis, stat, key in targets:
+        across = trials_ci([r.get(key) for r in rows])
+        if across is None:
+            continue
+        own = cis.get(stat)
+        cis[stat] = pair(across) if not own else [min(own[0], across.lo), max(own[1], across.hi)]
+    pooled["ci_basis"] = f"the wider of the pooled requests' interval and the one across {len(rows)} trials"
+
+
 def trial_metrics(
     measured: Measured, warm: list[RequestRecord], slo: SLO | None, until_metric: str | None = None
 ) -> dict[str, Any]:
@@ -184,6 +203,8 @@ def trial_metrics(
         ]
         pooled["trials"] = rows
         pooled["trial_drift"] = drift(rows)
+        if measured.stopped_because is None:  # fixed trials; adaptive rounds stop on the pooled interval
+            widen_with_trials(pooled, rows)
     if measured.stopped_because is not None:
         pooled["stopped_because"] = measured.stopped_because
         pooled["until_ci"] = {"metric": until_metric, "half_width_pct": measured.ci_half_width_pct}

@@ -131,3 +131,17 @@ def test_accuracy_changes_against_two_standard_errors():
     task = accuracy_verdict("quality.task:count", 0.5, 0.6, {"task:count:stderr": 0.02}, {"task:count:stderr": 0.02})
     assert task.state == "better"
     assert accuracy_verdict("quality.perplexity", 20.0, 23.0, {"perplexity": 20.0}, far).state == "none"
+
+
+def test_runs_with_several_trials_are_judged_on_intervals_that_include_their_drift():
+    """Per-request resamples would call a 10 % gap significant; three drifting trials do not support it."""
+    rng = np.random.default_rng(3)
+    base_requests, new_requests = synthetic_requests(200, 20.0, rng), synthetic_requests(200, 22.0, rng)
+    base, new = synthetic_run(1, base_requests, "A"), synthetic_run(2, new_requests, "B")
+    plain = compare_runs([base, new], 1, {1: base_requests, 2: new_requests})
+    assert plain.verdicts[2]["tpot_ms_p50"].state == "worse"  # the per-request interval alone: significant
+    for run, values in ((base, [16.0, 20.0, 24.0]), (new, [18.0, 22.0, 26.0])):  # trials that drift
+        run.metrics["trials"] = [{"trial": i, "tpot_ms_p50": v} for i, v in enumerate(values)]
+        run.metrics["tpot_ms"]["ci"]["p50"] = [min(values) - 5, max(values) + 5]
+    verdict = compare_runs([base, new], 1, {1: base_requests, 2: new_requests}).verdicts[2]["tpot_ms_p50"]
+    assert verdict.state == "same", verdict  # no significant difference once the drift is counted

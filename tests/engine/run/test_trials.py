@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from engine.measure.records import RequestRecord
+from engine.measure.records import RequestRecord, RunRecord
+from engine.measure.stats import trials_ci
 from engine.run import trials
 from engine.spec import Workload
 
@@ -53,6 +54,21 @@ def test_fixed_trials_are_stored_apart_and_pooled():
     assert abs(metrics["duration_s"] - total_s) < 1e-6
     drift = metrics["trial_drift"]
     assert 15 < drift["first_vs_rest_pct"] < 25 and drift["spread_pct"] > 15
+
+
+def test_drift_between_trials_widens_the_headline_interval():
+    """Pooled requests alone would read three drifting trials as one tight sample."""
+    wl = Workload(prompt_tokens=16, requests=6, trials=3)
+    measured = trials.measure(wl, fake_phase([12.0, 10.0, 10.0]), first_index=1)
+    pooled_only = trials.compute_metrics(RunRecord(0, measured.duration_ns, measured.records), None)
+    metrics = trials.trial_metrics(measured, [], None)
+    lo, hi = metrics["tpot_ms"]["ci"]["p50"]
+    plo, phi = pooled_only["tpot_ms"]["ci"]["p50"]
+    assert lo <= plo and hi >= phi and (hi - lo) > (phi - plo)
+    values = [row["tpot_ms_p50"] for row in metrics["trials"]]
+    across = trials_ci(values)
+    assert lo <= across.lo and hi >= across.hi
+    assert "3 trials" in metrics["ci_basis"]
 
 
 def test_one_trial_keeps_the_old_metric_set():

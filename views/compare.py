@@ -83,6 +83,17 @@ def _linked_ids(db, token) -> list[int]:
     return ids
 
 
+def _trials_note(runs: list) -> str:
+    """Whether drift between runs is in the intervals: only runs measured in several trials carry it."""
+    counts = [len((r.metrics or {}).get("trials") or []) for r in runs]
+    if all(c > 1 for c in counts):
+        return " Every run here has several trials: the intervals include the spread across them. "
+    return (
+        " One-trial runs' intervals leave out drift between runs on a busy machine; measure with"
+        " --trials 3 (or the decision preset) before calling a small difference real. "
+    )
+
+
 def _choose_baseline(ids: list[int], runs) -> int:
     """The baseline selectbox, defaulting to ``?baseline=`` (or the first run), written back to the URL."""
     baseline_q, problem = query_int("baseline")
@@ -164,8 +175,8 @@ def main() -> None:
     st.caption(
         "÷ baseline: the run's value divided by the baseline's (for latency, below 1 is faster), with its 95 % CI. "
         + CI_NOTE
-        + " Each run here is one trial: drift between runs is not in these intervals. "
-        "KL, top-1 and flips are measured against each run's reference recipe, not against the baseline run."
+        + _trials_note(runs)
+        + "KL, top-1 and flips are measured against each run's reference recipe, not against the baseline run."
     )
     _distributions(db, token, comparison, runs)
     st.subheader("Export")

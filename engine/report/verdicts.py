@@ -19,8 +19,9 @@ Rules (95 %, :mod:`engine.measure.stats`):
   score the same corpus, so this is conservative (paired per-token differences would be
   tighter, but they are not stored).
 
-These are within-run intervals: with one trial per run, drift between runs on a noisy
-machine is not in them.
+With one trial per run these are within-run intervals: drift between runs on a noisy
+machine is not in them. Runs with several trials are judged on their stored intervals,
+which include the spread across trials (engine.run.trials.widen_with_trials).
 """
 
 from __future__ import annotations

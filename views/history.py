@@ -37,7 +37,7 @@ def _choose_fingerprint(db, current: str | None) -> str | None:
         return None
     entries = {fp: f"{s}/{e}" for (s, e), fp in entry_fingerprints(db).items()}
     labels = {
-        f.fingerprint: f"{entries.get(f.fingerprint) or f.name or f.model} · {f.engine} · {f.runs} runs · {f.fingerprint}"
+        f.fingerprint: f"{entries.get(f.fingerprint) or f.name or f.model} · {f.engine} · {f.runs} run{'' if f.runs == 1 else 's'} · {f.fingerprint}"
         for f in infos
     }
     options = list(labels)

@@ -60,6 +60,7 @@ class RunRow(Base):
     requests: Mapped[list[RequestRow]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="RequestRow.idx"
     )
+    series: Mapped[list[RunSeriesRow]] = relationship(back_populates="run", cascade="all, delete-orphan")
 
 
 class RequestRow(Base):
@@ -81,6 +82,20 @@ class RequestRow(Base):
     error: Mapped[str | None] = mapped_column(ScrubbedText)
 
     run: Mapped[RunRow] = relationship(back_populates="requests")
+
+
+class RunSeriesRow(Base):
+    """One time series (or other compact side record) of a run, by kind: device telemetry,
+    a server's scraped metrics, a profile's operator table. Written with the run."""
+
+    __tablename__ = "run_series"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    body_json: Mapped[str] = mapped_column(ScrubbedText)
+
+    run: Mapped[RunRow] = relationship(back_populates="series")
 
 
 class JobRow(Base):

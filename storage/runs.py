@@ -23,7 +23,7 @@ from engine.measure.records import RequestRecord
 from engine.settings import cli_actor
 from storage.db import ClaimLost, Database
 from storage.jsontext import dumps, loads, loads_or_none, skip_warning
-from storage.models import JobRow, RequestRow, RunRow
+from storage.models import JobRow, RequestRow, RunRow, RunSeriesRow
 
 _LOG = logging.getLogger(__name__)
 
@@ -49,6 +49,9 @@ class NewRun:
     requests: list[RequestRecord] = field(default_factory=list)
     worker_id: str | None = None  # with job_id: store only while this worker holds the job
     submitted_by: str | None = None  # a job's run inherits its job's; a run without a job is the CLI's
+    # Side records by kind ("telemetry", "server_metrics", "profile", ...): strict-JSON dicts, read
+    # back with storage.series.get_series.
+    series: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,7 @@ def run_row(run: NewRun) -> RunRow:
         )
         for r in run.requests
     ]
+    row.series = [RunSeriesRow(kind=kind, body_json=dumps(body)) for kind, body in sorted(run.series.items())]
     return row
 
 
@@ -240,6 +244,7 @@ def delete_run(db: Database, run_id: int, *, by: str | None = None) -> bool:
     with db.session() as s:
         job_id = s.scalar(select(RunRow.job_id).where(RunRow.id == run_id))
         s.execute(delete(RequestRow).where(RequestRow.run_id == run_id))
+        s.execute(delete(RunSeriesRow).where(RunSeriesRow.run_id == run_id))
         result = s.execute(delete(RunRow).where(RunRow.id == run_id))
         if result.rowcount and job_id is not None and by:
             s.execute(update(JobRow).where(JobRow.id == job_id).values(deleted_by=by[:200]))

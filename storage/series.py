@@ -1,0 +1,37 @@
+"""Façade for a run's side records by kind (device telemetry, server metrics, profiles).
+
+They are written with the run, in its transaction (``NewRun.series``); this module reads them
+back. A record that cannot be read (bad JSON written by hand) reads as absent, with a warning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from storage.db import Database
+from storage.jsontext import loads, skip_warning
+from storage.models import RunSeriesRow
+
+
+def get_series(db: Database, run_id: int, kind: str) -> dict[str, Any] | None:
+    """The run's record of this kind, or None when it has none."""
+    stmt = select(RunSeriesRow).where(RunSeriesRow.run_id == run_id, RunSeriesRow.kind == kind)
+    with db.session() as s:
+        row = s.scalars(stmt.order_by(RunSeriesRow.id)).first()
+        if row is None:
+            return None
+        try:
+            body = loads(row.body_json)
+        except ValueError as exc:
+            skip_warning("run_series", row.id, exc)
+            return None
+        return body if isinstance(body, dict) else None
+
+
+def series_kinds(db: Database, run_id: int) -> list[str]:
+    """The kinds of side record stored for a run, sorted."""
+    stmt = select(RunSeriesRow.kind).where(RunSeriesRow.run_id == run_id).distinct()
+    with db.session() as s:
+        return sorted(s.scalars(stmt))

@@ -56,7 +56,7 @@ def browser(chromium_path: str):
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
     pg = context.new_page()
     pg.set_default_timeout(30_000)
     yield pg
@@ -69,3 +69,24 @@ def live_app(tmp_path: Path):
     db_url = f"sqlite:///{tmp_path / 'browser.db'}"
     with running_app(tmp_path, db_url, worker=True) as url:
         yield LiveApp(url=url, db_url=db_url, data_dir=tmp_path)
+
+
+@pytest.fixture(scope="session")
+def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where page screenshots (1440x1000) are kept: $LATENCYLAB_SCREENSHOT_DIR, else a session temp folder."""
+    chosen = os.environ.get("LATENCYLAB_SCREENSHOT_DIR")
+    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def shot(screenshot_dir: Path):
+    """``shot(page, "name")`` saves a full-page screenshot as NAME.png and returns its path."""
+
+    def take(pg, name: str) -> Path:
+        path = screenshot_dir / f"{name}.png"
+        pg.screenshot(path=str(path), full_page=True)
+        return path
+
+    return take

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import streamlit as st
 
-from engine.spec import SpecError
+from engine.spec import SpecError, forms
 
 _SCALARS: dict[Any, str] = {bool: "bool", int: "int", float: "float", str: "str"}
 
@@ -34,12 +34,47 @@ def field_kind(annotation: Any) -> tuple[str, Any, bool]:
     return _SCALARS.get(base, "other"), None, optional
 
 
-def _bounds(info: Any) -> tuple[Any, Any]:
+def _bounds(info: Any) -> tuple[Any, Any, bool, bool]:
+    """(low, high, low is exclusive, high is exclusive) of a numeric field; None where unbounded."""
     lo = hi = None
+    lo_open = hi_open = False
     for m in info.metadata:
-        lo = getattr(m, "ge", lo) if getattr(m, "ge", None) is not None else lo
-        hi = getattr(m, "le", hi) if getattr(m, "le", None) is not None else hi
-    return lo, hi
+        for attr, is_low, is_open in (("ge", True, False), ("gt", True, True), ("le", False, False), ("lt", False, True)):
+            bound = getattr(m, attr, None)
+            if bound is None:
+                continue
+            if is_low:
+                lo, lo_open = bound, is_open
+            else:
+                hi, hi_open = bound, is_open
+    return lo, hi, lo_open, hi_open
+
+
+def _number(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:,g}"
+
+
+def field_problem(name: str, info: Any, value: Any) -> str | None:
+    """What is wrong with a number the form holds, in words ("Prompt tokens: at most 1,000,000 (10,000,000 given)")."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    lo, hi, lo_open, hi_open = _bounds(info)
+    text = forms.label(name)
+    if lo is not None and (value <= lo if lo_open else value < lo):
+        return f"{text}: {'more than' if lo_open else 'at least'} {_number(lo)} ({_number(value)} given)"
+    if hi is not None and (value >= hi if hi_open else value > hi):
+        return f"{text}: {'less than' if hi_open else 'at most'} {_number(hi)} ({_number(value)} given)"
+    return None
+
+
+def _range_help(info: Any) -> str | None:
+    lo, hi, lo_open, hi_open = _bounds(info)
+    parts = [
+        f"{word} {_number(bound)}"
+        for bound, word in ((lo, "more than" if lo_open else "at least"), (hi, "less than" if hi_open else "at most"))
+        if bound is not None
+    ]
+    return ", ".join(parts) or None
 
 
 def _literal_widget(label: str, choices: list[Any], optional: bool, default: Any, **kw: Any) -> Any:
@@ -48,45 +83,53 @@ def _literal_widget(label: str, choices: list[Any], optional: bool, default: Any
     return st.selectbox(label, options, index=index, format_func=lambda v: "(none)" if v is None else str(v), **kw)
 
 
-def _number_widget(label: str, info: Any, kind: str, optional: bool, default: Any, **kw: Any) -> Any:
-    lo, hi = _bounds(info)
+def _number_widget(label: str, kind: str, optional: bool, default: Any, **kw: Any) -> Any:
+    """A number input WITHOUT client-side bounds: the browser refuses to send an out-of-range value (the
+    field turns red and the old value stays), so the range is checked here and said (:func:`field_problem`)."""
     cast = int if kind == "int" else float
     if optional:
-        use = st.checkbox(
-            f"set {label}",
-            value=default is not None,
-            key=f"{kw['key']}__set",
-            disabled=kw["disabled"],
-            help=kw["help"] or "unset: the engine's default",
-        )
+        use = st.checkbox(label, value=default is not None, key=f"{kw['key']}__set", disabled=kw["disabled"])
         if not use:
             return None
-    value = default if default is not None else (lo if lo is not None else cast(0))
-    return st.number_input(
-        label,
-        min_value=None if lo is None else cast(lo),
-        max_value=None if hi is None else cast(hi),
-        value=cast(value),
-        step=cast(1) if kind == "int" else None,
-        **kw,
-    )
+        kw["label_visibility"] = "collapsed"
+    value = default if default is not None else cast(0)
+    return st.number_input(label, value=cast(value), step=cast(1) if kind == "int" else None, **kw)
 
 
-def field_widget(name: str, info: Any, default: Any, key: str, disabled: bool = False) -> Any:
-    """One input for a pydantic field, chosen from its type; returns the value (None = unset)."""
+def field_widget(
+    name: str, info: Any, default: Any, key: str, disabled: bool = False, always_set: bool = False
+) -> Any:
+    """One input for a pydantic field, chosen from its type and labelled in words; returns the value (None = unset).
+
+    ``always_set``: an optional number asked as a plain value (its None is said by another field)."""
     kind, choices, optional = field_kind(info.annotation)
-    label = name.replace("_", " ")
-    kw: dict[str, Any] = {"key": key, "help": info.description, "disabled": disabled}
+    label = forms.label(name)
+    help_text = " · ".join(t for t in (info.description, _range_help(info)) if t) or None
+    kw: dict[str, Any] = {"key": key, "help": help_text, "disabled": disabled}
     if kind == "literal":
         return _literal_widget(label, choices, optional, default, **kw)
     if kind == "bool":
         return st.checkbox(label, value=bool(default), **kw)
     if kind in ("int", "float"):
-        return _number_widget(label, info, kind, optional, default, **kw)
+        return _number_widget(label, kind, optional and not always_set, default, **kw)
     text = st.text_input(
         label, value="" if default is None else str(default), placeholder="(none)" if optional else None, **kw
     )
     return text or (None if optional else text)
+
+
+def state_value(info: Any, key: str, default: Any, always_set: bool = False) -> Any:
+    """The value the widget for ``key`` holds now (before it is drawn this run): its state, else ``default``."""
+    kind, _, optional = field_kind(info.annotation)
+    state = st.session_state
+    if kind in ("int", "float") and optional and not always_set:
+        if not state.get(f"{key}__set", default is not None):
+            return None
+        return state.get(key, default if default is not None else 0)
+    value = state.get(key, default)
+    if kind == "str" and optional and value == "":
+        return None
+    return value
 
 
 def parse_values(kind: str, text: str) -> list[Any]:
@@ -105,7 +148,7 @@ def parse_values(kind: str, text: str) -> list[Any]:
 def sweep_values_widget(section: str, name: str, info: Any, disabled: bool) -> tuple[list[Any], str | None]:
     """The values to sweep one field over, and the problem with them (None when fine)."""
     kind, choices, _ = field_kind(info.annotation)
-    label, key = f"{section}.{name} values", f"sweep_{section}_{name}"
+    label, key = f"{forms.label(name)}: values", f"sweep_{section}_{name}"
     if kind in ("literal", "bool"):
         values = st.multiselect(label, choices if kind == "literal" else [False, True], key=key, disabled=disabled)
     else:
@@ -113,8 +156,8 @@ def sweep_values_widget(section: str, name: str, info: Any, disabled: bool) -> t
         try:
             values = parse_values(kind, text)
         except SpecError as exc:
-            return [], f"{section}.{name}: {exc}"
-    return values, (None if values else f"give at least one value for {section}.{name}")
+            return [], f"{forms.label(name)}: {exc}"
+    return values, (None if values else f"give at least one value for {forms.label(name)}")
 
 
 def param_value(info: Any, raw: str) -> tuple[bool, Any]:
@@ -127,3 +170,42 @@ def param_value(info: Any, raw: str) -> tuple[bool, Any]:
     except ValueError:
         return False, None
     return not (kind == "literal" and value not in choices), value
+
+
+def section_form(
+    section: str, cls: Any, defaults: dict[str, Any], prefix: str, disabled: bool, device: str = "cpu"
+) -> tuple[dict[str, Any], list[str]]:
+    """Every field of a spec section (an engine's recipe or 'workload'): the basic ones at once, the rest in an
+    "Advanced" expander, and a field nothing uses hidden (it submits its default). Returns (values, problems).
+
+    Which fields show is decided from the values the widgets hold now, so a knob appears in the same run
+    its parent is set, whatever the order of the fields."""
+    fields = {n: f for n, f in cls.model_fields.items() if n != "engine"}
+    always = {n for n in fields if (section, n) in forms.ALWAYS_SET}
+    current = {n: state_value(f, prefix + n, defaults.get(n), n in always) for n, f in fields.items()}
+    hidden = forms.hidden_fields(section, current, device)
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+
+    def draw(names: list[str]) -> None:
+        for name in names:
+            info = fields[name]
+            value = field_widget(name, info, defaults.get(name), prefix + name, disabled, name in always)
+            problem = field_problem(name, info, value)
+            if problem:
+                st.error(problem, icon=":material/error:")
+                problems.append(problem)
+            values[name] = value
+
+    shown = [n for n in fields if n not in hidden]
+    basic = [n for n in shown if forms.is_basic(section, n)]
+    advanced = [n for n in shown if not forms.is_basic(section, n)]
+    draw(basic)
+    if advanced:
+        changed = sum(1 for n in advanced if current[n] != defaults.get(n))
+        title = "Advanced" + (f" ({changed} set)" if changed else "")
+        with st.expander(title, expanded=bool(changed)):
+            draw(advanced)
+    for name in hidden:
+        values[name] = forms.HIDDEN_VALUES.get((section, name), defaults.get(name))
+    return {n: values[n] for n in fields}, problems

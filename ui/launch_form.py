@@ -39,7 +39,12 @@ def _bounds(info: Any) -> tuple[Any, Any, bool, bool]:
     lo = hi = None
     lo_open = hi_open = False
     for m in info.metadata:
-        for attr, is_low, is_open in (("ge", True, False), ("gt", True, True), ("le", False, False), ("lt", False, True)):
+        for attr, is_low, is_open in (
+            ("ge", True, False),
+            ("gt", True, True),
+            ("le", False, False),
+            ("lt", False, True),
+        ):
             bound = getattr(m, attr, None)
             if bound is None:
                 continue
@@ -96,9 +101,7 @@ def _number_widget(label: str, kind: str, optional: bool, default: Any, **kw: An
     return st.number_input(label, value=cast(value), step=cast(1) if kind == "int" else None, **kw)
 
 
-def field_widget(
-    name: str, info: Any, default: Any, key: str, disabled: bool = False, always_set: bool = False
-) -> Any:
+def field_widget(name: str, info: Any, default: Any, key: str, disabled: bool = False, always_set: bool = False) -> Any:
     """One input for a pydantic field, chosen from its type and labelled in words; returns the value (None = unset).
 
     ``always_set``: an optional number asked as a plain value (its None is said by another field)."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import streamlit as st
 
+from engine.report.recipes import recipe_in_words
 from storage import StorageError
 from ui import auth
 from ui.common import database
@@ -39,15 +40,9 @@ def _duration(seconds: float | None) -> str:
 
 
 def _describe(spec: dict[str, Any]) -> str:
+    """The model and the recipe in words: only the knobs that differ from the engine's defaults (and the workload)."""
     model = (spec.get("model") or {}).get("source", "?")
-    recipe = spec.get("recipe") or {}
-    wl = spec.get("workload") or {}
-    knobs = ", ".join(f"{k}={v}" for k, v in recipe.items() if k != "engine" and v not in (None, "auto"))
-    prompt = wl.get("prompt_tokens") or "file"
-    return (
-        f"{model} · {recipe.get('engine', '?')}{' (' + knobs + ')' if knobs else ''} · "
-        f"{prompt} in / {wl.get('output_tokens')} out × {wl.get('requests')} (batch {wl.get('batch_size')})"
-    )
+    return f"{model} · {recipe_in_words({k: v for k, v in spec.items() if k != 'device'})}"
 
 
 def _act(action: str, job_id: int) -> None:

@@ -1,9 +1,13 @@
-"""Launch: pick a model, a device, an engine, a recipe and a workload, and queue it.
+"""Launch: pick a model, a device, a recipe preset (or any engine's knobs) and a workload, and queue it.
 
-Recipe and workload fields are generated from the pydantic spec models, so a knob
-added to a recipe appears here without edits. Every change is validated (the same
-pre-flight as ``python -m engine submit``) and the reason is shown before Submit.
-A sweep queues the grid of several values for some fields as one named sweep.
+Recipe and workload fields are generated from the pydantic spec models, labelled in words
+and grouped by :mod:`engine.spec.forms`: a knob appears only when its parent is set, the
+rarely changed ones sit in "Advanced". Every change is validated (the same pre-flight as
+``python -m engine submit``); Submit is disabled while anything is invalid, with the
+reason, and the spec queued is built from exactly the values shown. Before Submit, the
+estimate of the job's time and memory on its device (:mod:`engine.whatif.job`). A sweep
+queues the grid of several values for some fields, or a serving load sweep (request
+rates or concurrencies), as one named sweep.
 """
 
 from __future__ import annotations
@@ -16,12 +20,15 @@ import streamlit as st
 from engine.measure.devices import detect_devices
 from engine.spec import RECIPE_CLASSES, JobSpec, SpecError, Workload
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
-from engine.spec.sweep import Axis, SweepPoint, build_grid, field_axis, grid_size, grid_specs
+from engine.spec.sweep import Axis, SweepPoint, build_grid, grid_size, grid_specs
 from engine.spec.workload import PRESETS as MEASUREMENT_PRESETS
 from storage import StorageError
 from ui import auth
 from ui.common import database
-from ui.launch_form import field_kind, field_widget, param_value, sweep_values_widget
+from ui.launch_estimate import estimate_panel
+from ui.launch_form import field_kind, param_value, section_form
+from ui.launch_presets import picked_line, preset_picker
+from ui.launch_sweep import grid_caption, sweep_form
 from ui.text import escape_markdown
 
 MAX_SWEEP_JOBS = 64
@@ -151,8 +158,8 @@ def accuracy_picker(source: str, disabled: bool) -> dict[str, Any] | None:
         disabled=disabled,
         help="default (standard-library docstrings, offline), a text file, or hf:<dataset>",
     )
-    budget = st.number_input(
-        "Token budget", min_value=16, max_value=1_000_000, value=2048, step=256, key="quality_budget", disabled=disabled
+    budget = st.number_input(  # no client-side bounds (they hide a typed value): the spec checks 16..10,000,000
+        "Token budget (tokens)", value=2048, step=256, key="quality_budget", disabled=disabled, help="16 to 10,000,000"
     )
     return {
         "metrics": [*metrics, *([f"task:{task}"] if task else [])],
@@ -161,7 +168,8 @@ def accuracy_picker(source: str, disabled: bool) -> dict[str, Any] | None:
     }
 
 
-def device_picker(db: Any, disabled: bool) -> str:
+def device_picker(db: Any, disabled: bool) -> tuple[str, Any]:
+    """(the device string, this machine's Device of its first GPU or the CPU; None when not here)."""
     from storage import jobs
 
     devices = detect_devices()
@@ -188,8 +196,11 @@ def device_picker(db: Any, disabled: bool) -> str:
             help="Two or more GPUs run the job together as one worker slot (cuda:0+1).",
         )
         if len(group) > 1:
-            return "cuda:" + ",".join(g.split(":", 1)[1] for g in sorted(group, key=lambda g: int(g.split(":")[1])))
-    return device
+            ordered = sorted(group, key=lambda g: int(g.split(":")[1]))
+            return "cuda:" + ",".join(g.split(":", 1)[1] for g in ordered), next(
+                d for d in devices if d.id == ordered[0]
+            )
+    return device, next((d for d in devices if d.id == device), None)
 
 
 def validate(db: Any, points: list[SweepPoint]) -> tuple[list[JobSpec], str | None]:
@@ -216,54 +227,28 @@ def _fields(cls: Any) -> dict[str, Any]:
     return {n: f for n, f in (cls.model_fields.items() if cls else []) if n != "engine"}
 
 
-def recipe_form(engine: str, disabled: bool) -> dict[str, Any]:
-    """One widget per knob of the engine's recipe; the recipe as a dict."""
+def recipe_form(engine: str, device: str, source: str, disabled: bool) -> tuple[dict[str, Any], list[str]]:
+    """Presets, then the engine's knobs (dependent ones only when used); the recipe as a dict and its problems."""
     st.subheader("Recipe")
-    recipe: dict[str, Any] = {"engine": engine}
-    for name, info in _fields(RECIPE_CLASSES.get(engine)).items():
-        default = info.get_default(call_default_factory=True)
-        recipe[name] = field_widget(name, info, default, f"recipe_{engine}_{name}", disabled)
-    return recipe
+    preset_picker(device, source, disabled)
+    cls = RECIPE_CLASSES[engine]
+    defaults = {n: f.get_default(call_default_factory=True) for n, f in _fields(cls).items()}
+    values, problems = section_form(engine, cls, defaults, f"recipe_{engine}_", disabled, device)
+    recipe = {"engine": engine, **values}
+    line = picked_line(recipe)
+    if line:
+        st.caption(line)
+    return recipe, problems
 
 
-def workload_form(disabled: bool) -> dict[str, Any]:
-    """A preset, then one widget per workload field (the preset's values as defaults)."""
+def workload_form(disabled: bool, device: str) -> tuple[dict[str, Any], list[str]]:
+    """A workload preset, then the workload's fields (the preset's values as defaults)."""
     st.subheader("Workload")
-    preset = st.selectbox("Preset", list(PRESETS), key="preset", disabled=disabled)
-    workload: dict[str, Any] = {}
-    for name, info in Workload.model_fields.items():
-        default = PRESETS[preset].get(name, info.get_default(call_default_factory=True))
-        workload[name] = field_widget(name, info, default, f"wl_{preset}_{name}", disabled)
-    return workload
-
-
-def sweep_form(engine: str, disabled: bool) -> tuple[list[Axis], str | None, str | None]:
-    """(axes, the sweep's name, the first problem with the values) for the fields chosen to sweep."""
-    sweepable = {("recipe", n): f for n, f in _fields(RECIPE_CLASSES.get(engine)).items()}
-    sweepable.update(
-        {
-            ("workload", n): f
-            for n, f in Workload.model_fields.items()
-            if field_kind(f.annotation)[0] in ("int", "float", "bool", "literal")
-        }
-    )
-    chosen = st.multiselect(
-        "Fields to sweep",
-        list(sweepable),
-        format_func=lambda k: f"{k[0]}.{k[1]}",
-        key="sweep_fields",
-        disabled=disabled,
-    )
-    axes: list[Axis] = []
-    problem = None
-    for section, name in chosen:
-        values, why = sweep_values_widget(section, name, sweepable[(section, name)], disabled)
-        axes.append(field_axis(section, name, values))
-        problem = problem or why
-    if not chosen:
-        return axes, None, problem
-    placeholder = f"sweep {datetime.now():%Y-%m-%d %H:%M}"
-    return axes, st.text_input("Sweep name", key="sweep_name", disabled=disabled, placeholder=placeholder), problem
+    preset = st.selectbox("Workload preset", list(PRESETS), key="preset", disabled=disabled)
+    defaults = {
+        n: PRESETS[preset].get(n, f.get_default(call_default_factory=True)) for n, f in Workload.model_fields.items()
+    }
+    return section_form("workload", Workload, defaults, f"wl_{preset}_", disabled, device)
 
 
 def check_launch(
@@ -283,6 +268,22 @@ def check_launch(
         return [], f"the database cannot be read: {exc}"
 
 
+def _timeout(disabled: bool) -> tuple[float, str | None]:
+    """The job's timeout (s) and what is wrong with it (checked here, not by the browser: see ui.launch_form)."""
+    value = st.number_input("Timeout (s)", value=3600, step=60, key="timeout", disabled=disabled, help="10 s to 7 days")
+    ok = 10 <= value <= 7 * 24 * 3600
+    if not ok:
+        st.error(f"Timeout (s): between 10 and 604,800 ({value:,} given)", icon=":material/error:")
+    return float(value), None if ok else f"Timeout (s): between 10 and 604,800 ({value:,} given)"
+
+
+def _what(specs: list[JobSpec]) -> str:
+    """ "16 prompt tokens → 4 output tokens × 2 requests" of the first spec: the values that will be queued."""
+    wl = specs[0].workload
+    prompt = f"{wl.prompt_tokens:,} prompt tokens" if wl.prompt_tokens else f"prompts from {wl.prompt_file}"
+    return f"{prompt} → {wl.output_tokens:,} output tokens × {wl.requests:,} requests, {specs[0].recipe.describe()}"
+
+
 def page() -> None:
     st.title("Launch a benchmark")
     db = database()
@@ -298,33 +299,39 @@ def page() -> None:
     with left:
         st.subheader("Model and hardware")
         source = model_picker(read_only)
-        device = device_picker(db, read_only)
+        device, here = device_picker(db, read_only)
         engine = st.selectbox("Engine", list(RECIPE_CLASSES), key="engine", disabled=read_only)
-        recipe = recipe_form(engine, read_only)
+        recipe, problems = recipe_form(engine, device, source, read_only)
     with right:
-        workload = workload_form(read_only)
+        workload, workload_problems = workload_form(read_only, device)
         quality = accuracy_picker(source, read_only)
         name = st.text_input("Name (optional)", key="job_name", disabled=read_only) or None
-        timeout = st.number_input(
-            "Timeout (s)", min_value=10, max_value=7 * 24 * 3600, value=3600, step=60, key="timeout", disabled=read_only
-        )
-    with st.expander("Sweep: several values for some fields", expanded=False):
+        timeout, timeout_problem = _timeout(read_only)
+    with st.expander("Sweep: several values for some fields, or a serving load sweep", expanded=False):
         axes, sweep_name, sweep_problem = sweep_form(engine, read_only)
 
     base = {"model": {"source": source}, "recipe": recipe, "workload": workload, "device": device}
     base.update({k: v for k, v in (("quality", quality), ("name", name)) if v})
-    specs, problem = check_launch(db, base, axes, sweep_problem)
+    field_problem = next(iter([*problems, *workload_problems, *([timeout_problem] if timeout_problem else [])]), None)
+    specs, problem = check_launch(db, base, axes, field_problem or sweep_problem)
     st.divider()
+    if axes:
+        st.caption(grid_caption(axes, grid_size(axes)))
     if problem:
         st.error(f"Cannot launch: {escape_markdown(problem)}", icon=":material/block:")
     elif why_not:
         st.info(f"Cannot launch: {escape_markdown(why_not)}.", icon=":material/lock:")
     else:
         what = f"{len(specs)} jobs (sweep)" if len(specs) > 1 else "1 job"
-        st.success(f"Ready: {what} on {device}.", icon=":material/check_circle:")
+        st.success(f"Ready: {what} on {device}: {escape_markdown(_what(specs))}.", icon=":material/check_circle:")
+        estimate_panel(db, specs, here)
     label = f"Submit {len(specs)} jobs" if len(specs) > 1 else "Submit"
-    if st.button(label, type="primary", disabled=read_only or bool(problem), key="submit", help=why_not):
-        submit(db, specs, bool(axes), sweep_name, float(timeout))
+    clicked = st.button(
+        label, type="primary", disabled=read_only or bool(problem), key="submit", help=why_not or problem
+    )
+    # A click sent together with a value that makes the form invalid (typed, then Submit) queues nothing.
+    if clicked and specs and not problem:
+        submit(db, specs, bool(axes), sweep_name, timeout)
 
 
 def submit(db: Any, specs: list[JobSpec], swept: bool, sweep_name: str | None, timeout: float) -> None:

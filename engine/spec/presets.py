@@ -140,5 +140,5 @@ def preset_of(recipe: dict[str, Any]) -> RecipePreset | None:
     if cls is None:
         return None
     defaults = cls.field_defaults()
-    changed = {k: v for k, v in recipe.items() if k != "engine" and (k not in defaults or defaults[k] != v)}
-    return next((p for p in RECIPE_PRESETS if p.engine == engine and changed == p.recipe), None)
+    full = {**defaults, **{k: v for k, v in recipe.items() if k != "engine"}}
+    return next((p for p in RECIPE_PRESETS if p.engine == engine and full == {**defaults, **p.recipe}), None)

@@ -180,7 +180,7 @@ def _accuracy_seconds(spec: dict[str, Any], prefill_s_per_token: float) -> tuple
     return passes * int(quality.get("budget_tokens", 2048)) * prefill_s_per_token, None
 
 
-def _earlier(db: Any | None, spec: dict[str, Any], limit: int = 300) -> list[Any]:
+def earlier_runs(db: Any | None, spec: dict[str, Any], limit: int = 300) -> list[Any]:
     """Done runs of the same model on the same device, newest first (with their specs)."""
     if db is None:
         return []
@@ -268,8 +268,11 @@ def estimate_job(
     memory_bytes: int | None = None,
     calibration: Any | None = None,
     cores: int | None = None,
+    earlier: list[Any] | None = None,
 ) -> JobEstimate:
-    """Time and memory of one job spec (a JobSpec or its dict) on its device, as far as they are known."""
+    """Time and memory of one job spec (a JobSpec or its dict) on its device, as far as they are known.
+
+    ``earlier``: :func:`earlier_runs` of the spec's model and device, when the caller has them already."""
     data = spec.model_dump(mode="json") if hasattr(spec, "model_dump") else dict(spec)
     out = JobEstimate()
     device = str(data.get("device", "cpu"))
@@ -280,7 +283,7 @@ def estimate_job(
         return out
     hw = device_hardware(device, device_name, memory_bytes, db)
     _fit_memory(out, shape, data, hw, memory_bytes)
-    earlier = _earlier(db, data)
+    earlier = earlier_runs(db, data) if earlier is None else earlier
     latency = _latency(shape, data, hw, earlier, calibration)
     if isinstance(latency, str):
         out.unknown.append(latency)

@@ -115,3 +115,22 @@ def test_user_text_is_shown_literally_never_as_markup(db, db_url, monkeypatch):
     rendered = "\n".join(_rendered(b) for b in bodies)
     assert "<img" not in rendered and "<strong>now" not in rendered
     assert html.unescape(rendered).count(IMAGE) >= 3  # the name, the sweep and the reason, as typed
+
+
+def test_job_cards_name_only_what_differs_from_the_defaults(db, db_url, monkeypatch):
+    plain = parse_job_spec({"model": {"source": "demo"}, "workload": {"prompt_tokens": 16, "output_tokens": 4}})
+    tuned = parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "recipe": {"engine": "transformers", "dtype": "bfloat16", "drop_layers": 4},
+            "workload": {"prompt_tokens": 16, "output_tokens": 4},
+        }
+    )
+    jobs.submit_many(db, [plain, tuned])
+    at = _open(monkeypatch, db_url)
+    cards = [c.value for c in at.caption if c.value.startswith("demo")]
+    assert any("transformers · defaults" in c for c in cards), cards
+    [knobs] = [c for c in cards if "bfloat16" in c]
+    assert "dtype bfloat16" in knobs and "drop layers 4" in knobs
+    # knobs at their defaults are not listed (the old card listed every knob that was not None or auto)
+    assert all(word not in knobs for word in ("gptq", "compile", "batching", "num speculative", "trust"))

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.spec import TransformersRecipe, Workload
 from storage import jobs
 
 QUICK = "quick check: 16 in / 4 out"
@@ -29,14 +28,121 @@ def _submit(at):
     return at.button(key="submit")
 
 
-def test_every_recipe_and_workload_field_has_a_widget(app):
-    labels = {w.label for kind in ("selectbox", "number_input", "checkbox", "text_input") for w in app.get(kind)}
-    for name in [*TransformersRecipe.model_fields, *Workload.model_fields]:
-        if name == "engine":
+def _labels(at):
+    return {w.label for kind in ("selectbox", "number_input", "checkbox", "text_input") for w in at.get(kind)}
+
+
+def test_fields_are_labelled_in_words_and_dependent_ones_hidden(app):
+    labels = _labels(app)
+    assert {"Hardware", "Workload preset", "Precision (dtype)", "Prompt tokens", "TTFT SLO (ms)"} <= labels
+    assert not any("_" in label for label in labels), labels
+    # nothing uses these with quantization none / speculation none / compile off / one batch arrival
+    for hidden in ("GPTQ bits per weight", "Draft tokens per step", "Compile mode", "Request rate (requests/s)"):
+        assert hidden not in labels
+    assert app.selectbox(key="recipe_transformers_quantization").value == "none"
+
+
+def test_a_dependent_field_appears_when_its_parent_is_set(app, db):
+    app.selectbox(key="recipe_transformers_quantization").select("gptq").run()
+    labels = _labels(app)
+    assert {"GPTQ bits per weight", "GPTQ group size (weights; -1 per column)", "GPTQ calibration text file"} <= labels
+    app.selectbox(key="recipe_transformers_speculative").select("prompt_lookup").run()
+    assert {"Prompt-lookup n-gram size (tokens)", "Draft tokens per step"} <= _labels(app)
+    app.selectbox(key="recipe_transformers_quantization").select("none").run()
+    assert "GPTQ bits per weight" not in _labels(app)
+
+
+def test_every_preset_offered_here_fills_the_form_with_a_valid_spec(app, db):
+    from engine.spec.presets import presets_for
+
+    app.selectbox(key="preset").select(QUICK).run()
+    # shape-dependent presets on the demo model (9 heads, 576 hidden): the form says what to change
+    fixes = {"gptq_4bit_g128": "pick 64 or 32", "tensor_parallel": "use 3 ranks"}
+    for preset, why in presets_for("cpu"):
+        button = app.button(key=f"recipe_preset_{preset.key}")
+        assert button.disabled == (why is not None), preset.key
+        if why:
+            assert button.help and why in button.help
             continue
-        label = name.replace("_", " ")
-        assert label in labels or f"set {label}" in labels, name
-    assert "Hardware" in labels and "Preset" in labels
+        button.click().run()
+        assert not app.exception, preset.key
+        errors = [e.value for e in app.error]
+        if preset.key in fixes:
+            assert any(fixes[preset.key] in e for e in errors), (preset.key, errors)
+            continue
+        assert not errors, (preset.key, errors)
+        assert not _submit(app).disabled
+        for knob, value in preset.recipe.items():
+            assert app.session_state[f"recipe_transformers_{knob}"] == value, (preset.key, knob)
+    assert jobs.list_jobs(db) == []
+
+
+def test_a_picked_preset_stays_editable_and_is_what_is_queued(app, db):
+    app.selectbox(key="preset").select(QUICK).run()
+    app.button(key="recipe_preset_drop_layers").click().run()
+    assert any("Preset **Drop N layers**" in c.value for c in app.caption)
+    app.number_input(key="recipe_transformers_drop_layers").set_value(2).run()
+    assert any("edited" in c.value for c in app.caption)
+    _submit(app).click().run()
+    [job] = jobs.list_jobs(db)
+    assert job.spec["recipe"]["drop_layers"] == 2 and job.spec["recipe"]["drop_layers_from"] == "middle"
+
+
+def test_an_out_of_range_value_disables_submit_and_queues_nothing(app, db):
+    # The browser refused to send a value beyond the input's max (10,000,000 prompt tokens): the field
+    # turned red, the page kept 16 and said "Ready", and Submit queued a 16-token job. No client-side
+    # bounds now: the value reaches the page, which says what is wrong and disables Submit.
+    app.selectbox(key="preset").select(QUICK).run()
+    key = f"wl_{QUICK}_prompt_tokens"
+    assert not any(n.proto.has_max or n.proto.has_min for n in app.number_input), (
+        "a bounded input hides the typed value"
+    )
+    app.text_input(key="job_name").input("ten million").run()
+    # typed, then Submit clicked at once: the click arrives together with the new value
+    app.number_input(key=key).set_value(10_000_000)
+    _submit(app).click().run()
+    assert jobs.list_jobs(db) == []
+    assert any("Prompt tokens: at most 1,000,000 (10,000,000 given)" in e.value for e in app.error)
+    assert not app.success and _submit(app).disabled
+    app.number_input(key=key).set_value(1000).run()
+    assert any("1,000 prompt tokens" in s.value for s in app.success)
+    _submit(app).click().run()
+    [job] = jobs.list_jobs(db)
+    assert job.spec["workload"]["prompt_tokens"] == 1000 and job.name == "ten million"
+
+
+def test_an_estimate_is_shown_before_submit(app, db):
+    app.selectbox(key="preset").select(QUICK).run()
+    [estimate] = [i.value for i in app.info if i.value.startswith("Estimate")]
+    assert "needs" in estimate and "GB" in estimate
+
+
+def test_a_large_synthetic_model_on_the_cpu_is_warned_about(app, db):
+    app.radio(key="model_kind").set_value("synthetic").run()
+    app.selectbox(key="model_arch").set_value("llama-3-8b").run()
+    assert any("8.0 B parameters" in w.value and "cores" in w.value for w in app.warning), [
+        w.value for w in app.warning
+    ]
+
+
+def test_a_load_sweep_queues_one_job_per_rate(app, db):
+    app.selectbox(key="preset").select(QUICK).run()
+    app.radio(key="load_sweep").set_value("rates").run()
+    app.text_input(key="load_values").input("1, 4, inf").run()
+    assert not app.error, [e.value for e in app.error]
+    assert any("Grid: 3 jobs" in c.value for c in app.caption)
+    assert any(i.value.startswith("Estimate: 3 jobs") for i in app.info)
+    _submit(app).click().run()
+    queued = sorted(jobs.list_jobs(db), key=lambda j: j.id)
+    assert [j.spec["workload"]["arrival"] for j in queued] == ["poisson", "poisson", "max"]
+    assert [j.spec["workload"]["rate"] for j in queued] == [1.0, 4.0, None] and len({j.sweep for j in queued}) == 1
+
+
+def test_bad_load_values_are_explained(app, db):
+    app.radio(key="load_sweep").set_value("concurrencies").run()
+    app.text_input(key="load_values").input("1, 2.5").run()
+    assert any("positive whole number" in e.value for e in app.error)
+    assert _submit(app).disabled
 
 
 def test_invalid_combination_is_explained_and_submit_disabled(app, db):
@@ -205,17 +311,23 @@ def test_accuracy_choice_goes_into_the_job(app, db):
     assert job.spec["quality"]["metrics"] == ["ppl"] and job.spec["quality"]["budget_tokens"] == 256
 
 
-def test_a_knob_set_where_nothing_uses_it_is_explained(app, db):
+def test_a_knob_nothing_uses_is_hidden_and_submits_its_default(app, db):
     app.selectbox(key="preset").select(QUICK).run()
+    app.checkbox(key="recipe_transformers_compile").check().run()
+    app.selectbox(key="recipe_transformers_cache_implementation").select("static").run()
     app.selectbox(key="recipe_transformers_compile_mode").select("max-autotune").run()
-    assert any("compile_mode is only used with compile=true" in e.value for e in app.error)
-    assert _submit(app).disabled
+    app.checkbox(key="recipe_transformers_compile").uncheck().run()
+    assert "Compile mode" not in _labels(app) and not app.error
+    _submit(app).click().run()
+    [job] = jobs.list_jobs(db)
+    assert job.spec["recipe"]["compile_mode"] == "default"
 
 
 def test_a_sweep_point_that_does_not_use_a_knob_gets_its_default(app, db):
     # the same grid builder as the CLI: on the compile=false point compile_mode would be ignored
     app.selectbox(key="preset").select(QUICK).run()
     app.selectbox(key="recipe_transformers_cache_implementation").select("static").run()
+    app.checkbox(key="recipe_transformers_compile").check().run()
     app.selectbox(key="recipe_transformers_compile_mode").select("max-autotune").run()
     app.multiselect(key="sweep_fields").set_value([("recipe", "compile")]).run()
     app.multiselect(key="sweep_recipe_compile").set_value([False, True]).run()

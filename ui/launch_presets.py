@@ -16,7 +16,7 @@ from engine.spec import RECIPE_CLASSES
 from engine.spec.presets import PRESETS_BY_KEY, RecipePreset, preset_of, presets_for
 from ui.launch_form import field_kind
 
-COLUMNS = 4
+COLUMNS = 3
 
 
 def apply_preset(preset: RecipePreset) -> None:
@@ -55,6 +55,7 @@ def preset_picker(device: str, source: str, disabled: bool) -> None:
                 disabled=disabled or why is not None,
                 help=f"Not on {device}: {why}" if why else preset.description,
                 width="stretch",
+                wrap=True,
             )
     blocked = [(p, why) for p, why in rated if why]
     if blocked:

@@ -87,13 +87,14 @@ class RaplCounter:
         return self._total_uj / 1e6
 
 
-def nvml_energy_reader(handles: list[Any]) -> tuple[Callable[[], float] | None, str | None]:
+def nvml_energy_reader(handles: list[Any], nvml: Any = None) -> tuple[Callable[[], float] | None, str | None]:
     """A function returning the summed NVML energy counters of ``handles`` in joules, or (None, why)."""
     if not handles:
         return None, "no GPU handle (NVML not available)"
     try:
-        import pynvml
-
+        if nvml is None:
+            import pynvml as nvml
+        pynvml = nvml
         for h in handles:
             pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
     except Exception as exc:  # noqa: BLE001 - NVMLError_NotSupported on pre-Volta boards, and others
@@ -108,12 +109,14 @@ def nvml_energy_reader(handles: list[Any]) -> tuple[Callable[[], float] | None, 
 class EnergyMeter:
     """Energy between :meth:`start` and :meth:`stop` from one cumulative counter (NVML or RAPL)."""
 
-    def __init__(self, device: str, gpu_handles: list[Any] | None = None, powercap_root: Path = POWERCAP) -> None:
+    def __init__(
+        self, device: str, gpu_handles: list[Any] | None = None, powercap_root: Path = POWERCAP, nvml: Any = None
+    ) -> None:
         self.source: str | None = None
         self.unavailable: str | None = None
         self._read: Callable[[], float] | None = None
         if device.startswith("cuda"):
-            self._read, self.unavailable = nvml_energy_reader(gpu_handles or [])
+            self._read, self.unavailable = nvml_energy_reader(gpu_handles or [], nvml)
             self.source = NVML_SOURCE if self._read else None
         else:
             zones, self.unavailable = rapl_zones(powercap_root)

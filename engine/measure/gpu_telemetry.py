@@ -98,6 +98,11 @@ class NvmlReader:
             return reason
         return None
 
+    @property
+    def nvml(self) -> Any:
+        """The NVML module in use (None before :meth:`open`)."""
+        return self._nvml
+
     def close(self) -> None:
         if self.handles:
             try:

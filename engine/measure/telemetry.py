@@ -203,7 +203,8 @@ class TelemetrySampler:
     def start(self) -> TelemetrySampler:
         """Open NVML (on CUDA), start the energy counter, take a first sample and keep sampling."""
         why = self._gpu.open() if self._gpu is not None else None
-        self.energy = EnergyMeter(self.device, self._gpu.handles if self._gpu is not None else None)
+        gpu = self._gpu
+        self.energy = EnergyMeter(self.device, gpu.handles if gpu else None, nvml=gpu.nvml if gpu else None)
         if why:
             self.energy.unavailable = f"no GPU energy counter: {why}"
         self.t0_ns = time.perf_counter_ns()
@@ -257,7 +258,7 @@ class TelemetrySampler:
             "t_s": t_s,
             "fields": fields,
             "units": {k: v for k, v in units.items() if k in fields},
-            "source": "nvml+psutil" if self._gpu is not None and self._gpu.handles else "psutil",
+            "source": "nvml+psutil" if self._gpu is not None and self._gpu.names else "psutil",
             "unavailable": missing,
             "cpu_cores": self._cpu.cores,
             "device": self.device,

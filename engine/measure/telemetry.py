@@ -32,15 +32,16 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psutil
 
-from engine.measure import memory
+from engine.measure import memory, provenance
 from engine.measure.energy import EnergyMeter, energy_metrics
 from engine.measure.gpu_telemetry import GPU_UNITS, NvmlReader
-from engine.measure.provenance import cpu_ticks
+from engine.measure.provenance import NoiseSampler, cpu_ticks
 
 MAX_INTERVAL_MS = 100
 MAX_SAMPLES = 6000  # 10 minutes at 100 ms; longer phases are thinned
@@ -274,6 +275,22 @@ class TelemetrySampler:
         if meter is None:
             return energy_metrics(None, 0.0, output_tokens, None, "the telemetry sampler did not run")
         return energy_metrics(meter.joules, self.seconds, output_tokens, meter.source, meter.unavailable)
+
+
+@contextmanager
+def phase_samplers(
+    device: str, requests_done: Callable[[], int]
+) -> Iterator[tuple[memory.TreeSampler, NoiseSampler, TelemetrySampler]]:
+    """Every sampler of the measured phase, started together: peak RSS every 20 ms (memory), the
+    machine's noise (provenance) and this module's telemetry every <= 100 ms."""
+    from engine.measure.devices import cuda_devices
+
+    with (
+        memory.TreeSampler() as rss,
+        provenance.NoiseSampler(device, cuda_devices) as machine,
+        TelemetrySampler(device, requests_done=requests_done) as tele,
+    ):
+        yield rss, machine, tele
 
 
 _READERS: dict[str, tuple[CpuReader, NvmlReader | None]] = {}

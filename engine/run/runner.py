@@ -26,7 +26,6 @@ from typing import Any
 
 from engine.backends.base import BackendError, GenerationParams, get_backend
 from engine.measure import memory, provenance, telemetry
-from engine.measure.devices import cuda_devices
 from engine.measure.records import RequestRecord
 from engine.run.failures import RunRejected, check_failures
 from engine.run.preflight import preflight
@@ -228,11 +227,7 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
         load: dict[str, Any] = {}
         run_phase = _phase_runner(spec, backend, prompts, state, serving, load)
         ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        with (
-            memory.TreeSampler() as rss,
-            provenance.NoiseSampler(spec.device, cuda_devices) as machine,
-            telemetry.TelemetrySampler(spec.device, requests_done=lambda: state.requests_done) as tele,
-        ):  # RSS every 20 ms; device telemetry every <= 100 ms
+        with telemetry.phase_samplers(spec.device, lambda: state.requests_done) as (rss, machine, tele):
             measured = trials.measure(wl, run_phase, first_index=wl.warmup)
         ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         if measured.stopped_because:
@@ -350,9 +345,8 @@ def run_benchmark(
         run_id = where.store("failed", None, {"error_type": type(exc).__name__}, [], reason)
         raise BenchmarkFailed(reason, run_id) from exc
     state.enter("saving")
-    result.run_id = where.store(
-        "done", result.metrics, result.provenance, result.requests, None, result.quality, result.series
-    )
+    done = (result.metrics, result.provenance, result.requests, None, result.quality, result.series)
+    result.run_id = where.store("done", *done)
     state.enter("done")
     return result
 

@@ -45,6 +45,7 @@ class Settings(BaseSettings):
     admins: str = ""
     host: str = "127.0.0.1"  # where make run serves the app
     allow_open: bool = False  # serve a non-loopback host without sign-in or viewer mode (warned)
+    telemetry_interval_ms: int = 100  # device telemetry beside the measured phase (engine/measure/telemetry.py), <= 100
 
     @property
     def database_url(self) -> str:

@@ -146,6 +146,7 @@ def make_run(
     job: tuple[int, str] | None = None,
     extra_metrics: dict | None = None,
     without_intervals: bool = False,
+    series: dict | None = None,
 ) -> int:
     """Store one run with raw stamps and metrics computed from them; returns its id.
 
@@ -192,6 +193,7 @@ def make_run(
             requests=requests,
             job_id=job[0] if job else None,
             worker_id=job[1] if job else None,
+            series=series or {},
         ),
     )
 

@@ -10,6 +10,7 @@ from engine.report.distributions import cdf_figure, latency_samples
 from engine.report.export import CI_NOTE, comparison_csv, comparison_html, load_requests, permalink, runs_json
 from engine.settings import get_settings
 from ui.common import query_int, query_int_list
+from ui.diagnostics_view import render_compare_findings
 from ui.run_view import cached_requests, cached_run, cached_runs_frame, results_page, share_link
 from ui.text import escape_markdown
 
@@ -179,6 +180,7 @@ def main() -> None:
         + "KL, top-1 and flips are measured against each run's reference recipe, not against the baseline run."
     )
     _distributions(db, token, comparison, runs)
+    render_compare_findings(db, runs, requests)  # each run's findings side by side (ui/diagnostics_view.py)
     st.subheader("Export")
     _downloads(db, runs, baseline_id)
     share_link("compare")

@@ -10,6 +10,7 @@ from engine.report.compare import recipe_in_words
 from engine.report.distributions import cdf_figure, histogram_figure, latency_samples, timeline_figure
 from ui import auth
 from ui.common import query_int
+from ui.diagnostics_view import render_diagnostics
 from ui.run_view import cached_requests, cached_run, cached_runs_frame, render_run, results_page, share_link
 from ui.text import code_span, escape_markdown
 
@@ -132,6 +133,7 @@ def main() -> None:
         with tabs[-1]:
             st.plotly_chart(timeline_figure(requests), key="timeline")
             st.caption("Grey: queued (due → sent); orange: sent → first token; blue: first → last token.")
+    render_diagnostics(db, run, requests)  # findings, energy per token, telemetry charts (ui/diagnostics_view.py)
     _log(db, run)
     st.page_link(
         "views/compare.py",

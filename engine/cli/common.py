@@ -236,6 +236,7 @@ def _add_trial_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--until-metric", help="the figure --until-ci watches (default tpot_ms.p50; also ttft_ms.p90 ...)")
     t.add_argument("--max-requests", type=positive_int, help="--until-ci: most measured requests (default 1000)")
     t.add_argument("--max-seconds", type=float, help="--until-ci: most seconds of measuring")
+    t.add_argument("--soak-minutes", type=float, help="a soak: repeat rounds of --requests for this many minutes")
 
 
 _SERVER_OPTIONS = (  # applied after --knob, as before
@@ -268,6 +269,7 @@ _WORKLOAD_OPTIONS = (
     "until_metric",
     "max_requests",
     "max_seconds",
+    "soak_minutes",
 )
 
 

@@ -21,13 +21,17 @@ CPU_KIND = "cpu: sampled RSS of the job's process tree during the measured phase
 CUDA_KIND = "cuda: max allocated during the measured phase"
 
 
-def tree_rss_bytes(pid: int | None = None) -> int:
-    """RSS of a process and all its descendants now (processes that vanish meanwhile count 0)."""
+def tree_processes(pid: int | None = None) -> list[psutil.Process]:
+    """A process and all its descendants now ([] when it is gone)."""
     try:
         root = psutil.Process(pid or os.getpid())
-        procs = [root, *root.children(recursive=True)]
+        return [root, *root.children(recursive=True)]
     except psutil.Error:
-        return 0
+        return []
+
+
+def rss_bytes(procs: list[psutil.Process]) -> int:
+    """Summed RSS of ``procs`` (processes that vanished meanwhile count 0)."""
     total = 0
     for proc in procs:
         try:
@@ -35,6 +39,11 @@ def tree_rss_bytes(pid: int | None = None) -> int:
         except psutil.Error:
             continue
     return total
+
+
+def tree_rss_bytes(pid: int | None = None) -> int:
+    """RSS of a process and all its descendants now (processes that vanish meanwhile count 0)."""
+    return rss_bytes(tree_processes(pid))
 
 
 class TreeSampler:

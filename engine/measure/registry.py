@@ -85,6 +85,8 @@ class Metric:
             return f"{value:.3g} {self.unit}" if abs(value) < 100 else f"{value:,.0f} {self.unit}"
         if self.unit == "s":
             return f"{value:.2f} s"
+        if self.unit in ("J/token", "W"):
+            return f"{value:.3g} {self.unit}"
         return f"{value:.4g}"
 
 
@@ -148,6 +150,9 @@ def _scalars() -> dict[str, Metric]:
         Metric("peak_memory_bytes", "peak memory (measured phase)", "bytes", "lower", "memory", "peak mem"),
         Metric("weights_memory_bytes", "weights memory (as loaded)", "bytes", "lower", "memory", "weights"),
         Metric("load_s", "model load time", "s", "lower", "latency", "load"),
+        # engine/measure/energy.py: NVML energy counter (GPU) or RAPL (CPU package); None with a reason otherwise
+        Metric("energy_per_output_token_j", "energy per output token", "J/token", "lower", "energy", "J/tok"),
+        Metric("avg_power_w", "average power (measured phase)", "W", "lower", "energy", "power"),
     ]
     return {m.key: m for m in rows}
 
@@ -347,4 +352,6 @@ SCALARS: tuple[str, ...] = (
     "peak_memory_bytes",
     "weights_memory_bytes",
     "load_s",
+    "energy_per_output_token_j",
+    "avg_power_w",
 )

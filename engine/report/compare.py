@@ -69,6 +69,8 @@ COMPARE_KEYS: tuple[str, ...] = (
     "peak_memory_bytes",
     "weights_memory_bytes",
     "load_s",
+    "energy_per_output_token_j",
+    "avg_power_w",
 )
 _ACCURACY_ORDER = tuple(k for k, m in registry.REGISTRY.items() if m.kind == "accuracy")
 

@@ -69,6 +69,9 @@ def result_object(run: Any, requests: Sequence[Any] | None = None) -> dict[str, 
         "warmup_s",
         "quality_s",
         "peak_memory_kind",
+        "energy_j",
+        "energy_source",
+        "energy_unavailable",
     ):
         obj[key] = metrics.get(key)
     obj["error_rate"] = registry.error_rate(metrics) if metrics else None
@@ -112,6 +115,7 @@ def render_table(obj: dict[str, Any]) -> str:
     kind = f"  ({obj['peak_memory_kind']})" if obj.get("peak_memory_kind") else ""
     lines.append(f"{'peak memory':<34}{human_bytes(obj.get('peak_memory_bytes'))}{kind}")
     lines.append(f"{'load time [s]':<34}{_fmt(obj.get('load_s'))}")
+    lines.append(f"{'energy per output token':<34}{energy_words(obj)}")
     rate = obj.get("error_rate")
     lines.append(
         f"{'requests':<34}{obj.get('completed')} ok, {obj.get('failed')} failed"
@@ -139,6 +143,16 @@ def render_table(obj: dict[str, Any]) -> str:
     lines += [f"{'noise: ' + f['flag']:<34}{f['detail']}" for f in obj.get("noise_flags") or []]
     lines.extend(_quality_lines(obj.get("quality")))
     return "\n".join(lines)
+
+
+def energy_words(obj: dict[str, Any]) -> str:
+    """``0.42 J/token, 61.3 W (nvml: ...)``, or ``unavailable: <reason>`` (never 0)."""
+    per_token = obj.get("energy_per_output_token_j")
+    if per_token is None:
+        return f"unavailable: {obj.get('energy_unavailable') or 'not measured (run stored before energy existed)'}"
+    power = obj.get("avg_power_w")
+    watts = "" if power is None else f", {registry.lookup('avg_power_w').format(power)}"
+    return f"{registry.lookup('energy_per_output_token_j').format(per_token)}{watts} ({obj.get('energy_source')})"
 
 
 COL = 14

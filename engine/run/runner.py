@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.backends.base import BackendError, GenerationParams, get_backend
-from engine.measure import memory, provenance
-from engine.measure.devices import cuda_devices
+from engine.measure import memory, provenance, telemetry
 from engine.measure.records import RequestRecord
 from engine.run.failures import RunRejected, check_failures
 from engine.run.preflight import preflight
@@ -74,6 +73,7 @@ class BenchmarkResult:
     provenance: dict[str, Any]
     requests: list[RequestRecord]
     quality: dict[str, Any] | None = None
+    series: dict[str, dict[str, Any]] = field(default_factory=dict)  # side records by kind (storage/series.py)
 
 
 class _Sink:
@@ -227,10 +227,7 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
         load: dict[str, Any] = {}
         run_phase = _phase_runner(spec, backend, prompts, state, serving, load)
         ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        with (
-            memory.TreeSampler() as rss,
-            provenance.NoiseSampler(spec.device, cuda_devices) as machine,
-        ):  # RSS every 20 ms
+        with telemetry.phase_samplers(spec.device, lambda: state.requests_done) as (rss, machine, tele):
             measured = trials.measure(wl, run_phase, first_index=wl.warmup)
         ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         if measured.stopped_because:
@@ -247,6 +244,7 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
         metrics["output_tokens_per_s_per_gpu"] = per_gpu(metrics.get("output_tokens_per_s"), spec.device)
         metrics["warmup_s"] = warmup_s
         metrics["noise_flags"] = noise.noise_flags(machine.samples, metrics)
+        metrics.update(tele.energy_metrics(int(metrics.get("total_output_tokens") or 0)))  # J per ok token
         cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         prov.update(
             backend.info(),
@@ -259,6 +257,7 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
             noise=machine.samples,
         )
         result = BenchmarkResult(run_id=None, metrics=metrics, provenance=prov, requests=warm + measured.records)
+        result.series["telemetry"] = tele.series()
         check_failures(spec, result, log)  # before any accuracy phase: a rejected run is not scored
         if spec.quality.enabled:  # after the latency numbers are taken; timed apart
             result.quality = _evaluate(spec, backend, resolved, prompts[wl.warmup :], state, log, report)
@@ -338,7 +337,7 @@ def run_benchmark(
     except RunRejected as exc:  # the phase ran: keep its metrics and every request's reason
         reason = str(exc)
         got = exc.result
-        run_id = where.store("failed", got.metrics, got.provenance, got.requests, reason)
+        run_id = where.store("failed", got.metrics, got.provenance, got.requests, reason, series=got.series)
         raise BenchmarkFailed(reason, run_id) from exc
     except Exception as exc:  # every failure becomes a stored reason (re-raised below)
         reason = failure_reason(exc)
@@ -346,7 +345,8 @@ def run_benchmark(
         run_id = where.store("failed", None, {"error_type": type(exc).__name__}, [], reason)
         raise BenchmarkFailed(reason, run_id) from exc
     state.enter("saving")
-    result.run_id = where.store("done", result.metrics, result.provenance, result.requests, None, result.quality)
+    done = (result.metrics, result.provenance, result.requests, None, result.quality, result.series)
+    result.run_id = where.store("done", *done)
     state.enter("done")
     return result
 
@@ -369,6 +369,7 @@ class _Where:
         requests: list[RequestRecord],
         error: str | None,
         quality: dict[str, Any] | None = None,
+        series: dict[str, dict[str, Any]] | None = None,
     ) -> int | None:
         """Save the run (one transaction); its id, or None without a database."""
         if self.db is None:
@@ -377,7 +378,7 @@ class _Where:
 
         run = new_run(self.spec, status, error, job_id=self.job_id, device_name=prov.get("device_name"))
         run.sweep, run.provenance, run.metrics, run.quality = self.sweep, prov, metrics, quality
-        run.requests, run.worker_id = requests, self.worker_id
+        run.requests, run.worker_id, run.series = requests, self.worker_id, dict(series or {})
         return save_run(self.db, run)
 
 

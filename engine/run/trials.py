@@ -129,6 +129,12 @@ def measure(wl: Workload, run_phase: PhaseFn, first_index: int) -> Measured:
         out.trials.append(Trial(t, records, start_ns, end_ns))
         if len(out.trials) < wl.trials and (cap is None or len(out.records) < cap):
             continue
+        if wl.soak_minutes is not None:  # a soak: rounds until the time is up
+            if time.monotonic() - started < wl.soak_minutes * 60:
+                continue
+            out.ci_half_width_pct = ci_half_width_pct(out.records, wl.until_metric)
+            out.stopped_because = f"soak of {wl.soak_minutes:g} min done ({len(out.trials)} rounds)"
+            return out
         if wl.until_ci_pct is None:
             return out
         out.stopped_because = stop_reason(wl, out, time.monotonic() - started)
@@ -141,6 +147,8 @@ def measuring_note(wl: Workload) -> str:
     note = f"{wl.requests} request(s) in batches of {wl.batch_size}"
     if wl.trials > 1:
         note = f"{wl.trials} trials of {note}"
+    if wl.soak_minutes is not None:
+        note += f", repeated for {wl.soak_minutes:g} min (soak)"
     if wl.until_ci_pct is not None:
         note += f", then rounds until {wl.until_metric} is within +-{wl.until_ci_pct:g} %"
     return note

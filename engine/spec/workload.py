@@ -29,6 +29,7 @@ SERVING_DEFAULTS: dict[str, Any] = {
     "until_metric": "tpot_ms.p50",
     "max_requests": None,
     "max_seconds": None,
+    "soak_minutes": None,  # a soak: rounds of `requests` until the time is up (engine/run/trials.py)
 }
 # The figure adaptive stopping watches: a per-request latency group and a percentile.
 UntilMetric = Literal[
@@ -90,6 +91,9 @@ class Workload(_Strict):
     until_metric: UntilMetric = Field(default="tpot_ms.p50", description="the figure until_ci_pct watches")
     max_requests: int | None = Field(default=None, ge=1, le=1_000_000, description="until_ci_pct: most requests")
     max_seconds: float | None = Field(default=None, gt=0, le=86_400, description="until_ci_pct: most seconds measured")
+    soak_minutes: float | None = Field(
+        default=None, gt=0, le=10_080, description="soak: keep sending rounds of `requests` for this many minutes"
+    )
 
     @property
     def warmup(self) -> int:
@@ -128,6 +132,8 @@ class Workload(_Strict):
                 for knob in ("max_requests", "max_seconds", "until_metric")
                 if getattr(self, knob) != SERVING_DEFAULTS[knob]
             ]
+        if self.soak_minutes is not None and self.until_ci_pct is not None:
+            problems.append("soak_minutes and until_ci_pct both say when to stop; give one of them")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -89,7 +89,7 @@ def test_real_demo_run(demo_run, monkeypatch):
     monkeypatch.setenv("LATENCYLAB_DB_URL", db.url)
     at = open_run(str(run_id))
     assert not at.exception
-    assert len(at.get("plotly_chart")) == 7
+    assert len(at.get("plotly_chart")) == 8  # CDFs, histograms, the timeline and the telemetry (diagnostics)
     assert "demo fixture" in _text(at) or any("demo fixture" in s.value for s in at.subheader)
 
 

@@ -8,12 +8,14 @@ the defaults, shared by the runs of one recipe and expanded once per distinct te
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
+import numpy as np
 import pandas as pd
-from sqlalchemy import case, func, or_, select
+from sqlalchemy import String, case, func, or_, select, type_coerce
 
 from engine.measure import registry
 from storage.columns import expand_knobs
@@ -108,12 +110,14 @@ def distinct_values(db: Database, column: str, status: str | None = None) -> lis
         return sorted(str(v) for v in s.scalars(stmt))
 
 
-def _select(q: RunQuery) -> Any:
-    metrics = _metric_attrs()
+def _select(q: RunQuery, metric_keys: list[str]) -> Any:
+    attrs = _metric_attrs()
     stmt = select(
-        *(getattr(RunRow, c) for c in _BASE_COLUMNS),
+        RunRow.id,
+        type_coerce(RunRow.created_at, String),  # raw text on SQLite: parsed column-wise below, not row by row
+        *(getattr(RunRow, c) for c in _BASE_COLUMNS[2:]),
         *(getattr(RunRow, c) for c in EXTRAS),
-        *metrics.values(),
+        *(attrs[k] for k in metric_keys),
         RunRow.knobs_json,
         RunRow.tasks_json,
         case((RunRow.knobs_json.is_(None), RunRow.spec_json), else_=None).label("spec_json"),
@@ -124,34 +128,40 @@ def _select(q: RunQuery) -> Any:
     return stmt.offset(q.offset) if q.offset else stmt
 
 
-def query_frame(db: Database, query: RunQuery | None = None, *, knobs: bool = False) -> pd.DataFrame:
+def query_frame(
+    db: Database, query: RunQuery | None = None, *, knobs: bool = False, metrics: Sequence[str] | None = None
+) -> pd.DataFrame:
     """The runs matching ``query`` (filtered, sorted and paged in SQL) as a frame.
 
-    Columns: identity, the stored metrics by registry key, counts and noise, ``recipe.*`` and
-    ``workload.*``, task scores with their ``:kind`` hints; ``knobs`` (with ``knobs=True``) holds
-    each run's changes from the defaults, ``{"recipe": {...}, "workload": {...}}``.
+    Columns: identity, the stored metrics by registry key (only ``metrics`` when given: fewer
+    columns read faster), counts and noise, ``recipe.*`` and ``workload.*``, task scores with
+    their ``:kind`` hints; ``knobs`` (with ``knobs=True``) holds each run's changes from the
+    defaults, ``{"recipe": {...}, "workload": {...}}``.
     """
     q = query or RunQuery()
-    metric_keys = list(_metric_attrs())
+    known = list(_metric_attrs())
+    metric_keys = known if metrics is None else [k for k in known if k in set(metrics)]
     with db.session() as s:
-        rows = s.execute(_select(q)).all()
+        rows = s.connection().execute(_select(q, metric_keys)).all()
     if not rows:
         return pd.DataFrame()
     names = [*BASE, *EXTRAS, *metric_keys, "knobs_json", "tasks_json", "spec_json"]
-    frame = pd.DataFrame.from_records(rows, columns=names)
-    frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
-    parts = _knob_columns(frame, knobs)
-    tasks = _task_columns(frame)
-    frame = frame.drop(columns=["knobs_json", "tasks_json", "spec_json"])
+    data: dict[str, Any] = dict(zip(names, (list(c) for c in zip(*rows, strict=True)), strict=True))
+    for key in metric_keys:
+        data[key] = np.array(data[key], dtype=np.float64)  # None -> NaN
+    frame = pd.DataFrame({k: v for k, v in data.items() if k not in ("knobs_json", "tasks_json", "spec_json")})
+    frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True, format="mixed")
+    parts = _knob_columns(frame, data, knobs)
+    tasks = _task_columns(frame, data["tasks_json"])
     return pd.concat([frame, *parts, tasks], axis=1)
 
 
 def _knobs_of(engine: Any, knobs_json: Any, spec_json: Any, run_id: Any) -> dict[str, Any]:
     """A run's changes from the defaults: its stored ``knobs_json``, else (older rows) from its spec."""
     try:
-        if knobs_json:
+        if isinstance(knobs_json, str):
             return loads(knobs_json)
-        if spec_json:
+        if isinstance(spec_json, str):
             from storage.columns import changed_knobs
 
             return changed_knobs(loads(spec_json), engine)
@@ -160,36 +170,36 @@ def _knobs_of(engine: Any, knobs_json: Any, spec_json: Any, run_id: Any) -> dict
     return {}
 
 
-def _knob_columns(frame: pd.DataFrame, with_knobs: bool) -> list[pd.DataFrame]:
+def _knob_columns(frame: pd.DataFrame, data: dict[str, list[Any]], with_knobs: bool) -> list[pd.DataFrame]:
     """``recipe.*`` and ``workload.*`` columns, each distinct (engine, knobs) expanded once."""
-    keys = list(zip(frame["engine"], frame["knobs_json"], frame["spec_json"], strict=True))
-    codes, uniques = pd.factorize(pd.Series([f"{e}\0{k}\0{s}" for e, k, s in keys]))
-    first = {code: i for i, code in reversed(list(enumerate(codes)))}
+    keys = list(zip(data["engine"], data["knobs_json"], data["spec_json"], strict=True))
+    codes, uniques = pd.factorize(pd.Series(keys, dtype=object))
     recipes, workloads, changes = [], [], []
-    for code in range(len(uniques)):
-        i = first[code]
-        knobs = _knobs_of(*keys[i], frame["run_id"].iat[i])
-        recipe, workload = expand_knobs(knobs, keys[i][0])
+    for engine, knobs_json, spec_json in uniques:
+        i = keys.index((engine, knobs_json, spec_json))
+        knobs = _knobs_of(engine, knobs_json, spec_json, data["run_id"][i])
+        recipe, workload = expand_knobs(knobs, engine)
         recipes.append({f"recipe.{k}": v for k, v in recipe.items()})
         workloads.append({f"workload.{k}": v for k, v in workload.items()})
         changes.append(knobs)
     out = []
     for table in (recipes, workloads):
-        small = pd.DataFrame(table)
-        out.append(small.iloc[codes].reset_index(drop=True).set_axis(frame.index))
+        out.append(pd.DataFrame(table).iloc[codes].set_axis(frame.index))
     if with_knobs:
         out.append(pd.DataFrame({"knobs": [changes[c] for c in codes]}, index=frame.index))
     return out
 
 
-def _task_columns(frame: pd.DataFrame) -> pd.DataFrame:
+def _task_columns(frame: pd.DataFrame, texts: list[Any]) -> pd.DataFrame:
     """Task scores (``quality.task:NAME``) and their kind hints, from the few runs that have tasks."""
     rows: dict[int, dict[str, Any]] = {}
-    for i, text in frame["tasks_json"].dropna().items():
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            continue
         try:
             rows[i] = loads(text)
         except ValueError as exc:
-            skip_warning("task scores of run", frame["run_id"].at[i], exc)
+            skip_warning("task scores of run", frame["run_id"].iat[i], exc)
     return pd.DataFrame.from_dict(rows, orient="index").reindex(frame.index) if rows else pd.DataFrame(index=frame.index)
 
 

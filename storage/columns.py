@@ -78,7 +78,9 @@ def _defaults(part: str, engine: str) -> tuple[tuple[str, Any], ...]:
     for cls in classes:
         fields = cls.model_fields
         if part == "workload" or fields["engine"].default == engine:
-            return tuple((n, f.get_default(call_default_factory=True)) for n, f in fields.items() if not f.is_required())
+            return tuple(
+                (n, f.get_default(call_default_factory=True)) for n, f in fields.items() if not f.is_required()
+            )
     return ()
 
 
@@ -94,9 +96,7 @@ def changed_knobs(spec: Any, engine: str | None = None) -> dict[str, dict[str, A
         given = spec.get(part) if isinstance(spec.get(part), dict) else {}
         name = str(given.get("engine") or engine or "") if part == "recipe" else ""
         defaults = {k: _as_json(v) for k, v in _defaults(part, name)}
-        out[part] = {
-            k: v for k, v in given.items() if k != "engine" and (k not in defaults or defaults[k] != v)
-        }
+        out[part] = {k: v for k, v in given.items() if k != "engine" and (k not in defaults or defaults[k] != v)}
     return out
 
 

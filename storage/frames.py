@@ -200,7 +200,9 @@ def _task_columns(frame: pd.DataFrame, texts: list[Any]) -> pd.DataFrame:
             rows[i] = loads(text)
         except ValueError as exc:
             skip_warning("task scores of run", frame["run_id"].iat[i], exc)
-    return pd.DataFrame.from_dict(rows, orient="index").reindex(frame.index) if rows else pd.DataFrame(index=frame.index)
+    return (
+        pd.DataFrame.from_dict(rows, orient="index").reindex(frame.index) if rows else pd.DataFrame(index=frame.index)
+    )
 
 
 def runs_frame(db: Database, limit: int | None = None) -> pd.DataFrame:

@@ -224,6 +224,15 @@ def get_run(db: Database, run_id: int) -> RunDetail | None:
         return found[0] if found else None
 
 
+def get_runs(db: Database, run_ids: list[int]) -> list[RunDetail]:
+    """Several runs in one query, in id order; missing or unreadable ones (warned) are left out."""
+    if not run_ids:
+        return []
+    with db.session() as s:
+        rows = s.scalars(select(RunRow).where(RunRow.id.in_(run_ids)).order_by(RunRow.id))
+        return _readable(rows, _detail)
+
+
 def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
     """The raw per-request stamps of a run, in request order."""
     stmt = select(RequestRow).where(RequestRow.run_id == run_id).order_by(RequestRow.idx)

@@ -228,6 +228,8 @@ REGISTRY = {k: replace(m, stored_column=not k.startswith("queue_ms")) for k, m i
 def stored_metrics() -> list[Metric]:
     """The metrics kept in their own SQL column of ``runs``, in registry order."""
     return [m for m in REGISTRY.values() if m.stored_column]
+
+
 BOOKKEEPING = Metric("", "", "", None, "bookkeeping")
 
 

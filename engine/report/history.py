@@ -205,10 +205,10 @@ def build_history(fingerprint: str, metric: str, runs: Sequence[Any]) -> History
 
 def fingerprint_runs(db: Any, fingerprint: str, limit: int = 500) -> list[Any]:
     """The stored done runs of ``fingerprint`` (the newest ``limit``), oldest first."""
-    from storage.runs import get_run
+    from storage.runs import get_runs
     from storage.suites import fingerprint_run_ids
 
-    return [r for r in (get_run(db, i) for i in fingerprint_run_ids(db, fingerprint, limit)) if r is not None]
+    return get_runs(db, fingerprint_run_ids(db, fingerprint, limit))  # one query (index fingerprint, status, id)
 
 
 def history(db: Any, fingerprint: str, metric: str, limit: int = 500) -> History:

@@ -143,7 +143,7 @@ def default_colour(frame: pd.DataFrame) -> str:
     if frame.empty:
         return ""
     columns = colour_columns(frame)
-    ranked = sorted(columns, key=lambda c: (0 if c.startswith("recipe.") else 2 if c.startswith("workload.") else 1))
+    ranked = sorted(columns, key=lambda c: 0 if c.startswith("recipe.") else 2 if c.startswith("workload.") else 1)
     counts = {c: _distinct(frame[c]) for c in ranked}
     fitting = [c for c in ranked if 1 < counts[c] <= MAX_COLOURS]
     if fitting:

@@ -22,7 +22,7 @@ from engine.report.figures import (
     metric_name,
     sweep_curves,
 )
-from engine.report.listing import axis_choices, colour_columns, default_colour, plural
+from engine.report.listing import EXPLORE_POINTS, axis_choices, colour_columns, default_colour, plural
 from engine.settings import get_settings
 from storage.frames import RunQuery, count, distinct_values, query_frame
 from ui.common import query_int_list
@@ -31,7 +31,7 @@ from ui.run_view import current_params, results_page, share_link
 FILTERS = (("model", "Model"), ("device", "Device"), ("engine", "Engine"), ("sweep", "Sweep"))
 GROUP_COLUMNS = ("engine", "model", "device", "device_name", "sweep")
 NONE = ""
-MAX_POINTS = 20_000  # the newest matching runs drawn; a filter narrows to the others
+MAX_POINTS = EXPLORE_POINTS  # the newest matching runs drawn; a filter narrows to the others
 
 
 @st.cache_data(show_spinner=False, max_entries=16, ttl=3600)

@@ -28,22 +28,25 @@ def _sort_label(key: str) -> str:
 
 
 def _column_config() -> dict:
+    """Widths that add up to the content width at 1440 px beside the sidebar (about 945 px): no horizontal scroll."""
     c = st.column_config
     return {
-        "link": c.LinkColumn("run", display_text=r"run\?run=(\d+)", width=50),
-        "created_at": c.DatetimeColumn("date (UTC)", format="YYYY-MM-DD HH:mm", width=125),
-        "model": c.TextColumn("model", width=120),
+        "link": c.LinkColumn("run", display_text=r"run\?run=(\d+)", width=40),
+        "created_at": c.DatetimeColumn("date (UTC)", format="YY-MM-DD HH:mm", width=95),
+        "model": c.TextColumn("model", width=90),
         "engine": c.TextColumn("engine", width=85),
-        "device": c.TextColumn("device", width=55),
-        "recipe": c.TextColumn("recipe (changes from defaults)", width=150),
-        "workload": c.TextColumn("workload", width=150),
-        "ttft_ms_p50": c.NumberColumn("TTFT p50 [ms]", format="%.1f", width=70),
-        "tpot_ms_p50": c.NumberColumn("TPOT p50 [ms]", format="%.2f", width=70),
-        "output_tokens_per_s": c.NumberColumn("tokens/s", format="%.1f", width=65),
-        "accuracy": c.TextColumn("accuracy", width=110, help="perplexity and KL vs the reference recipe, or a task"),
-        "status": c.TextColumn("status", width=140, help="a failed run says why; a done one how many requests failed"),
+        "device": c.TextColumn("device", width=45),
+        "recipe": c.TextColumn("recipe", width=110, help="only the knobs that differ from the engine's defaults"),
+        "workload": c.TextColumn(
+            "workload", width=95, help="prompt→output tokens × requests, then batch size and arrivals"
+        ),
+        "ttft_ms_p50": c.TextColumn("TTFT", width=45, help="time to first token, p50 [ms] (sort: Sort by)"),
+        "tpot_ms_p50": c.TextColumn("TPOT", width=45, help="time per output token, p50 [ms]"),
+        "output_tokens_per_s": c.TextColumn("tok/s", width=45, help="output tokens per second"),
+        "accuracy": c.TextColumn("accuracy", width=105, help="perplexity and KL vs the reference recipe, or a task"),
+        "status": c.TextColumn("status", width=100, help="a failed run says why; a done one how many requests failed"),
         "noise": c.TextColumn(
-            "noise", width=90, help="why a figure may not stand: contention, steal, too few requests, drift"
+            "noise", width=40, help="why a figure may not stand: contention, steal, too few requests"
         ),
     }
 

@@ -17,6 +17,7 @@ from engine.report.recipes import knob_words, workload_words
 
 GROUP_COLUMNS: tuple[str, ...] = ("model", "engine", "device", "device_name", "sweep")
 MAX_COLOURS = 12  # more groups than this are lumped into "other" by the scatter
+EXPLORE_POINTS = 20_000  # Explore draws the newest this many matching runs; a filter narrows to the others
 TABLE_COLUMNS: tuple[str, ...] = (
     "link",
     "created_at",
@@ -72,6 +73,14 @@ def status_words(status: Any, error: Any, row: Any) -> str:
     return f"done · {failing}" if failing else "done"
 
 
+FIGURES: tuple[str, ...] = ("ttft_ms_p50", "tpot_ms_p50", "output_tokens_per_s")
+
+
+def _number(key: str, value: Any) -> str:
+    """A figure as text in its registry unit, without the unit (the header has it); blank when missing."""
+    return registry.bare_number(registry.lookup(key), float(value)) if _present(value) else ""
+
+
 def _part(row: dict[str, Any], prefix: str) -> dict[str, Any]:
     return {k.removeprefix(prefix): v for k, v in row.items() if k.startswith(prefix) and _present(v)}
 
@@ -90,12 +99,10 @@ def runs_table(page: pd.DataFrame) -> pd.DataFrame:
             "device": page["device"],
             "recipe": [knob_words((r.get("knobs") or {}).get("recipe")) for r in rows],
             "workload": [workload_words(_part(r, "workload.")) for r in rows],
-            "ttft_ms_p50": page.get("ttft_ms_p50"),
-            "tpot_ms_p50": page.get("tpot_ms_p50"),
-            "output_tokens_per_s": page.get("output_tokens_per_s"),
+            **{key: [_number(key, r.get(key)) for r in rows] for key in FIGURES},
             "accuracy": [accuracy_words(pd.Series(r)) for r in rows],
             "status": [status_words(r["status"], r.get("error"), r) for r in rows],
-            "noise": [r.get("noise") if isinstance(r.get("noise"), str) else "" for r in rows],
+            "noise": [f"⚠ {r['noise']}" if isinstance(r.get("noise"), str) and r["noise"] else "" for r in rows],
         }
     )
     out["run_id"] = page["run_id"].to_numpy()

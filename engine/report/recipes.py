@@ -63,10 +63,10 @@ def knob_words(changed: dict[str, Any] | None) -> str:
 
 
 def workload_words(workload: dict[str, Any] | None) -> str:
-    """``128→32 tokens × 8 requests · batch 4 · poisson 2 req/s``: the shape, then what is not plain batching."""
+    """``128→32 × 8 req · batch 4 · poisson 2 req/s``: prompt→output tokens × requests, then what is not plain."""
     w = workload or {}
     prompt = w.get("prompt_tokens") or ("file" if w.get("prompt_file") else "?")
-    parts = [f"{prompt}→{w.get('output_tokens', '?')} tokens × {w.get('requests', '?')} requests"]
+    parts = [f"{prompt}→{w.get('output_tokens', '?')} × {w.get('requests', '?')} req"]
     if w.get("batch_size") not in (None, 1):
         parts.append(f"batch {w['batch_size']}")
     if w.get("arrival") not in (None, "batch"):

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from engine.measure.registry import stored_metrics
 from engine.secrets import scrub
 
 
@@ -35,9 +36,15 @@ class Base(DeclarativeBase):
 
 
 class RunRow(Base):
-    """One finished benchmark run (done or failed); written in one transaction."""
+    """One finished benchmark run (done or failed); written in one transaction.
+
+    Besides the JSON of its spec, metrics and quality, a run keeps its headline figures in
+    columns (storage/columns.py; one per registry metric with ``stored_column``, added
+    below the class), so listings page, filter and sort in SQL without parsing JSON.
+    """
 
     __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_fingerprint_status_id", "fingerprint", "status", "id"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
@@ -48,7 +55,7 @@ class RunRow(Base):
     spec_json: Mapped[str] = mapped_column(Text)
     model: Mapped[str] = mapped_column(String(500), index=True)
     engine: Mapped[str] = mapped_column(String(50), index=True)
-    device: Mapped[str] = mapped_column(String(50))
+    device: Mapped[str] = mapped_column(String(50), index=True)
     device_name: Mapped[str | None] = mapped_column(String(200))
     provenance_json: Mapped[str] = mapped_column(ScrubbedText, default="{}")
     metrics_json: Mapped[str | None] = mapped_column(Text)
@@ -56,11 +63,22 @@ class RunRow(Base):
     error: Mapped[str | None] = mapped_column(ScrubbedText)
     job_id: Mapped[int | None] = mapped_column(Integer, index=True)
     submitted_by: Mapped[str | None] = mapped_column(String(200))  # its job's, or cli:<user>
+    # Headline columns besides the metrics' (storage/columns.py).
+    completed: Mapped[int | None] = mapped_column(Integer)
+    failed: Mapped[int | None] = mapped_column(Integer)
+    noise: Mapped[str | None] = mapped_column(Text)  # the noise flags in words; NULL: not recorded
+    contended: Mapped[bool | None] = mapped_column(Boolean)
+    knobs_json: Mapped[str | None] = mapped_column(Text)  # recipe knobs / workload fields off their defaults
+    tasks_json: Mapped[str | None] = mapped_column(Text)  # task scores and their kinds; NULL: no tasks
 
     requests: Mapped[list[RequestRow]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="RequestRow.idx"
     )
     series: Mapped[list[RunSeriesRow]] = relationship(back_populates="run", cascade="all, delete-orphan")
+
+
+for _metric in stored_metrics():  # one nullable float column per stored metric (the registry's list)
+    setattr(RunRow, _metric.column, mapped_column(_metric.column, Float, nullable=True))
 
 
 class RequestRow(Base):

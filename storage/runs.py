@@ -21,6 +21,7 @@ from sqlalchemy import delete, func, select, update
 
 from engine.measure.records import RequestRecord
 from engine.settings import cli_actor
+from storage.columns import column_values
 from storage.db import ClaimLost, Database
 from storage.jsontext import dumps, loads, loads_or_none, skip_warning
 from storage.models import JobRow, RequestRow, RunRow, RunSeriesRow
@@ -123,6 +124,10 @@ def run_row(run: NewRun) -> RunRow:
         job_id=run.job_id,
         submitted_by=run.submitted_by,
     )
+    # the headline columns, from the same values as the JSON (read back, so non-finite numbers are NULL there too)
+    stored = [None if text is None else loads(text) for text in (row.spec_json, row.metrics_json, row.quality_json)]
+    for column, value in column_values(*stored, run.engine).items():
+        setattr(row, column, value)
     row.requests = [
         RequestRow(
             idx=r.index,
@@ -217,6 +222,15 @@ def get_run(db: Database, run_id: int) -> RunDetail | None:
             return None
         found = _readable([row], _detail)
         return found[0] if found else None
+
+
+def get_runs(db: Database, run_ids: list[int]) -> list[RunDetail]:
+    """Several runs in one query, in id order; missing or unreadable ones (warned) are left out."""
+    if not run_ids:
+        return []
+    with db.session() as s:
+        rows = s.scalars(select(RunRow).where(RunRow.id.in_(run_ids)).order_by(RunRow.id))
+        return _readable(rows, _detail)
 
 
 def get_requests(db: Database, run_id: int) -> list[RequestRecord]:

@@ -16,19 +16,28 @@ from engine.report.export import explore_html, permalink, table_csv
 from engine.report.figures import (
     LATENCY_METRICS,
     axis_label,
-    axis_options,
     explore_scatter,
     frame_hints,
     front_run_ids,
     metric_name,
     sweep_curves,
 )
+from engine.report.listing import EXPLORE_POINTS, axis_choices, colour_columns, default_colour, plural
 from engine.settings import get_settings
-from ui.run_view import cached_runs_frame, current_params, results_page, share_link
+from storage.frames import RunQuery, count, distinct_values, query_frame
+from ui.common import query_int_list
+from ui.run_view import current_params, results_page, share_link
 
 FILTERS = (("model", "Model"), ("device", "Device"), ("engine", "Engine"), ("sweep", "Sweep"))
 GROUP_COLUMNS = ("engine", "model", "device", "device_name", "sweep")
 NONE = ""
+MAX_POINTS = EXPLORE_POINTS  # the newest matching runs drawn; a filter narrows to the others
+
+
+@st.cache_data(show_spinner=False, max_entries=16, ttl=3600)
+def _frame(_db, db_url: str, token: tuple[int, int], query: RunQuery) -> tuple[pd.DataFrame, int]:
+    """The finished runs matching the filters (filtered in SQL, newest ``MAX_POINTS``) and how many match."""
+    return query_frame(_db, query), count(_db, query)
 
 
 def _label(column: str, hints: dict[str, str] | None = None) -> str:
@@ -84,16 +93,13 @@ def _date(container, label: str, param: str) -> date | None:
     return chosen or None
 
 
-def filtered(frame: pd.DataFrame) -> pd.DataFrame:
-    """The sidebar filters applied to the finished runs."""
-    frame = frame[frame["status"] == "done"] if "status" in frame.columns else frame
+def chosen_query(db) -> RunQuery:
+    """The sidebar filters (kept in the URL) as one SQL query over the finished runs."""
+    picked: dict[str, tuple[str, ...]] = {}
     with st.sidebar:
         st.subheader("Filters")
         for column, label in FILTERS:
-            options = sorted(str(v) for v in frame[column].dropna().unique()) if column in frame.columns else []
-            chosen = _multi(st, label, options, column)
-            if chosen:
-                frame = frame[frame[column].astype(str).isin(chosen)]
+            picked[column] = tuple(_multi(st, label, distinct_values(db, column, status="done"), column))
         since = _date(st, "From (UTC)", "since")
         until = _date(st, "Until (UTC)", "until")
         quiet = st.checkbox(
@@ -104,17 +110,14 @@ def filtered(frame: pd.DataFrame) -> pd.DataFrame:
         )
     if quiet:
         st.query_params["quiet"] = "1"
-        if "contended" in frame.columns:
-            frame = frame[frame["contended"] != True]  # noqa: E712 - None (older runs) is kept
     elif "quiet" in st.query_params:
         del st.query_params["quiet"]
-    if since or until:
-        day = pd.to_datetime(frame["created_at"], utc=True).dt.date
-        if since:
-            frame = frame[day >= since]
-        if until:
-            frame = frame[day <= until]
-    return frame
+    run_ids, bad = query_int_list("runs")
+    if bad:
+        st.warning(f"Ignoring {', '.join(bad)} in runs=: run ids are whole numbers.")
+    return RunQuery(
+        status=("done",), run_ids=tuple(run_ids), since=since, until=until, quiet=quiet, limit=MAX_POINTS, **picked
+    )
 
 
 def _point_run_id(point: dict, fig) -> int | None:
@@ -153,13 +156,14 @@ def _open_clicked(event, fig) -> None:
 
 
 def _front_table(frame: pd.DataFrame, front: list[int], x: str, y: str) -> None:
-    st.subheader(f"Pareto front: {len(front)} runs")
+    st.subheader(f"Pareto front: {plural(len(front), 'run')}")
     if not front:
         st.caption("No run has both values.")
         return
-    cols = list(dict.fromkeys(c for c in ("run_id", "name", "model", "engine", "device", x, y) if c in frame.columns))
-    table = frame[frame["run_id"].isin(front)][cols].sort_values(x)
-    table.insert(0, "open", [f"run?run={i}" for i in table["run_id"]])
+    cols = list(dict.fromkeys(c for c in ("name", "model", "engine", "device", x, y) if c in frame.columns))
+    rows = frame[frame["run_id"].isin(front)].sort_values(x)
+    table = rows[cols].copy()
+    table.insert(0, "open", [f"run?run={i}" for i in rows["run_id"]])  # the one run-id column: a link
     if "error_rate" in frame.columns:
         table["failed requests"] = frame.loc[table.index, "error_rate"]
     hints = frame_hints(frame)
@@ -177,19 +181,14 @@ def _front_table(frame: pd.DataFrame, front: list[int], x: str, y: str) -> None:
         "views/compare.py",
         label="Compare the front",
         icon=":material/compare_arrows:",
-        query_params={"runs": ",".join(map(str, table["run_id"].head(8)))},
+        query_params={"runs": ",".join(map(str, rows["run_id"].head(8)))},
     )
 
 
 def scatter_view(frame: pd.DataFrame) -> None:
-    present = set(frame.columns)
-    perf, quality = axis_options(frame)
+    perf, quality = axis_choices(frame)
     hints = frame_hints(frame)
-    groups = (
-        [NONE]
-        + [c for c in GROUP_COLUMNS if c in present]
-        + sorted(c for c in present if c.startswith(("recipe.", "workload.")))
-    )
+    groups = [NONE, *colour_columns(frame)]
     if not perf:
         st.info("No latency or throughput figures among these runs yet.")
         return
@@ -199,7 +198,7 @@ def scatter_view(frame: pd.DataFrame) -> None:
         "quality.perplexity" if "quality.perplexity" in quality else (quality[0] if quality else "output_tokens_per_s")
     )
     y = _select(c2, "y axis (accuracy or another metric)", quality + perf, "y", y_default, hints)
-    color = _select(c3, "Colour by", groups, "color", "engine")
+    color = _select(c3, "Colour by", groups, "color", default_colour(frame))
     symbol = _select(c4, "Symbol by", groups, "symbol", NONE)
     if frame.empty:
         st.info("No finished runs match these filters.")
@@ -208,8 +207,8 @@ def scatter_view(frame: pd.DataFrame) -> None:
     front = front_run_ids(frame, x, y)
     shown = int((frame[x].notna() & frame[y].notna()).sum())
     st.caption(
-        f"{shown} of {len(frame)} runs have both values (the others are left out). "
-        "Click a point to open its run; box- or lasso-select several to compare them."
+        f"{shown:,} of {plural(len(frame), 'run')} {'has' if shown == 1 else 'have'} both values "
+        "(the others are left out). Click a point to open its run; box- or lasso-select several to compare them."
     )
     event = st.plotly_chart(fig, on_select="rerun", selection_mode=("points", "box", "lasso"), key="explore_chart")
     _open_clicked(event, fig)
@@ -250,7 +249,10 @@ def sweeps_view(frame: pd.DataFrame) -> None:
         )
         return
     st.plotly_chart(sweep_curves(swept, x, y), key="sweep_chart")
-    st.caption(f"{swept['sweep'].nunique()} sweeps, {len(swept)} runs; {axis_label(x)} against {axis_label(y)}.")
+    st.caption(
+        f"{plural(swept['sweep'].nunique(), 'sweep')}, {plural(len(swept), 'run')}; "
+        f"{axis_label(x)} against {axis_label(y)}."
+    )
 
 
 def main() -> None:
@@ -258,8 +260,7 @@ def main() -> None:
     if opened is None:
         return
     db, token = opened
-    frame = cached_runs_frame(db, db.url, token)
-    if frame.empty:
+    if token[0] == 0:
         st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
         return
     views = {"scatter": "Trade-offs (Pareto)", "sweeps": "Latency vs throughput (sweeps)"}
@@ -271,8 +272,14 @@ def main() -> None:
         or "scatter"
     )
     st.query_params["view"] = view
-    data = filtered(frame)
-    if view == "sweeps":
+    data, matching = _frame(db, db.url, token, chosen_query(db))
+    if matching > len(data):
+        st.caption(
+            f"Showing the newest {len(data):,} of {matching:,} matching runs; filter (model, dates, ...) to see others."
+        )
+    if data.empty:
+        st.info("No finished runs match these filters.")
+    elif view == "sweeps":
         sweeps_view(data)
     else:
         scatter_view(data)

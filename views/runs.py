@@ -1,22 +1,134 @@
-"""Runs: every stored run; ``?run=ID`` opens one."""
+"""Runs: every stored run, filtered, sorted and paged in SQL; ``?run=ID`` opens one.
+
+Each row names the model, engine and device, the recipe and workload in words (only what
+differs from the defaults), the headline figures, the accuracy, the status with its reason
+and the noise flags. Ticking rows opens them in Compare or Explore.
+"""
 
 from __future__ import annotations
 
-import pandas as pd
+import math
+
 import streamlit as st
 
-from storage.frames import runs_frame
+from engine.measure import registry
+from engine.report.listing import plural, runs_table
+from storage.frames import RunQuery, distinct_values, runs_page, sortable
 from storage.runs import get_run
 from ui.common import database, query_int
 from ui.run_view import render_run
 
+PAGE_SIZE = 50
+SORTS = ("created_at", "ttft_ms_p50", "tpot_ms_p50", "output_tokens_per_s", "quality.perplexity", "peak_memory_bytes")
+COMPARE_MOST = 8
 
-def reasons(frame: pd.DataFrame) -> list[str]:
-    """Each run's reason: its error, "no reason recorded" for a run that did not finish, else empty."""
-    return [
-        str(error) if isinstance(error, str) and error else ("" if status == "done" else "no reason recorded")
-        for status, error in zip(frame["status"], frame["error"], strict=True)
-    ]
+
+def _sort_label(key: str) -> str:
+    return "date" if key == "created_at" else registry.lookup(key).header
+
+
+def _column_config() -> dict:
+    """Widths that add up to the content width at 1440 px beside the sidebar (about 945 px): no horizontal scroll."""
+    c = st.column_config
+    return {
+        "link": c.LinkColumn("run", display_text=r"run\?run=(\d+)", width=40),
+        "created_at": c.DatetimeColumn("date (UTC)", format="YY-MM-DD HH:mm", width=95),
+        "model": c.TextColumn("model", width=90),
+        "engine": c.TextColumn("engine", width=85),
+        "device": c.TextColumn("device", width=45),
+        "recipe": c.TextColumn("recipe", width=110, help="only the knobs that differ from the engine's defaults"),
+        "workload": c.TextColumn(
+            "workload", width=95, help="prompt→output tokens × requests, then batch size and arrivals"
+        ),
+        "ttft_ms_p50": c.TextColumn("TTFT", width=45, help="time to first token, p50 [ms] (sort: Sort by)"),
+        "tpot_ms_p50": c.TextColumn("TPOT", width=45, help="time per output token, p50 [ms]"),
+        "output_tokens_per_s": c.TextColumn("tok/s", width=45, help="output tokens per second"),
+        "accuracy": c.TextColumn("accuracy", width=105, help="perplexity and KL vs the reference recipe, or a task"),
+        "status": c.TextColumn("status", width=100, help="a failed run says why; a done one how many requests failed"),
+        "noise": c.TextColumn(
+            "noise", width=40, help="why a figure may not stand: contention, steal, too few requests"
+        ),
+    }
+
+
+def _query(db) -> RunQuery:
+    """Filters, sort and page from the widgets above the table."""
+    f1, f2, f3, f4, f5 = st.columns([2, 2, 1, 1, 1])
+    text = f1.text_input("Search", key="runs_text", placeholder="name, model, recipe, reason ...")
+    picked = {
+        column: tuple(box.multiselect(column, distinct_values(db, column), key=f"runs_{column}", placeholder="all"))
+        for box, column in ((f2, "model"), (f3, "engine"), (f4, "device"), (f5, "status"))
+    }
+    s1, s2, s3 = st.columns([2, 1, 1])
+    options = [k for k in SORTS if k in sortable()]
+    sort = s1.selectbox("Sort by", options, format_func=_sort_label, key="runs_sort")
+    descending = s2.toggle("largest / newest first", value=sort == "created_at", key=f"runs_desc_{sort}")
+    page = s3.number_input("Page", min_value=1, value=1, step=1, key="runs_page")
+    return RunQuery(
+        text=text or "",
+        sort=sort,
+        descending=descending,
+        limit=PAGE_SIZE,
+        offset=(int(page) - 1) * PAGE_SIZE,
+        **picked,
+    )
+
+
+def _open_selected(table, rows: list[int]) -> None:
+    ids = [int(table["run_id"].iloc[i]) for i in rows if 0 <= i < len(table)]
+    if not ids:
+        st.caption("Tick rows to open them together in Compare or Explore.")
+        return
+    chosen = ",".join(map(str, ids[:COMPARE_MOST]))
+    c1, c2 = st.columns(2)
+    with c1:
+        st.page_link(
+            "views/compare.py",
+            label=f"Compare the {plural(min(len(ids), COMPARE_MOST), 'selected run')}",
+            icon=":material/compare_arrows:",
+            query_params={"runs": chosen},
+            disabled=len(ids) < 2,
+        )
+    with c2:
+        st.page_link(
+            "views/explore.py",
+            label=f"Explore the {plural(len(ids), 'selected run')}",
+            icon=":material/scatter_plot:",
+            query_params={"runs": ",".join(map(str, ids))},
+        )
+    if len(ids) > COMPARE_MOST:
+        st.caption(f"Compare shows at most {COMPARE_MOST} runs: the first {COMPARE_MOST} ticked.")
+
+
+def runs_list(db) -> None:
+    st.title("Runs")
+    query = _query(db)
+    page, total = runs_page(db, query)
+    if total == 0:
+        filtered = query.text or any(getattr(query, c) for c in ("model", "engine", "device", "status"))
+        st.info(
+            "No runs match these filters."
+            if filtered
+            else "No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page."
+        )
+        return
+    table = runs_table(page)
+    pages = max(1, math.ceil(total / PAGE_SIZE))
+    first = query.offset + 1
+    st.caption(
+        f"Runs {first:,}–{query.offset + len(table):,} of {plural(total, 'run')} (page {query.offset // PAGE_SIZE + 1} "
+        f"of {pages:,}), sorted by {_sort_label(query.sort)}."
+    )
+    event = st.dataframe(
+        table.drop(columns=["run_id"]),
+        hide_index=True,
+        width="stretch",
+        column_config=_column_config(),
+        on_select="rerun",
+        selection_mode="multi-row",
+        key="runs_table",
+    )
+    _open_selected(table, list(event.selection.rows) if event else [])
 
 
 db = database()
@@ -31,47 +143,4 @@ if db is not None:
         else:
             render_run(run)
             st.divider()
-
-    st.title("Runs")
-    frame = runs_frame(db, limit=500)
-    if frame.empty:
-        st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
-    else:
-        frame = frame.assign(link=[f"run?run={i}" for i in frame["run_id"]], reason=reasons(frame))
-        cols = [
-            "link",
-            "created_at",
-            "status",
-            "name",
-            "model",
-            "engine",
-            "device",
-            "ttft_ms_p50",
-            "tpot_ms_p50",
-            "itl_ms_p50",
-            "e2el_ms_p50",
-            "output_tokens_per_s",
-            "error_rate",
-            "noise",
-            "reason",
-        ]
-        st.dataframe(
-            frame[cols],
-            hide_index=True,
-            width="stretch",
-            column_config={
-                "link": st.column_config.LinkColumn("run", display_text=r"run\?run=(\d+)"),
-                "ttft_ms_p50": st.column_config.NumberColumn("TTFT p50 [ms]", format="%.1f"),
-                "tpot_ms_p50": st.column_config.NumberColumn("TPOT p50 [ms]", format="%.1f"),
-                "itl_ms_p50": st.column_config.NumberColumn("ITL p50 [ms]", format="%.1f"),
-                "e2el_ms_p50": st.column_config.NumberColumn("E2EL p50 [ms]", format="%.1f"),
-                "output_tokens_per_s": st.column_config.NumberColumn("tokens/s", format="%.1f"),
-                "error_rate": st.column_config.NumberColumn(
-                    "failed requests", format="percent", help="share of the measured requests that failed"
-                ),
-                "noise": st.column_config.TextColumn(
-                    "noise", help="why a figure may not stand: contention, steal, too few requests, drift"
-                ),
-                "reason": st.column_config.TextColumn("reason / note"),
-            },
-        )
+    runs_list(db)

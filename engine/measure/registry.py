@@ -46,6 +46,12 @@ class Metric:
     kind: Kind
     short: str = ""  # a short header for narrow tables; the label when empty
     vs_reference: bool = False  # measured against the reference recipe (KL, top-1, flips), not the baseline
+    stored_column: bool = False  # also kept in its own SQL column of ``runs`` (storage/columns.py): listed without JSON
+
+    @property
+    def column(self) -> str:
+        """The SQL column name of a stored metric: the key with ``.`` as ``_`` (``quality_perplexity``)."""
+        return self.key.replace(".", "_")
 
     @property
     def minimise(self) -> bool:
@@ -220,6 +226,15 @@ _TASK_METRICS: dict[str, tuple[str, Better]] = {
 }
 
 REGISTRY: dict[str, Metric] = {**_latency(), **_scalars(), **_QUALITY}
+# Every headline figure but client queueing is also an SQL column of runs: pages list, filter and sort 100,000 runs by them.
+REGISTRY = {k: replace(m, stored_column=not k.startswith("queue_ms")) for k, m in REGISTRY.items()}
+
+
+def stored_metrics() -> list[Metric]:
+    """The metrics kept in their own SQL column of ``runs``, in registry order."""
+    return [m for m in REGISTRY.values() if m.stored_column]
+
+
 BOOKKEEPING = Metric("", "", "", None, "bookkeeping")
 
 

@@ -193,9 +193,10 @@ def _groups(frame: pd.DataFrame, column: str | None) -> tuple[list[str], pd.Seri
 
 def _hover_template(x: str, y: str, hints: dict[str, str]) -> str:
     mx, my = registry.lookup(x, hints.get(x)), registry.lookup(y, hints.get(y))
+    ux, uy = (f" {m.display_unit}" if m.display_unit not in ("", "%") else "" for m in (mx, my))  # % is in the format
     return (
-        f"%{{text}}<br>{metric_name(x, hints)}: %{{x:{mx.hover_format}}}<br>"
-        f"{metric_name(y, hints)}: %{{y:{my.hover_format}}}<extra></extra>"
+        f"%{{text}}<br>{metric_name(x, hints)}: %{{x:{mx.hover_format}}}{ux}<br>"
+        f"{metric_name(y, hints)}: %{{y:{my.hover_format}}}{uy}<extra></extra>"
     )
 
 

@@ -41,20 +41,39 @@ def recipe_in_words(spec: dict[str, Any] | None, engine: str | None = None) -> s
     spec = spec or {}
     recipe = dict(spec.get("recipe") or {})
     workload = spec.get("workload") or {}
-    parts = [str(recipe.get("engine") or engine or "?")]
-    for key, value in sorted(changed_knobs(recipe).items()):
-        if value is None:
-            continue
-        short = {"attn_implementation": "attn"}.get(key, key.replace("_", " "))
-        parts.append(short if value is True else f"{short} {value}")
-    if len(parts) == 1:
-        parts.append("defaults")
+    parts = [str(recipe.get("engine") or engine or "?"), knob_words(changed_knobs(recipe))]
     if workload:
         prompt = workload.get("prompt_tokens") or ("file" if workload.get("prompt_file") else "?")
         parts.append(f"batch {workload.get('batch_size', 1)}")
         parts.append(f"{prompt}→{workload.get('output_tokens', '?')} tokens × {workload.get('requests', '?')} requests")
     if spec.get("device"):
         parts.append(str(spec["device"]))
+    return " · ".join(parts)
+
+
+def knob_words(changed: dict[str, Any] | None) -> str:
+    """``dtype bfloat16 · attn sdpa`` for knobs changed from the defaults; ``defaults`` for none."""
+    words = []
+    for key, value in sorted((changed or {}).items()):
+        if value is None:
+            continue
+        short = {"attn_implementation": "attn"}.get(key, key.replace("_", " "))
+        words.append(short if value is True else f"{short} {value}")
+    return " · ".join(words) or "defaults"
+
+
+def workload_words(workload: dict[str, Any] | None) -> str:
+    """``128→32 × 8 req · batch 4 · poisson 2 req/s``: prompt→output tokens × requests, then what is not plain."""
+    w = workload or {}
+    prompt = w.get("prompt_tokens") or ("file" if w.get("prompt_file") else "?")
+    parts = [f"{prompt}→{w.get('output_tokens', '?')} × {w.get('requests', '?')} req"]
+    if w.get("batch_size") not in (None, 1):
+        parts.append(f"batch {w['batch_size']}")
+    if w.get("arrival") not in (None, "batch"):
+        rate = f" {w['rate']:g} req/s" if isinstance(w.get("rate"), (int, float)) else ""
+        parts.append(f"{w['arrival']}{rate}")
+    if w.get("max_concurrency"):
+        parts.append(f"≤{w['max_concurrency']} in flight")
     return " · ".join(parts)
 
 

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from seed_runs import make_run, open_page, seed_basic
+from seed_runs import make_run, open_page, real_quality, seed_basic
 from streamlit.testing.v1 import AppTest
 
 
@@ -116,7 +116,8 @@ def test_task_accuracy_front_and_failure_hover(db, db_url, monkeypatch):
     assert not at.exception
     assert "Pareto front: 2 runs" in [s.value for s in at.subheader]
     front = at.dataframe[0].value
-    assert set(front["run_id"]) == {fast, slow}  # the best accuracy is on the front, not the worst
+    assert "run_id" not in front.columns  # one run-id column: the link
+    assert set(front["open"].str.extract(r"(\d+)$")[0].astype(int)) == {fast, slow}  # the best accuracy, not the worst
     fig = figure(at)
     assert "higher is better" in fig["layout"]["yaxis"]["title"]["text"]
     hover = " ".join(t for trace in fig["data"] for t in trace.get("text", []))
@@ -136,3 +137,42 @@ def test_hide_runs_measured_under_contention(db, db_url, monkeypatch):
     assert at.query_params["quiet"] == "1" and run_ids(figure(at)) == {short, old}
     at = open_explore(y="output_tokens_per_s", quiet="1")  # from a link
     assert at.checkbox(key="explore_quiet").value and run_ids(figure(at)) == {short, old}
+
+
+def test_colour_defaults_to_the_knob_that_varies_most(db, db_url, monkeypatch):
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    for i, dtype in enumerate(("float32", "bfloat16", "auto")):
+        make_run(db, dtype=dtype, seed=i, quality=real_quality(perplexity=16 + i))
+    make_run(db, dtype="float32", batch_size=4, seed=9, quality=real_quality(perplexity=16.5))
+    at = open_explore()
+    assert not at.exception
+    assert at.selectbox(key="explore_color").value == "recipe.dtype"  # 3 dtypes, 2 batch sizes, 1 engine
+    names = {t.get("name") for t in figure(at)["data"]}
+    assert {"float32", "bfloat16", "auto"} <= names
+
+
+def test_axes_units_hover_words_and_plurals(db, db_url, monkeypatch):
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    only = make_run(db, dtype="bfloat16", quality=real_quality(perplexity=17.0))
+    at = open_explore(x="tpot_ms_p50", y="quality.perplexity")
+    assert not at.exception
+    x_options = at.selectbox(key="explore_x").options
+    y_options = at.selectbox(key="explore_y").options
+    # real metrics measured in these runs only: no task, no goodput (no SLO), no per-GPU figure on a CPU
+    assert "goodput (requests/s meeting every SLO)" not in x_options and "perplexity" in y_options
+    assert not any("task" in o or "hellaswag" in o for o in y_options)
+    fig = figure(at)
+    assert "[ms]" in fig["layout"]["xaxis"]["title"]["text"]
+    point = next(t for t in fig["data"] if t.get("name") != "Pareto front")
+    assert " ms<br>" in point["hovertemplate"]  # the unit in the hover
+    assert "dtype bfloat16" in point["text"][0]  # the recipe in words
+    assert "Pareto front: 1 run" in [s.value for s in at.subheader]
+    assert any("1 of 1 run has both values" in c.value for c in at.caption)
+    at = open_explore(runs=str(only))
+    assert not at.exception and run_ids(figure(at)) == {only}
+
+
+def test_runs_parameter_limits_the_view(seeded):
+    at = open_explore(runs=f"{seeded['base']},{seeded['fast']}", y="output_tokens_per_s")
+    assert not at.exception
+    assert run_ids(figure(at)) == {seeded["base"], seeded["fast"]}

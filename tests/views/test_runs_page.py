@@ -61,6 +61,11 @@ def test_empty_database(monkeypatch, tmp_path):
     assert "No runs yet" in text_of(at)
 
 
+def _rows(at: AppTest):
+    frame = at.dataframe[0].value
+    return frame.set_index(frame["link"].str.extract(r"(\d+)$")[0].astype(int))
+
+
 def test_failure_rate_and_reasons_in_the_list(db, db_url, monkeypatch):
     from seed_runs import make_run
 
@@ -71,14 +76,70 @@ def test_failure_rate_and_reasons_in_the_list(db, db_url, monkeypatch):
     mystery = make_run(db, name="mystery", status="failed")
     at = AppTest.from_file(APP, default_timeout=30).run()
     assert not at.exception
-    frame = at.dataframe[0].value
-    frame["id"] = frame["link"].str.extract(r"(\d+)$")[0].astype(int)
-    rows = frame.set_index("id")
-    assert rows.loc[flaky, "error_rate"] == 0.5 and rows.loc[fine, "error_rate"] == 0.0
-    assert rows.loc[broken, "reason"] == "out of memory while loading"
-    assert rows.loc[mystery, "reason"] == "no reason recorded"
-    assert rows.loc[fine, "reason"] == ""
-    assert "None" not in set(rows["reason"].astype(str))
+    rows = _rows(at)
+    assert rows.loc[flaky, "status"] == "done · 3 of 6 requests failed (50%)"
+    assert rows.loc[fine, "status"] == "done"
+    assert rows.loc[broken, "status"] == "failed: out of memory while loading"
+    assert rows.loc[mystery, "status"] == "failed: no reason recorded"
+    text_cells = rows.drop(columns=["link", "created_at"])
+    assert not text_cells.astype(str).isin(["None", "nan"]).any().any()  # a missing value is blank, never "None"
+
+
+def test_columns_recipe_in_words_and_accuracy(db, db_url, monkeypatch):
+    from seed_runs import make_run, real_quality
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    plain = make_run(db, quality=real_quality(perplexity=16.44))
+    tuned = make_run(db, dtype="bfloat16", batch_size=4, recipe={"attn_implementation": "sdpa"}, seed=1)
+    at = AppTest.from_file(APP, default_timeout=30).run()
+    assert not at.exception
+    rows = _rows(at)
+    assert list(rows.columns) == [
+        "link", "created_at", "model", "engine", "device", "recipe", "workload",
+        "ttft_ms_p50", "tpot_ms_p50", "output_tokens_per_s", "accuracy", "status", "noise",
+    ]  # fmt: skip
+    assert rows.loc[tuned, "recipe"] == "attn sdpa · dtype bfloat16"  # only what differs from the defaults
+    assert rows.loc[plain, "recipe"] == "dtype float32"
+    assert rows.loc[tuned, "workload"] == "32→8 × 6 req · batch 4"
+    assert rows.loc[plain, "accuracy"] == "ppl 16.44 · KL 0"
+    assert float(rows.loc[plain, "ttft_ms_p50"]) > 0
+    assert rows.loc[tuned, "accuracy"] == ""  # no accuracy measured: blank, not "None"
+
+
+def test_sort_filter_and_search(db, db_url, monkeypatch):
+    from seed_runs import make_run
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    slow = make_run(db, tpot_ms=30, seed=0)
+    fast = make_run(db, tpot_ms=5, dtype="bfloat16", seed=1)
+    synth = make_run(db, tpot_ms=15, model="synthetic:smollm2-135m", seed=2)
+    at = AppTest.from_file(APP, default_timeout=30).run()
+    at.selectbox(key="runs_sort").select("tpot_ms_p50").run()
+    assert list(_rows(at).index) == [fast, synth, slow]  # smallest first for a latency
+    at.multiselect(key="runs_model").select("demo").run()
+    assert list(_rows(at).index) == [fast, slow]
+    at.text_input(key="runs_text").input("bfloat16").run()
+    assert list(_rows(at).index) == [fast]
+    at.text_input(key="runs_text").input("nothing like this").run()
+    assert not at.exception and any("No runs match" in i.value for i in at.info)
+
+
+def test_selected_rows_open_in_compare_and_explore(db, db_url, monkeypatch):
+    from seed_runs import make_run
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    a, b = make_run(db, seed=0), make_run(db, seed=1, dtype="bfloat16")
+    at = AppTest.from_file(APP, default_timeout=30).run()
+    assert any("Tick rows" in c.value for c in at.caption)
+    at.session_state["runs_table"] = {"selection": {"rows": [0, 1], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception
+    links = {p.proto.label: p.proto.page for p in at.get("page_link")}
+    compare = next(k for k in links if k.startswith("Compare the 2 selected runs"))
+    explore = next(k for k in links if k.startswith("Explore the 2 selected runs"))
+    assert "compare" in links[compare] and "explore" in links[explore]
+    params = [p.proto.query_string for p in at.get("page_link")]
+    assert f"runs={b}%2C{a}" in params or f"runs={b},{a}" in params
 
 
 def test_noise_column(db, db_url, monkeypatch):
@@ -90,7 +151,6 @@ def test_noise_column(db, db_url, monkeypatch):
     old = make_run(db, name="old", seed=1)  # stored before noise flags existed
     at = AppTest.from_file(APP, default_timeout=30).run()
     assert not at.exception
-    frame = at.dataframe[0].value
-    rows = frame.set_index(frame["link"].str.extract(r"(\d+)$")[0].astype(int))
-    assert rows.loc[noisy, "noise"] == "load 3.4 on 2 cores"
-    assert not isinstance(rows.loc[old, "noise"], str)  # blank: not recorded
+    rows = _rows(at)
+    assert rows.loc[noisy, "noise"] == "⚠ load 3.4 on 2 cores"
+    assert rows.loc[old, "noise"] == ""  # blank: not recorded

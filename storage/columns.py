@@ -1,0 +1,109 @@
+"""A run's headline figures as SQL column values, so listings read columns instead of parsing JSON.
+
+Which metrics get a column is the registry's (``Metric.stored_column``); besides them a run
+keeps its request counts, its noise flags in words, whether it was measured under
+contention, its recipe knobs and workload fields that differ from the defaults
+(``knobs_json``, a few dozen bytes shared by the runs of one recipe) and its task scores
+(``tasks_json``, NULL for runs without tasks). :func:`column_values` is used on save and by
+the migration that back-fills older runs; :func:`expand_knobs` turns ``knobs_json`` back
+into every knob's value.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from engine.measure import registry
+from engine.measure.registry import LATENCY_GROUPS, STATS, finite
+from storage.jsontext import dumps
+
+EXTRA_COLUMNS: tuple[str, ...] = ("completed", "failed", "noise", "contended", "knobs_json", "tasks_json")
+
+
+def metric_columns() -> list[str]:
+    """The SQL column names of the stored metrics, in registry order."""
+    return [m.column for m in registry.stored_metrics()]
+
+
+def _metric_value(metric: registry.Metric, metrics: dict[str, Any], accuracy: dict[str, float]) -> float | None:
+    if metric.key == "error_rate":
+        return registry.error_rate(metrics) if metrics else None
+    if metric.key.startswith("quality."):
+        return accuracy.get(metric.key)
+    for group in LATENCY_GROUPS:
+        stat = metric.key.removeprefix(f"{group}_")
+        if stat != metric.key and stat in STATS:
+            stats = metrics.get(group)
+            return finite(stats.get(stat)) if isinstance(stats, dict) else None
+    return finite(metrics.get(metric.key))
+
+
+def _noise(metrics: dict[str, Any]) -> tuple[str | None, bool | None]:
+    flags = metrics.get("noise_flags")  # engine/run/noise.py; None for runs from before it
+    if not isinstance(flags, list):
+        return None, None
+    flags = [f for f in flags if isinstance(f, dict)]
+    return "; ".join(str(f.get("detail") or "") for f in flags), any(f.get("kind") == "machine" for f in flags)
+
+
+def _count(value: Any) -> int | None:
+    number = finite(value)
+    return None if number is None else int(number)
+
+
+def column_values(spec: Any, metrics: Any, quality: Any, engine: str | None = None) -> dict[str, Any]:
+    """Every headline column of one run from its parsed spec, metrics and quality dicts (any may be None)."""
+    metrics = metrics if isinstance(metrics, dict) else {}
+    quality = quality if isinstance(quality, dict) else {}
+    accuracy = registry.quality_metrics(quality)
+    out: dict[str, Any] = {m.column: _metric_value(m, metrics, accuracy) for m in registry.stored_metrics()}
+    out["noise"], out["contended"] = _noise(metrics)
+    out["completed"], out["failed"] = _count(metrics.get("completed")), _count(metrics.get("failed"))
+    out["knobs_json"] = dumps(changed_knobs(spec, engine), sort_keys=True, separators=(",", ":"))
+    tasks = {k: v for k, v in accuracy.items() if k.startswith("quality.task:")}
+    tasks.update({f"{k}:kind": v for k, v in registry.task_kinds(quality).items() if k in tasks})
+    out["tasks_json"] = dumps(tasks, sort_keys=True) if tasks else None
+    return out
+
+
+# -- recipe knobs and workload fields that differ from the defaults ---------------------------
+@lru_cache(maxsize=16)
+def _defaults(part: str, engine: str) -> tuple[tuple[str, Any], ...]:
+    """The defaults of a recipe class (by engine) or of the workload, as (field, value) pairs."""
+    from engine.spec.recipes import OpenAIRecipe, TransformersRecipe, VllmRecipe, VllmServerRecipe
+    from engine.spec.workload import Workload
+
+    classes = [Workload] if part == "workload" else [TransformersRecipe, VllmRecipe, VllmServerRecipe, OpenAIRecipe]
+    for cls in classes:
+        fields = cls.model_fields
+        if part == "workload" or fields["engine"].default == engine:
+            return tuple(
+                (n, f.get_default(call_default_factory=True)) for n, f in fields.items() if not f.is_required()
+            )
+    return ()
+
+
+def _as_json(value: Any) -> Any:
+    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+
+
+def changed_knobs(spec: Any, engine: str | None = None) -> dict[str, dict[str, Any]]:
+    """``{"recipe": {...}, "workload": {...}}``: the knobs and workload fields that differ from the defaults."""
+    spec = spec if isinstance(spec, dict) else {}
+    out: dict[str, dict[str, Any]] = {}
+    for part in ("recipe", "workload"):
+        given = spec.get(part) if isinstance(spec.get(part), dict) else {}
+        name = str(given.get("engine") or engine or "") if part == "recipe" else ""
+        defaults = {k: _as_json(v) for k, v in _defaults(part, name)}
+        out[part] = {k: v for k, v in given.items() if k != "engine" and (k not in defaults or defaults[k] != v)}
+    return out
+
+
+def expand_knobs(knobs: dict[str, Any], engine: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(recipe, workload): every knob's value, the defaults filled in around the stored changes."""
+    recipe = {k: _as_json(v) for k, v in _defaults("recipe", str(engine or "")) if k != "engine"}
+    workload = {k: _as_json(v) for k, v in _defaults("workload", "")}
+    recipe.update(knobs.get("recipe") or {})
+    workload.update(knobs.get("workload") or {})
+    return recipe, workload

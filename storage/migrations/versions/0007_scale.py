@@ -36,6 +36,8 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "peak_memory_bytes",
     "weights_memory_bytes",
     "load_s",
+    "energy_per_output_token_j",
+    "avg_power_w",
     "quality_perplexity",
     "quality_kl_mean",
     "quality_kl_p99",

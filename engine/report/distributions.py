@@ -53,8 +53,8 @@ def cdf_figure(series: dict[str, Sequence[float]], metric: str, max_points: int 
         vals = np.sort(np.asarray(values, dtype=float))[ranks]
         fig.add_trace(
             go.Scatter(
-                x=vals,
-                y=(ranks + 1) / n,
+                x=vals.astype(np.float32),  # float32: ample for a chart, half the bytes in an export
+                y=((ranks + 1) / n).astype(np.float32),
                 mode="lines",
                 line={"shape": "hv", "color": PALETTE[i % 10]},
                 name=f"{name} (n={n})",

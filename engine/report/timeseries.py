@@ -68,7 +68,7 @@ def tokens_per_s(requests: Sequence[RequestRecord], window_s: float = WINDOW_S) 
     times = np.array([(t - t0) / NS_PER_S for t, _ in stamps])
     counts = np.array([n for _, n in stamps], dtype=float)
     end = float(times.max())
-    n_windows = max(1, math.ceil(end / window_s + 1e-9))
+    n_windows = max(1, math.ceil(end / window_s))  # the last edge is inclusive
     edges = np.arange(n_windows + 1) * window_s
     sums, _ = np.histogram(times, bins=edges, weights=counts)
     widths = np.full(n_windows, window_s)
@@ -204,5 +204,45 @@ def timeseries_figure(requests: Sequence[RequestRecord], window_s: float = WINDO
     fig.update_xaxes(title_text="time since the first measured request [s]", row=4, col=1)
     fig.update_layout(
         title="Over the run", template="plotly_white", height=900, showlegend=False, margin={"t": 60, "b": 40}
+    )
+    return fig
+
+
+def _duration_s(requests: Sequence[RequestRecord]) -> float:
+    t0 = start_ns(requests)
+    ends = [max(r.chunk_ns) for r in measured(requests) if r.chunk_ns]
+    return 0.0 if t0 is None or not ends else (max(ends) - t0) / NS_PER_S
+
+
+def throughput_overlay(requests_by_name: dict[str, Sequence[RequestRecord]], max_windows: int = 300) -> go.Figure:
+    """Output tokens/s over time, one line per named run (the report's over-time chart).
+
+    Windows are 1 s, or whole seconds long enough that the longest run has at most
+    ``max_windows`` of them (so a report of long runs stays small).
+    """
+    from engine.report.figures import PALETTE
+
+    rate = registry.lookup("output_tokens_per_s")
+    longest = max((_duration_s(r) for r in requests_by_name.values()), default=0.0)
+    window_s = max(WINDOW_S, float(math.ceil(longest / max_windows)))
+    fig = go.Figure()
+    for i, (name, requests) in enumerate(requests_by_name.items()):
+        series = tokens_per_s(requests, window_s)
+        if len(series):
+            fig.add_trace(
+                go.Scatter(
+                    x=series.t.astype(np.float32),
+                    y=series.y.astype(np.float32),
+                    mode="lines",
+                    name=name,
+                    line={"shape": "hv", "color": PALETTE[i % 10]},
+                )
+            )
+    fig.update_layout(
+        title=f"{rate.label} over the run ({window_s:g} s windows)",
+        xaxis_title="time since the first measured request [s]",
+        yaxis_title=rate.header,
+        yaxis_rangemode="tozero",
+        template="plotly_white",
     )
     return fig

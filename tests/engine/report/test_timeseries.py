@@ -88,3 +88,14 @@ def test_figure_has_four_panels_labelled_from_the_registry():
     ]
     assert fig.layout.yaxis.title.text == "[tok/s]" and fig.layout.yaxis2.dtick == 1
     assert len(timeseries_figure([]).data) == 6  # empty series, no error
+
+
+def test_report_overlay_widens_windows_for_long_runs():
+    from engine.report.timeseries import throughput_overlay
+
+    short = [_req(0, 0.0, [0.5, 1.5, 2.5])]
+    long = [_req(0, 0.0, [10.0 * k for k in range(1, 101)])]  # 1000 s
+    fig = throughput_overlay({"short": short, "long": long}, max_windows=100)
+    assert "(10 s windows)" in fig.layout.title.text
+    assert len(fig.data) == 2 and len(fig.data[1].x) == 100
+    assert "(1 s windows)" in throughput_overlay({"short": short}).layout.title.text

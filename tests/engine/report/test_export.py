@@ -23,7 +23,6 @@ from engine.report.export import (
 )
 from storage.frames import runs_frame
 
-
 NETWORK_SOURCE = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.I)
 
 

@@ -155,7 +155,6 @@ def over_time_section(run: Any, requests: list[Any]) -> None:
         return
     from engine.report.timeseries import timeseries_figure
 
-    st.subheader("Over the run")
     st.plotly_chart(timeseries_figure(requests), key="timeseries", width="stretch")
     st.caption(
         "Measured requests only (warm-up left out); time from the first measured send. TTFT: one point per "
@@ -169,7 +168,6 @@ def tokens_section(run: Any, requests: list[Any]) -> None:
         return
     from engine.report.distributions import Requested, token_histograms
 
-    st.subheader("Requested vs actual tokens")
     st.plotly_chart(token_histograms(requests, Requested.from_spec(run.spec)), key="tokens", width="stretch")
 
 

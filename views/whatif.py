@@ -284,6 +284,9 @@ def page() -> None:
         f"{values['model']}: {shape.params / 1e9:.3f} B parameters, {shape.layers} layers, "
         f"KV {shape.kv_heads} heads x {shape.head_dim}"
     )
+    for r in rows:
+        if not r["fits"]:
+            st.warning(f"**{r['hardware']}** ({r['name']}): {r['fit']}", icon=":material/memory:")
     table(rows)
     st.plotly_chart(chart(rows), width="stretch")
     calibration_notes(rows, result)

@@ -141,6 +141,16 @@ def _token_bars(fig: go.Figure, values: list[int], col: int) -> float:
     return float(counts.max())
 
 
+def _token_axis(fig: go.Figure, col: int, values: list[int]) -> None:
+    """A whole-number token axis around the values (padded, so one value is not one full-width bar)."""
+    if not values:
+        return
+    lo, hi = min(values), max(values)
+    pad = max(3.0, (hi - lo) * 0.1)
+    step = count_step(hi - lo + 2 * pad, ticks=8)
+    fig.update_xaxes(range=[lo - pad, hi + pad], tick0=0, dtick=step, row=1, col=col)
+
+
 def token_histograms(requests: Sequence[RequestRecord], requested: Requested) -> go.Figure:
     """Prompt and output tokens per measured request (actual), each with the requested value marked."""
     from plotly.subplots import make_subplots
@@ -150,7 +160,8 @@ def token_histograms(requests: Sequence[RequestRecord], requested: Requested) ->
     outputs = [int(r.output_tokens) for r in ok if r.ok]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("prompt tokens per request", "output tokens per request"))
     top = max(_token_bars(fig, prompts, 1), _token_bars(fig, outputs, 2))
-    for col, want in ((1, requested.prompt_tokens), (2, requested.output_tokens)):
+    for col, values, want in ((1, prompts, requested.prompt_tokens), (2, outputs, requested.output_tokens)):
+        _token_axis(fig, col, [*values, *([want] if want is not None else [])])
         if want is not None:
             fig.add_vline(
                 x=want, line={"color": PALETTE[3], "dash": "dash"}, annotation_text=f"requested {want}", row=1, col=col
@@ -158,7 +169,7 @@ def token_histograms(requests: Sequence[RequestRecord], requested: Requested) ->
     span = requested.prompt_range()
     if span:
         fig.add_vrect(x0=span[0], x1=span[1], fillcolor=PALETTE[3], opacity=0.08, line_width=0, row=1, col=1)
-    fig.update_xaxes(title_text="tokens", tickformat="d")
+    fig.update_xaxes(title_text="tokens")
     fig.update_yaxes(title_text="requests", tick0=0, dtick=count_step(top), rangemode="tozero")
     fig.update_layout(title="Requested vs actual tokens", template="plotly_white", bargap=0.05, showlegend=False)
     return fig

@@ -165,7 +165,12 @@ def _plain_tpot(db, run_id: int) -> float:
 def test_an_entry_that_does_not_fit_shows_why_instead_of_timings(app_db):
     """A 70B model on one A100 and on an L4: the no-fit text with what would fit, no TTFT or TPOT number."""
     at = open_whatif(model="synthetic:llama-3-70b", dtype="bf16", hw="a100-80gb,l4,mi300x")
-    assert not at.exception and not at.warning
+    assert not at.exception
+    assert [w.value.split(":")[0] for w in at.warning] == [
+        "**a100-80gb** (NVIDIA A100 SXM 80GB)",
+        "**l4** (NVIDIA L4 24GB)",
+    ]
+    assert "try tensor parallel 2 or int8" in at.warning[0].value
     frame = at.dataframe[0].value.set_index("hardware")
     assert frame.loc["a100-80gb", "fits?"] == "does not fit: needs 142 GB, 76 GB usable — try tensor parallel 2 or int8"
     assert frame.loc["l4", "fits?"].startswith("does not fit: needs 142 GB, 23 GB usable — try tensor parallel 8")

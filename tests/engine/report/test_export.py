@@ -34,6 +34,7 @@ def _self_contained(text: str) -> None:
     assert len(text) > 1_000_000  # plotly.js inlined
     assert text.count("* plotly.js v") == 1  # its licence header: exactly one embedded copy
     assert NETWORK_SOURCE.search(text) is None, NETWORK_SOURCE.search(text)
+    assert "url(http" not in text and "@import" not in text
 
 
 def test_comparison_html_and_csv(db):

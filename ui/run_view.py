@@ -115,6 +115,62 @@ def render_run(run: Any, requests: list[Any] | None = None) -> None:
         st.json(run.provenance)
 
 
+DISTRIBUTIONS = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("itl_ms", "ITL (AIPerf: ICL)"))
+
+
+def distributions_section(run: Any, requests: list[Any]) -> None:
+    """Small-sample warnings, then a tab per latency group (CDF and histogram) and the per-request timeline."""
+    if run.status != "done":
+        return
+    from engine.report.distributions import (
+        cdf_figure,
+        histogram_figure,
+        latency_samples,
+        small_sample_warnings,
+        timeline_figure,
+    )
+
+    samples = latency_samples(requests)
+    st.subheader("Distributions")
+    warnings = small_sample_warnings(samples)
+    if warnings:
+        st.warning("Small samples:\n" + "\n".join(f"- {escape_markdown(w)}" for w in warnings), icon=":material/info:")
+    tabs = st.tabs([label.split(" (")[0] for _k, label in DISTRIBUTIONS] + ["Timeline"])
+    for tab, (key, label) in zip(tabs, DISTRIBUTIONS, strict=False):
+        with tab:
+            if not samples[key]:
+                st.info(f"No {label} samples (e.g. requests with a single output token have no TPOT).")
+                continue
+            left, right = st.columns(2)
+            left.plotly_chart(cdf_figure({f"run {run.id}": samples[key]}, key), key=f"cdf_{key}")
+            right.plotly_chart(histogram_figure(samples[key], key), key=f"hist_{key}")
+    with tabs[-1]:
+        st.plotly_chart(timeline_figure(requests), key="timeline")
+        st.caption("Grey: queued (due → sent); orange: sent → first token; blue: first → last token.")
+
+
+def over_time_section(run: Any, requests: list[Any]) -> None:
+    """Output tokens/s in 1 s windows, requests in flight, TTFT and ITL over the run."""
+    if run.status != "done" or not requests:
+        return
+    from engine.report.timeseries import timeseries_figure
+
+    st.plotly_chart(timeseries_figure(requests), key="timeseries", width="stretch")
+    st.caption(
+        "Measured requests only (warm-up left out); time from the first measured send. TTFT: one point per "
+        "request at its send time; ITL: one point per token gap; black: rolling median. Dotted lines: a new trial."
+    )
+
+
+def tokens_section(run: Any, requests: list[Any]) -> None:
+    """Prompt and output tokens per request against what the workload asked for."""
+    if run.status != "done" or not requests:
+        return
+    from engine.report.distributions import Requested, token_histograms
+
+    st.plotly_chart(token_histograms(requests, Requested.from_spec(run.spec)), key="tokens", width="stretch")
+
+
 def _with_ci(obj: dict[str, Any], key: str) -> str:
     """``tokens/s per user 99.4 (95 % CI 97.9–101)``."""
     metric = registry.lookup(key)

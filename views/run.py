@@ -1,5 +1,6 @@
-"""Run: one stored run (``?run=ID``): cards, accuracy (ui.quality_view via render_run), distributions,
-timeline, config, provenance, log; failed runs show their reason."""
+"""Run: one stored run (``?run=ID``): cards, accuracy (ui.quality_view via render_run), distributions
+with small-sample warnings, time series over the run, requested vs actual tokens, timeline, config,
+provenance, log; failed runs show their reason."""
 
 from __future__ import annotations
 
@@ -7,14 +8,21 @@ import pandas as pd
 import streamlit as st
 
 from engine.report.compare import recipe_in_words
-from engine.report.distributions import cdf_figure, histogram_figure, latency_samples, timeline_figure
 from ui import auth
 from ui.common import query_int
 from ui.diagnostics_view import render_diagnostics
-from ui.run_view import cached_requests, cached_run, cached_runs_frame, render_run, results_page, share_link
+from ui.run_view import (
+    cached_requests,
+    cached_run,
+    cached_runs_frame,
+    distributions_section,
+    over_time_section,
+    render_run,
+    results_page,
+    share_link,
+    tokens_section,
+)
 from ui.text import code_span, escape_markdown
-
-DISTRIBUTIONS = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("itl_ms", "ITL (AIPerf: ICL)"))
 
 
 def _pick_run(db, token) -> None:
@@ -119,22 +127,17 @@ def main() -> None:
         st.caption(f"part of sweep {code_span(run.sweep)}")
     if run.submitted_by:
         st.caption(f"launched by {code_span(run.submitted_by)}")
-    if run.status == "done":
-        samples = latency_samples(requests)
-        tabs = st.tabs([label.split(" (")[0] for _k, label in DISTRIBUTIONS] + ["Timeline"])
-        for tab, (key, label) in zip(tabs, DISTRIBUTIONS, strict=False):
-            with tab:
-                if not samples[key]:
-                    st.info(f"No {label} samples (e.g. requests with a single output token have no TPOT).")
-                    continue
-                left, right = st.columns(2)
-                left.plotly_chart(cdf_figure({f"run {run.id}": samples[key]}, key), key=f"cdf_{key}")
-                right.plotly_chart(histogram_figure(samples[key], key), key=f"hist_{key}")
-        with tabs[-1]:
-            st.plotly_chart(timeline_figure(requests), key="timeline")
-            st.caption("Grey: queued (due → sent); orange: sent → first token; blue: first → last token.")
+    # the page's sections, in order (each shows nothing when it has nothing to show)
+    distributions_section(run, requests)
+    over_time_section(run, requests)
+    tokens_section(run, requests)
     render_diagnostics(db, run, requests)  # findings, energy per token, telemetry charts (ui/diagnostics_view.py)
     _log(db, run)
+    _links(run)
+    _delete(db, run)
+
+
+def _links(run) -> None:
     st.page_link(
         "views/compare.py",
         label="Compare with other runs",
@@ -142,7 +145,6 @@ def main() -> None:
         query_params={"runs": str(run.id), "baseline": str(run.id)},
     )
     share_link("run")
-    _delete(db, run)
 
 
 main()

@@ -11,9 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
-from plotly.subplots import make_subplots
 
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
 from engine.whatif.calibrate import Calibration, calibrate
@@ -32,6 +30,7 @@ from engine.whatif.query import table_rows, what_if
 from ui import auth
 from ui.common import database, parse_whole, shown
 from ui.run_view import runs_changed_token, share_link
+from ui.whatif_view import chart, table
 
 MODELS = ["demo"] + [f"synthetic:{a}" for a in SYNTHETIC_ARCHITECTURES]
 LOCAL_FOLDER = "local folder..."
@@ -121,95 +120,6 @@ def cached_calibration(_db: Any, db_url: str, token: tuple[Any, ...]) -> Calibra
     return calibrate(_db)
 
 
-def _memory_traces(fig: go.Figure, x: list[str], rows: list[dict[str, Any]]) -> None:
-    """Stacked memory parts per device and the usable capacity, in the third subplot."""
-    for part, color in (
-        ("weights_gb", "#72b7b2"),
-        ("kv_gb", "#f58518"),
-        ("activations_gb", "#b279a2"),
-        ("overhead_gb", "#bab0ac"),
-    ):
-        fig.add_trace(
-            go.Bar(x=x, y=[r[part] for r in rows], name=part.removesuffix("_gb"), marker_color=color), row=1, col=3
-        )
-    fig.add_trace(
-        go.Scatter(
-            x=x,
-            y=[r["usable_gb"] for r in rows],
-            mode="markers",
-            name="usable capacity",
-            marker={"symbol": "line-ew-open", "size": 30, "color": "black"},
-        ),
-        row=1,
-        col=3,
-    )
-
-
-def chart(rows: list[dict[str, Any]]) -> go.Figure:
-    """TTFT, TPOT (with error bands and measured markers) and memory per device."""
-    fig = make_subplots(
-        rows=1, cols=3, subplot_titles=("TTFT [ms]", "TPOT [ms] (GenAI-Perf: ITL)", "Memory per device [GB]")
-    )
-    x = [r["hardware"] for r in rows]
-    for col, key, band in ((1, "ttft_ms", "band_ttft_pct"), (2, "tpot_ms", "band_tpot_pct")):
-        err = [(r[band] or 0) / 100 * r[key] for r in rows]
-        fig.add_trace(
-            go.Bar(
-                x=x,
-                y=[r[key] for r in rows],
-                name="predicted" if col == 1 else None,
-                showlegend=col == 1,
-                marker_color="#4c78a8",
-                legendgroup="pred",
-                error_y={"type": "data", "array": err, "visible": any(err)},
-            ),
-            row=1,
-            col=col,
-        )
-        mx = [r["hardware"] for r in rows if r[f"measured_{key}"] is not None]
-        my = [r[f"measured_{key}"] for r in rows if r[f"measured_{key}"] is not None]
-        if mx:
-            fig.add_trace(
-                go.Scatter(
-                    x=mx,
-                    y=my,
-                    mode="markers",
-                    name="measured" if col == 1 else None,
-                    showlegend=col == 1,
-                    legendgroup="meas",
-                    marker={"symbol": "diamond", "size": 12, "color": "#e45756"},
-                ),
-                row=1,
-                col=col,
-            )
-        fig.update_yaxes(rangemode="tozero", row=1, col=col)  # bars from zero: a log axis made 51 vs 56 ms look 10x
-    _memory_traces(fig, x, rows)
-    fig.update_layout(barmode="stack", height=430, margin={"t": 40, "b": 10}, legend={"orientation": "h", "y": -0.15})
-    return fig
-
-
-TABLE_COLUMNS = (
-    "hardware fits ttft_ms tpot_ms output_tokens_per_s band_ttft_pct band_tpot_pct measured_ttft_ms "
-    "measured_tpot_ms memory_gb usable_gb weights_gb kv_gb kv_per_token_kb activations_gb max_batch "
-    "max_context bound precision notes"
-).split()
-TABLE_CONFIG = {
-    "ttft_ms": ("TTFT [ms]", "%.1f"),
-    "tpot_ms": ("TPOT [ms]", "%.2f"),
-    "output_tokens_per_s": ("tokens/s", "%.1f"),
-    "band_ttft_pct": ("TTFT ±%", "%.0f"),
-    "band_tpot_pct": ("TPOT ±%", "%.0f"),
-    "measured_ttft_ms": ("measured TTFT", "%.1f"),
-    "measured_tpot_ms": ("measured TPOT", "%.2f"),
-    "memory_gb": ("memory [GB]", "%.2f"),
-    "usable_gb": ("usable [GB]", "%.1f"),
-    "weights_gb": ("weights [GB]", "%.2f"),
-    "kv_gb": ("KV [GB]", "%.3f"),
-    "kv_per_token_kb": ("KV/token [KiB]", "%.1f"),
-    "activations_gb": ("activations [GB]", "%.3f"),
-}
-
-
 def inputs(entries: dict[str, Any]) -> dict[str, Any]:
     """The model, recipe, workload and hardware widgets; their values keyed like the URL."""
     c1, c2, c3, c4 = st.columns(4)
@@ -273,14 +183,12 @@ def compute(db: Any, entries: dict[str, Any], values: dict[str, Any]) -> tuple[A
         return None
 
 
-def table(rows: list[dict[str, Any]]) -> None:
-    """One row per hardware entry: predictions, bands, measured overlay, memory."""
-    config = {k: st.column_config.NumberColumn(label, format=fmt) for k, (label, fmt) in TABLE_CONFIG.items()}
-    st.dataframe(pd.DataFrame(rows)[TABLE_COLUMNS], hide_index=True, width="stretch", column_config=config)
-
-
 def calibration_notes(rows: list[dict[str, Any]], result: Any) -> None:
-    """Which calibration each row used, and the runs left out ("N runs left out: 3 speculative ...")."""
+    """Each entry's calibration in words, which calibration each row used, and the runs left out."""
+    st.markdown(
+        "**Calibration per hardware entry**\n"
+        + "\n".join(f"- {r['hardware']}: {r['calibration_status']}" for r in rows)
+    )
     for label in dict.fromkeys(r["calibration"] for r in rows):
         (st.info if label.startswith("uncalibrated") else st.caption)(label)
     skipped = result.calibration.skipped
@@ -376,6 +284,9 @@ def page() -> None:
         f"{values['model']}: {shape.params / 1e9:.3f} B parameters, {shape.layers} layers, "
         f"KV {shape.kv_heads} heads x {shape.head_dim}"
     )
+    for r in rows:
+        if not r["fits"]:
+            st.warning(f"**{r['hardware']}** ({r['name']}): {r['fit']}", icon=":material/memory:")
     table(rows)
     st.plotly_chart(chart(rows), width="stretch")
     calibration_notes(rows, result)

@@ -1,17 +1,23 @@
-"""Distribution figures of one or more runs' raw stamps: CDFs, histograms, the per-request timeline.
+"""Distribution figures of one or more runs' raw stamps: CDFs, histograms (whole-number count
+axes), requested vs actual tokens, the per-request timeline, and small-sample warnings.
 
 Pure functions of :class:`RequestRecord` lists; no Streamlit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 
 from engine.measure.metrics import NS_PER_MS, itl_gaps_ns, tpot_ns, ttft_ns
 from engine.measure.records import RequestRecord
 from engine.measure.registry import GROUP_LABELS
+from engine.measure.stats import min_samples
 from engine.report.figures import PALETTE
 
 
@@ -25,8 +31,12 @@ def latency_samples(requests: Sequence[RequestRecord]) -> dict[str, list[float]]
     }
 
 
-def cdf_figure(series: dict[str, Sequence[float]], metric: str) -> go.Figure:
-    """Empirical CDFs of one metric (ms), one line per named series (overlaid for Compare)."""
+def cdf_figure(series: dict[str, Sequence[float]], metric: str, max_points: int = 2000) -> go.Figure:
+    """Empirical CDFs of one metric (ms), one line per named series (overlaid for Compare).
+
+    A series of more than ``max_points`` samples is drawn through that many of its order
+    statistics (smallest and largest kept), so exports of large runs stay small.
+    """
     fig = go.Figure()
     fig.update_layout(
         title=f"{GROUP_LABELS.get(metric, metric)} CDF",
@@ -36,14 +46,15 @@ def cdf_figure(series: dict[str, Sequence[float]], metric: str) -> go.Figure:
         template="plotly_white",
     )
     for i, (name, values) in enumerate(series.items()):
-        vals = sorted(float(v) for v in values)
-        if not vals:
+        n = len(values)
+        if not n:
             continue
-        n = len(vals)
+        ranks = np.unique(np.linspace(0, n - 1, min(n, max_points)).round().astype(int))
+        vals = np.sort(np.asarray(values, dtype=float))[ranks]
         fig.add_trace(
             go.Scatter(
-                x=vals,
-                y=[(k + 1) / n for k in range(n)],
+                x=vals.astype(np.float32),  # float32: ample for a chart, half the bytes in an export
+                y=((ranks + 1) / n).astype(np.float32),
                 mode="lines",
                 line={"shape": "hv", "color": PALETTE[i % 10]},
                 name=f"{name} (n={n})",
@@ -53,18 +64,158 @@ def cdf_figure(series: dict[str, Sequence[float]], metric: str) -> go.Figure:
     return fig
 
 
+def count_step(top: float, ticks: int = 6) -> int:
+    """A whole-number tick step for a count axis topping at ``top`` (no 0.5 ticks)."""
+    return max(1, math.ceil(max(top, 1.0) / ticks))
+
+
 def histogram_figure(values: Sequence[float], metric: str, bins: int = 30) -> go.Figure:
-    """Histogram of one metric's samples in ms."""
+    """Histogram of one metric's samples in ms; the count axis has whole-number ticks."""
     name = GROUP_LABELS.get(metric, metric)
-    fig = go.Figure(go.Histogram(x=[float(v) for v in values], nbinsx=bins, name=name, marker={"color": PALETTE[0]}))
+    vals = np.asarray([float(v) for v in values], dtype=float)
+    fig = go.Figure()
+    top = 0.0
+    if vals.size:
+        counts, edges = np.histogram(vals, bins=min(bins, max(1, vals.size)))
+        top = float(counts.max())
+        fig.add_trace(
+            go.Bar(
+                x=(edges[:-1] + edges[1:]) / 2,
+                y=counts,
+                width=np.diff(edges) * 0.95,
+                name=name,
+                marker={"color": PALETTE[0]},
+                hovertemplate="%{x:.3f} ms: %{y} samples<extra></extra>",
+            )
+        )
     fig.update_layout(
-        title=f"{name} histogram (n={len(values)})",
-        xaxis_title=f"{name} [ms]",
-        yaxis_title="count",
-        template="plotly_white",
-        bargap=0.05,
+        title=f"{name} histogram (n={len(vals)})", xaxis_title=f"{name} [ms]", template="plotly_white", bargap=0.05
     )
+    fig.update_yaxes(title_text="count", tick0=0, dtick=count_step(top), rangemode="tozero")
     return fig
+
+
+@dataclass(frozen=True)
+class Requested:
+    """What the spec's workload asked for: prompt tokens (None for a prompt file), their spread, output tokens."""
+
+    prompt_tokens: int | None
+    output_tokens: int | None
+    prompt_length: str = "fixed"
+    spread: float = 0.0
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any] | None) -> Requested:
+        w = (spec or {}).get("workload") or {}
+        return cls(
+            w.get("prompt_tokens"),
+            w.get("output_tokens"),
+            w.get("prompt_length") or "fixed",
+            float(w.get("prompt_length_spread") or 0.0),
+        )
+
+    def prompt_range(self) -> tuple[float, float] | None:
+        """The requested prompt lengths' range: uniform bounds, or mean ± 1 sd for normal; None when fixed."""
+        if self.prompt_tokens is None or self.prompt_length == "fixed" or not self.spread:
+            return None
+        width = self.prompt_tokens * self.spread
+        return self.prompt_tokens - width, self.prompt_tokens + width
+
+
+def _token_bars(fig: go.Figure, values: list[int], col: int) -> float:
+    """Whole-token bins (wider when the range is wide); returns the highest count."""
+    if not values:
+        return 0.0
+    lo, hi = min(values), max(values)
+    width = max(1, math.ceil((hi - lo + 1) / 40))
+    edges = np.arange(lo, hi + width + 1, width)
+    counts, _ = np.histogram(values, bins=edges)
+    centres = edges[:-1] + (width - 1) / 2
+    fig.add_trace(
+        go.Bar(
+            x=centres, y=counts, width=width * 0.9, marker={"color": PALETTE[0]}, name="actual", showlegend=col == 1
+        ),
+        row=1,
+        col=col,
+    )
+    return float(counts.max())
+
+
+def _token_axis(fig: go.Figure, col: int, values: list[int]) -> None:
+    """A whole-number token axis around the values (padded, so one value is not one full-width bar)."""
+    if not values:
+        return
+    lo, hi = min(values), max(values)
+    pad = max(3.0, (hi - lo) * 0.1)
+    step = count_step(hi - lo + 2 * pad, ticks=8)
+    fig.update_xaxes(range=[lo - pad, hi + pad], tick0=0, dtick=step, row=1, col=col)
+
+
+def token_histograms(requests: Sequence[RequestRecord], requested: Requested) -> go.Figure:
+    """Prompt and output tokens per measured request (actual), each with the requested value marked."""
+    from plotly.subplots import make_subplots
+
+    ok = [r for r in requests if not r.warmup]
+    prompts = [int(r.prompt_tokens) for r in ok]
+    outputs = [int(r.output_tokens) for r in ok if r.ok]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("prompt tokens per request", "output tokens per request"))
+    top = max(_token_bars(fig, prompts, 1), _token_bars(fig, outputs, 2))
+    for col, values, want in ((1, prompts, requested.prompt_tokens), (2, outputs, requested.output_tokens)):
+        _token_axis(fig, col, [*values, *([want] if want is not None else [])])
+        if want is not None:
+            fig.add_vline(
+                x=want, line={"color": PALETTE[3], "dash": "dash"}, annotation_text=f"requested {want}", row=1, col=col
+            )
+    span = requested.prompt_range()
+    if span:
+        fig.add_vrect(x0=span[0], x1=span[1], fillcolor=PALETTE[3], opacity=0.08, line_width=0, row=1, col=1)
+    fig.update_xaxes(title_text="tokens")
+    fig.update_yaxes(title_text="requests", tick0=0, dtick=count_step(top), rangemode="tozero")
+    fig.update_layout(title="Requested vs actual tokens", template="plotly_white", bargap=0.05, showlegend=False)
+    return fig
+
+
+SAMPLE_NOUNS = {"ttft_ms": "requests", "tpot_ms": "requests", "itl_ms": "token gaps", "e2el_ms": "requests"}
+
+
+def _where(n: int, q: int) -> str:
+    """Which sample a percentile of ``n`` lands on (linear interpolation, rank rounded): ``the 2nd largest value``."""
+    rank = round(n - (n - 1) * q / 100)  # 1 = the largest
+    return "the largest value" if rank <= 1 else f"the {_ordinal(rank)} largest value"
+
+
+def _ordinal(k: int) -> str:
+    return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
+
+
+def small_sample_warnings(samples: Mapping[str, Sequence[float]]) -> list[str]:
+    """One warning per latency group whose tail percentiles its sample cannot support (:func:`min_samples`).
+
+    ``TTFT, 12 requests: p95 and p99 are the largest value, p90 the 2nd largest value: not tail
+    estimates (a 95 % interval needs 29 for p90, 59 for p95, 299 for p99)``.
+    """
+    out = []
+    for key, values in samples.items():
+        n = len(values)
+        thin = [q for q in (90, 95, 99) if n and n < min_samples(q)]
+        if not thin:
+            continue
+        groups: dict[str, list[int]] = {}
+        for q in reversed(thin):
+            groups.setdefault(_where(n, q), []).append(q)
+        parts = [f"{_qs(sorted(qs))} {'is' if len(qs) == 1 else 'are'} {where}" for where, qs in groups.items()]
+        if n < min_samples(50):
+            parts.append(f"even p50 has no 95 % interval (needs {min_samples(50)})")
+        needs = ", ".join(f"{min_samples(q)} for p{q}" for q in thin)
+        what = "not a tail estimate" if thin == [99] else "not tail estimates"
+        head = f"{GROUP_LABELS.get(key, key)}, {n} {SAMPLE_NOUNS.get(key, 'samples')}"
+        out.append(f"{head}: {'; '.join(parts)}: {what} (a 95 % interval needs {needs})")
+    return out
+
+
+def _qs(qs: list[int]) -> str:
+    names = [f"p{q}" for q in qs]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 Phases = dict[str, tuple[list[float], list[float], list[str], list[str]]]  # phase -> (starts, lengths, rows, hover)

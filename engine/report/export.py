@@ -22,6 +22,9 @@ from engine.report.compare import compare_runs, comparison_frame, recipe_in_word
 from engine.report.distributions import cdf_figure, latency_samples
 from engine.report.figures import explore_scatter, front_run_ids
 from engine.report.results import result_object
+from engine.report.timeseries import throughput_overlay
+
+REPORT_CDF_POINTS = 150  # order statistics per CDF line in a report: 8 runs stay well under 5 MB
 
 CI_NOTE = (
     "95 % CI: the figure's confidence interval within its run (order statistics for percentiles, bootstrap "
@@ -83,10 +86,22 @@ def _page(title: str, body: str) -> str:
     )
 
 
+# A few layout lines instead of a full template in every figure (a template is ~7 kB of JSON each).
+LEAN_LAYOUT: dict[str, Any] = {
+    "template": "none",
+    "plot_bgcolor": "white",
+    "xaxis": {"gridcolor": "#eee", "zeroline": False},
+    "yaxis": {"gridcolor": "#eee", "zeroline": False},
+    "font": {"family": "system-ui, sans-serif"},
+}
+
+
 def _figures_html(figures: Sequence[go.Figure]) -> str:
-    """Figures as divs; plotly.js is inlined once (with the first), so the file needs no network."""
+    """Figures as divs; plotly.js is inlined exactly once (with the first, the others use
+    ``include_plotlyjs=False``), so the file needs no network."""
     parts = []
     for i, fig in enumerate(figures):
+        fig.update_layout(LEAN_LAYOUT)
         parts.append(fig.to_html(full_html=False, include_plotlyjs=(i == 0), default_height="480px"))
     return "\n".join(parts)
 
@@ -99,13 +114,54 @@ def _meta(link: str | None) -> str:
     return f'<p class="meta">{text}</p>'
 
 
+def environment_frame(runs: Sequence[Any]) -> pd.DataFrame:
+    """One row per run: where and when it ran, on what software, and who ran it (run provenance)."""
+    rows = []
+    for r in runs:
+        prov = r.provenance or {}
+        packages = prov.get("packages") or {}
+        versions = ", ".join(f"{k} {packages[k]}" for k in ("torch", "transformers", "vllm") if k in packages)
+        rows.append(
+            {
+                "run": r.id,
+                "date": f"{r.created_at:%Y-%m-%d %H:%M} UTC" if getattr(r, "created_at", None) else "",
+                "run by": getattr(r, "submitted_by", None) or "not recorded",
+                "device": r.device_name or prov.get("device_name") or r.device,
+                "engine": r.engine,
+                "host": prov.get("host") or "",
+                "CPU": " ".join(str(v) for v in (prov.get("cpu"), _cores(prov.get("cpu_count"))) if v),
+                "Python": prov.get("python") or "",
+                "versions": versions,
+                "git commit": prov.get("git_commit") or "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _cores(count: Any) -> str:
+    return f"({count} cores)" if count else ""
+
+
+def _report_figures(runs: Sequence[Any], labels: Mapping[int, str], requests_by_id: Mapping[int, Any]) -> list:
+    """The report's charts: TTFT, TPOT and ITL CDFs (thinned) and output tokens/s over the run."""
+    names = {r.id: f"#{r.id} {labels[r.id]}" for r in runs}
+    samples = {r.id: latency_samples(requests_by_id.get(r.id, [])) for r in runs}
+    figures = [
+        cdf_figure({names[r.id]: samples[r.id][metric] for r in runs}, metric, max_points=REPORT_CDF_POINTS)
+        for metric in ("ttft_ms", "tpot_ms", "itl_ms")
+    ]
+    figures.append(throughput_overlay({names[r.id]: requests_by_id.get(r.id, []) for r in runs}))
+    return figures
+
+
 def comparison_html(
     runs: Sequence[Any],
     requests_by_id: Mapping[int, Sequence[RequestRecord]],
     baseline_id: int | None = None,
     link: str | None = None,
 ) -> str:
-    """A self-contained HTML report of a comparison: summary sentences, table, overlaid CDFs."""
+    """A self-contained HTML report of a comparison, in the order a reader needs it: the PM summary,
+    the environment (hardware, versions, date, who ran it), charts, then the metric table."""
     comparison = compare_runs(list(runs), baseline_id, requests_by_id)
     by_id = {r.id: r for r in runs}
     base = by_id[comparison.baseline_id]
@@ -117,18 +173,16 @@ def comparison_html(
         for r in runs
     )
     table = comparison_frame(comparison, formatted=True).to_html(index=False, escape=True, border=0)
-    figures = []
-    for metric in ("ttft_ms", "tpot_ms", "itl_ms"):
-        series = {
-            f"#{r.id} {comparison.labels[r.id]}": latency_samples(requests_by_id.get(r.id, []))[metric] for r in runs
-        }
-        figures.append(cdf_figure(series, metric))
+    environment = environment_frame(runs).to_html(index=False, escape=True, border=0)
+    figures = _report_figures(runs, comparison.labels, requests_by_id)
     body = (
         f"<h1>{html.escape(title)}</h1>{_meta(link)}"
         f"<h2>Summary (baseline: run {base.id}, {html.escape(comparison.labels[base.id])})</h2>"
         f'<ul class="summary">{summary or "<li>Only the baseline was given.</li>"}</ul>'
-        f'<h2>Recipes</h2><ul>{recipes}</ul><h2>Metrics</h2>{table}<p class="meta">{html.escape(CI_NOTE)}</p>'
-        f"<h2>Distributions</h2>{_figures_html(figures)}"
+        f"<h3>Recipes</h3><ul>{recipes}</ul>"
+        f"<h2>Environment</h2>{environment}"
+        f"<h2>Charts</h2>{_figures_html(figures)}"
+        f'<h2>Metrics</h2>{table}<p class="meta">{html.escape(CI_NOTE)}</p>'
     )
     return _page(title, body)
 

@@ -39,22 +39,29 @@ class Calibration:
     def calibrated(self) -> bool:
         return bool(self.groups)
 
-    def for_target(self, engine: str, kind: str, dtype: str, kv: str | None = None) -> tuple[Factors, Band | None, str]:
-        """Factors, band and a label for an estimate of ``engine`` on hardware of ``kind``.
+    def group_for(self, engine: str, kind: str, dtype: str, kv: str | None = None) -> tuple[GroupFit | None, bool]:
+        """(the group an estimate of ``engine`` on ``kind`` hardware uses, whether carried from another precision).
 
         First a group of the same weight (and KV, when given) precision, plain weights
         before a quantization method; then the same kind's plain group, carried.
         """
+        here = [g for g in self.groups if g.engine == engine and g.device_kind == kind]
+        same = [g for g in here if g.dtype == dtype and (kv is None or g.kv == kv)]
+        for pick, carried in ((same, False), (here, True)):
+            if pick:
+                return max(pick, key=lambda g: (not g.method, len(g.run_ids))), carried
+        return None, False
+
+    def for_target(self, engine: str, kind: str, dtype: str, kv: str | None = None) -> tuple[Factors, Band | None, str]:
+        """Factors, band and a label for an estimate of ``engine`` on hardware of ``kind`` (see :meth:`group_for`)."""
         if engine == "ideal":
             return prior(engine, kind), None, "bare roofline: data-sheet peaks, no overhead (a floor, not a forecast)"
-        mine = [g for g in self.groups if g.engine == engine]
-        here = [g for g in mine if g.device_kind == kind]
-        same = [g for g in here if g.dtype == dtype and (kv is None or g.kv == kv)]
+        best, carried = self.group_for(engine, kind, dtype, kv)
         target = dtype if kv is None else f"{dtype} w / {kv} kv"
-        for pick, how in ((same, ""), (here, f" (carried to {target}: that precision not measured)")):
-            if pick:
-                best = max(pick, key=lambda g: (not g.method, len(g.run_ids)))
-                return best.factors, best.band, best.label + how
+        if best is not None:
+            how = f" (carried to {target}: that precision not measured)" if carried else ""
+            return best.factors, best.band, best.label + how
+        mine = [g for g in self.groups if g.engine == engine]
         if mine:
             # A CPU's per-step overhead is host compute, a GPU's is kernel launches: they do not transfer.
             other = ", ".join(sorted({g.device_kind for g in mine}))

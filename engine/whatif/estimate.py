@@ -30,6 +30,7 @@ from engine.whatif.memory import (
     kv_bytes_per_token_per_gpu,
     largest_fit,
     memory,
+    no_fit_text,
     weights_bytes,
 )
 from engine.whatif.recipe import (
@@ -118,6 +119,7 @@ class Estimate:
     calibration: str
     band: Band | None = None
     notes: list[str] = field(default_factory=list)
+    no_fit: str | None = None  # "does not fit: needs 141 GB, 76 GB usable — try tensor parallel 2 or int8"
 
     @property
     def fits(self) -> bool:
@@ -159,8 +161,9 @@ def estimate(
     wait_s = e2el_s * (waves - 1) / 2  # static batches: a request waits for the batches before it
     mem = memory(shape, hw, recipe, p, o)
     max_batch, max_ctx = largest_fit(shape, hw, recipe, p, o)
-    if not mem.fits:
-        notes.append(f"does not fit: needs {mem.total / GB:.1f} GB per device, {mem.usable / GB:.1f} GB usable")
+    no_fit = no_fit_text(shape, hw, recipe, p, o)
+    if no_fit:
+        notes.append(no_fit)
     return Estimate(
         hardware=hw.key,
         hardware_name=hw.name,
@@ -182,4 +185,5 @@ def estimate(
         calibration=calibration,
         band=band,
         notes=notes,
+        no_fit=no_fit,
     )

@@ -98,3 +98,59 @@ def largest_fit(shape: ModelShape, hw: Hardware, recipe: EstimateRecipe, prompt:
     if shape.max_positions:
         max_ctx = min(max_ctx, shape.max_positions)
     return max_batch, max_ctx
+
+
+TP_DEGREES: tuple[int, ...] = (2, 4, 8, 16)
+SMALLER_WEIGHTS: tuple[str, ...] = ("bf16", "fp16", "fp8", "int8", "int4")  # largest first: the smallest change
+
+
+def _gb(value: float) -> str:
+    return f"{value / GB:.0f} GB" if value >= 10 * GB else f"{value / GB:.1f} GB"
+
+
+def fitting_tp(shape: ModelShape, hw: Hardware, recipe: EstimateRecipe, prompt: int, output: int) -> int | None:
+    """The smallest tensor-parallel degree above the recipe's that fits (GPUs with an interconnect figure)."""
+    if hw.kind != "gpu" or not hw.interconnect_gbs:
+        return None
+    for tp in TP_DEGREES:
+        if tp > recipe.tp and shape.heads % tp == 0 and memory(shape, hw, replace(recipe, tp=tp), prompt, output).fits:
+            return tp
+    return None
+
+
+def fitting_precision(shape: ModelShape, hw: Hardware, recipe: EstimateRecipe, prompt: int, output: int) -> str | None:
+    """The largest weight precision below the recipe's that fits (one the device has a path for)."""
+    weight, _ = resolve_dtypes(recipe, hw)
+    for dtype in SMALLER_WEIGHTS:
+        native = dtype == "int4" or hw.tflops.get("bf16" if dtype == "bf16" else dtype)
+        if BYTES[dtype] < BYTES[weight] and native:
+            if memory(shape, hw, replace(recipe, dtype=dtype), prompt, output).fits:
+                return dtype
+    return None
+
+
+def no_fit_text(shape: ModelShape, hw: Hardware, recipe: EstimateRecipe, prompt: int, output: int) -> str | None:
+    """``does not fit: needs 141 GB, 76 GB usable — try tensor parallel 2 or int4``; None when it fits.
+
+    The suggestions come from the same memory model: the smallest tensor-parallel degree that
+    fits, the largest smaller weight precision that fits, and the largest batch that fits.
+    """
+    mem = memory(shape, hw, recipe, prompt, output)
+    if mem.fits:
+        return None
+    tries = []
+    tp = fitting_tp(shape, hw, recipe, prompt, output)
+    if tp:
+        tries.append(f"tensor parallel {tp}")
+    dtype = fitting_precision(shape, hw, recipe, prompt, output)
+    if dtype:
+        tries.append(dtype)
+    max_batch, _ = largest_fit(shape, hw, recipe, prompt, output)
+    if 1 <= max_batch < recipe.batch_size:
+        tries.append(f"batch size {max_batch}")
+    advice = (
+        "try " + " or ".join(tries)
+        if tries
+        else "no tensor-parallel degree, smaller precision or batch fits this device: pick a larger one"
+    )
+    return f"does not fit: needs {_gb(mem.total)}, {_gb(mem.usable)} usable — {advice}"

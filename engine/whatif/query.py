@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,49 @@ class WhatIf:
     estimates: list[Estimate]
     measured: list[Measured]
     calibration: Calibration
+    statuses: dict[str, str] = field(default_factory=dict)  # hardware key -> calibration status in words
+
+
+BOUND_WORDS: dict[str, str] = {
+    "compute": "compute-bound",
+    "memory": "memory-bandwidth-bound",
+    "overhead": "bound by the engine's per-step overhead",
+}
+
+
+def bound_words(prefill: str, decode: str) -> str:
+    """``first token compute-bound; next tokens memory-bandwidth-bound`` (what limits each phase)."""
+    return f"first token {BOUND_WORDS.get(prefill, prefill)}; next tokens {BOUND_WORDS.get(decode, decode)}"
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
+def _band(group: Any) -> str:
+    """``±12 %``: the larger held-out median error of TTFT and TPOT; a note when one run gives none."""
+    band = group.band
+    if band is None:
+        return "no held-out error yet (needs 2 runs)"
+    return f"±{max(band.ttft_pct, band.tpot_pct):.0f} %"
+
+
+def calibration_status(cal: Calibration, engine: str, hw: Hardware, weight: str, kv: str) -> str:
+    """The calibration of one hardware entry in words.
+
+    ``calibrated from 6 runs on this CPU, ±12 %``; ``data-sheet figures, factors from 6 runs on
+    <device> (±12 %)``; ``data-sheet figures only, not calibrated``.
+    """
+    figures = "measured figures (micro-benchmark)" if hw.measured else "data-sheet figures"
+    if engine == "ideal":
+        return f"{figures}, bare roofline: not calibrated (a floor, not a forecast)"
+    group, carried = cal.group_for(engine, hw.kind, weight, kv)
+    if group is None:
+        return f"{figures} only, not calibrated"
+    other = f", carried from {group.recipe_label} to {weight}" if carried else ""
+    if hw.measured and group.device_name == hw.name:
+        return f"calibrated from {_runs(len(group.run_ids))} on this {hw.kind.upper()}, {_band(group)}{other}"
+    return f"{figures}, factors from {_runs(len(group.run_ids))} on {group.device_name} ({_band(group)}){other}"
 
 
 def matches(p: Point, source: str, recipe: EstimateRecipe, workload: EstimateWorkload) -> bool:
@@ -65,11 +108,12 @@ def what_if(
 ) -> WhatIf:
     """Calibrated estimates for each hardware entry plus the measured runs that match them."""
     cal = calibration if calibration is not None else calibrate(db)
-    estimates = []
+    estimates, statuses = [], {}
     for hw in hardware:
         weight, kv = resolve_dtypes(recipe, hw)
         factors, band, label = cal.for_target(recipe.engine, hw.kind, weight, kv)
         estimates.append(estimate(shape, hw, recipe, workload, factors, label, band))
+        statuses[hw.key] = calibration_status(cal, recipe.engine, hw, weight, kv)
     points = cal.points if cal.points or db is None else collect_points(db)[0]
     keys = {e.hardware for e in estimates}
     measured = [
@@ -77,11 +121,15 @@ def what_if(
         for p in points
         if p.hardware.key in keys and matches(p, source, recipe, workload)
     ]
-    return WhatIf(estimates=estimates, measured=measured, calibration=cal)
+    return WhatIf(estimates=estimates, measured=measured, calibration=cal, statuses=statuses)
 
 
 def table_rows(w: WhatIf) -> list[dict[str, Any]]:
-    """One flat row per hardware entry: the table the CLI prints and the page shows."""
+    """One flat row per hardware entry: the table the CLI prints and the page shows.
+
+    An entry that does not fit has no TTFT, TPOT or throughput (None), and ``fit`` says why
+    and what would fit; ``bound_words`` and ``calibration_status`` say the same in words.
+    """
     gb = 1e9
     rows = []
     for e in w.estimates:
@@ -92,6 +140,7 @@ def table_rows(w: WhatIf) -> list[dict[str, Any]]:
                 "hardware": e.hardware,
                 "name": e.hardware_name,
                 "fits": e.fits,
+                "fit": e.no_fit or "fits",
                 "memory_gb": e.memory.total / gb,
                 "usable_gb": e.memory.usable / gb,
                 "weights_gb": e.memory.weights / gb,
@@ -99,12 +148,13 @@ def table_rows(w: WhatIf) -> list[dict[str, Any]]:
                 "kv_per_token_kb": e.memory.kv_per_token / 1024,
                 "activations_gb": e.memory.activations / gb,
                 "overhead_gb": e.memory.overhead / gb,
-                "ttft_ms": e.ttft_ms,
-                "tpot_ms": e.tpot_ms,
-                "output_tokens_per_s": e.output_tokens_per_s,
+                "ttft_ms": e.ttft_ms if e.fits else None,
+                "tpot_ms": e.tpot_ms if e.fits else None,
+                "output_tokens_per_s": e.output_tokens_per_s if e.fits else None,
                 "max_batch": e.max_batch,
                 "max_context": e.max_context,
                 "bound": f"{e.prefill_bound}/{e.decode_bound}",
+                "bound_words": bound_words(e.prefill_bound, e.decode_bound),
                 "precision": f"{e.weight_dtype} w, {e.kv_dtype} kv, {e.compute_precision} math",
                 "band_ttft_pct": None if band is None else band.ttft_pct,
                 "band_tpot_pct": None if band is None else band.tpot_pct,
@@ -112,6 +162,7 @@ def table_rows(w: WhatIf) -> list[dict[str, Any]]:
                 "measured_tpot_ms": float(np.median([m.tpot_ms for m in meas])) if meas else None,
                 "measured_runs": [m.run_id for m in meas],
                 "calibration": e.calibration,
+                "calibration_status": w.statuses.get(e.hardware, ""),
                 "notes": "; ".join(e.notes),
             }
         )

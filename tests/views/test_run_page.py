@@ -31,9 +31,10 @@ def test_done_run(seeded):
     assert not at.exception
     assert [m.label for m in at.metric][:2] == ["TTFT p50", "TPOT p50"]
     charts = at.get("plotly_chart")
-    assert len(charts) == 7  # CDF + histogram for TTFT/TPOT/ITL, and the timeline
+    assert len(charts) == 9  # CDF + histogram for TTFT/TPOT/ITL, the timeline, the time series, the tokens
     titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts]
     assert any("CDF" in t for t in titles) and "Per-request timeline" in titles
+    assert "Over the run" in titles and "Requested vs actual tokens" in titles
     text = _text(at)
     assert "dtype bfloat16" in text
     assert any("perplexity" in m.label.lower() for m in at.metric)
@@ -89,7 +90,7 @@ def test_real_demo_run(demo_run, monkeypatch):
     monkeypatch.setenv("LATENCYLAB_DB_URL", db.url)
     at = open_run(str(run_id))
     assert not at.exception
-    assert len(at.get("plotly_chart")) == 8  # CDFs, histograms, the timeline and the telemetry (diagnostics)
+    assert len(at.get("plotly_chart")) == 10  # CDFs, histograms, timeline, over time, tokens, telemetry
     assert "demo fixture" in _text(at) or any("demo fixture" in s.value for s in at.subheader)
 
 
@@ -191,3 +192,36 @@ def test_a_run_stored_before_intervals_gets_them_from_its_requests(seeded, db):
     assert "(" in table.loc["TPOT (GenAI-Perf/AIPerf: ITL) [ms], n=6", "p50"]
     assert table.loc["TTFT [ms], n=6", "p99"] == "n too small"
     assert {m.label: m for m in at.metric}["TPOT p50"].delta.startswith("95 % CI ")
+
+
+def _figure(at: AppTest, title: str) -> dict:
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    return next(c for c in charts if c["layout"]["title"]["text"] == title)
+
+
+def test_time_series_section(seeded):
+    """Tokens/s in 1 s windows, requests in flight, TTFT per request and ITL per token, on one time axis."""
+    at = open_run(str(seeded["base"]))
+    assert not at.exception
+    fig = _figure(at, "Over the run")
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    assert titles[:2] == ["output tokens/s in 1 s windows", "requests in flight"]
+    assert titles[2].startswith("TTFT") and titles[3].startswith("ITL")
+    kinds = [t["type"] for t in fig["data"]]
+    assert kinds.count("scattergl") == 2  # TTFT and ITL points, each with a rolling median line
+    assert "rolling median" in _text(at)
+
+
+def test_small_sample_warnings_and_whole_number_count_axes(seeded):
+    at = open_run(str(seeded["base"]))  # 6 requests
+    warning = "\n".join(w.value for w in at.warning)
+    assert "TTFT, 6 requests: p95 and p99 are the largest value; p90 is the 2nd largest value" in warning
+    assert "not tail estimates (a 95 % interval needs 29 for p90, 59 for p95, 299 for p99)" in warning
+    hist = _figure(at, "TTFT histogram (n=6)")
+    assert hist["layout"]["yaxis"]["dtick"] == 1 and hist["layout"]["yaxis"]["tick0"] == 0
+    tokens = _figure(at, "Requested vs actual tokens")
+    assert [a["text"] for a in tokens["layout"]["annotations"] if a["text"].startswith("requested")] == [
+        "requested 32",
+        "requested 8",
+    ]
+    assert all(isinstance(d, int) and d >= 1 for d in (tokens["layout"]["yaxis"]["dtick"],))

@@ -36,7 +36,11 @@ def test_renders_table_and_chart_from_the_url(app_db):
     assert not at.exception and not at.warning
     frame = at.dataframe[0].value
     assert list(frame["hardware"]) == ["a100-80gb", "rtx-4090", "l4"]
-    assert frame["weights_gb"].round(2).tolist() == [16.06, 16.06, 16.06]
+    assert frame["weights [GB]"].tolist() == ["16.06", "16.06", "16.06"]
+    assert frame["fits?"].tolist() == ["fits", "fits", "fits"]
+    assert all(w.startswith("first token ") for w in frame["what bounds it"])
+    assert frame["calibration"].tolist() == ["data-sheet figures only, not calibrated"] * 3
+    assert not frame.isin(["None", "nan"]).any().any()  # empty cells are blank
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
     names = {t.get("name") for t in fig["data"]}
     assert {"predicted", "weights", "kv", "usable capacity"} <= names
@@ -116,8 +120,10 @@ def test_measured_runs_overlay_on_the_local_device(app_db):
     at = open_whatif(model="demo", prompt="64", output="16", hw="local:cpu,l4")
     assert not at.exception and not at.warning
     frame = at.dataframe[0].value.set_index("hardware")
-    assert frame.loc["local:cpu", "measured_tpot_ms"] == 40.0
-    assert frame.loc["local:cpu", "band_tpot_pct"] >= 0
+    assert frame.loc["local:cpu", "measured TPOT [ms]"] == "40.00"
+    assert frame.loc["local:cpu", "TPOT error"].startswith("±")
+    assert frame.loc["local:cpu", "calibration"].startswith("calibrated from 2 runs on this CPU, ±")
+    assert frame.loc["l4", "measured TPOT [ms]"] == "" and frame.loc["l4", "measured runs"] == ""
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert any(t.get("name") == "measured" for t in fig["data"])
 
@@ -142,11 +148,11 @@ def test_runs_the_estimator_does_not_model_are_left_out_and_not_overlaid(app_db)
     ) in labels
     row = at.dataframe[0].value.set_index("hardware").loc["local:cpu"]
     plain = ids["plain"][0]  # the batch-1, 32-token plain run
-    assert row["measured_tpot_ms"] == pytest.approx(_plain_tpot(app_db, plain))
+    assert float(row["measured TPOT [ms]"]) == pytest.approx(_plain_tpot(app_db, plain), abs=0.005)
     assert any("calibrated on 24 transformers/fp32" in c.value for c in at.caption)
     at = open_whatif(model="demo", prompt="32", output="16", hw="local:cpu", drop="6")
     row = at.dataframe[0].value.set_index("hardware").loc["local:cpu"]
-    assert row["measured_tpot_ms"] == pytest.approx(_plain_tpot(app_db, ids["dropped"][0]))
+    assert float(row["measured TPOT [ms]"]) == pytest.approx(_plain_tpot(app_db, ids["dropped"][0]), abs=0.005)
     assert at.query_params["drop"] == "6"
 
 
@@ -154,3 +160,29 @@ def _plain_tpot(db, run_id: int) -> float:
     from storage.runs import get_run
 
     return get_run(db, run_id).metrics["tpot_ms"]["p50"]
+
+
+def test_an_entry_that_does_not_fit_shows_why_instead_of_timings(app_db):
+    """A 70B model on one A100 and on an L4: the no-fit text with what would fit, no TTFT or TPOT number."""
+    at = open_whatif(model="synthetic:llama-3-70b", dtype="bf16", hw="a100-80gb,l4,mi300x")
+    assert not at.exception
+    assert [w.value.split(":")[0] for w in at.warning] == [
+        "**a100-80gb** (NVIDIA A100 SXM 80GB)",
+        "**l4** (NVIDIA L4 24GB)",
+    ]
+    assert "try tensor parallel 2 or int8" in at.warning[0].value
+    frame = at.dataframe[0].value.set_index("hardware")
+    assert frame.loc["a100-80gb", "fits?"] == "does not fit: needs 142 GB, 76 GB usable — try tensor parallel 2 or int8"
+    assert frame.loc["l4", "fits?"].startswith("does not fit: needs 142 GB, 23 GB usable — try tensor parallel 8")
+    for hw in ("a100-80gb", "l4"):
+        assert frame.loc[hw, "TTFT [ms]"] == frame.loc[hw, "TPOT [ms]"] == frame.loc[hw, "output tokens/s"] == ""
+        assert "does not fit" not in frame.loc[hw, "notes"]  # said once, in its own column
+    assert frame.loc["mi300x", "fits?"] == "fits" and float(frame.loc["mi300x", "TTFT [ms]"]) > 0
+    assert not frame.isin(["None", "nan"]).any().any()
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    predicted = [t for t in fig["data"] if t.get("name") == "predicted"][0]
+    assert predicted["y"][:2] == [None, None]
+    labels = [t for t in fig["data"] if t.get("mode") == "text"]
+    assert labels and labels[0]["x"] == ["a100-80gb", "l4"] and labels[0]["text"][0] == "does not fit"
+    text = "\n".join(m.value for m in at.markdown)
+    assert "- a100-80gb: data-sheet figures only, not calibrated" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 import pytest
 from seed_runs import seed_basic
@@ -22,12 +23,18 @@ from engine.report.export import (
 )
 from storage.frames import runs_frame
 
+NETWORK_SOURCE = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.I)
+
 
 def _self_contained(text: str) -> None:
+    """One inlined copy of plotly.js, and nothing the page would fetch from the network."""
     assert text.startswith("<!DOCTYPE html>")
     assert "Plotly.newPlot" in text
     assert text.count("<script src=") == 0
     assert len(text) > 1_000_000  # plotly.js inlined
+    assert text.count("* plotly.js v") == 1  # its licence header: exactly one embedded copy
+    assert NETWORK_SOURCE.search(text) is None, NETWORK_SOURCE.search(text)
+    assert "url(http" not in text and "@import" not in text
 
 
 def test_comparison_html_and_csv(db):
@@ -45,7 +52,8 @@ def test_comparison_html_and_csv(db):
     for word in ("window", "stride", "kl top k", "kl positions", "corpus tokens", "baseline perplexity", "nll"):
         assert not any(word in n for n in names), word
     assert {r[2] for r in rows[1:]} == {"lower", "higher"}
-    assert "window" not in html.split("<h2>Distributions</h2>")[0].lower()
+    table = html.split("<h2>Metrics</h2>")[1].split('<p class="meta">')[0]
+    assert "window" not in table.lower() and "perplexity" in table
 
 
 def test_explore_html(db):
@@ -158,3 +166,57 @@ def test_exports_carry_intervals_and_never_an_unsupported_percentile(db):
 
     html = comparison_html(runs, requests, ids["base"])
     assert "n too small" in html and "95 % CI" in html and "significantly better" in html
+
+
+def test_report_opens_with_the_summary_then_environment_charts_and_table(db):
+    from seed_runs import make_run
+
+    ids = seed_basic(db)
+    who = make_run(db, name="by alice", provenance={"host": "box1", "cpu": "Test CPU", "cpu_count": 2,
+                                                    "python": "3.11.9", "packages": {"torch": "2.5.1"},
+                                                    "git_commit": "abc1234"})  # fmt: skip
+    run_ids = [ids["base"], ids["fast"], who]
+    runs, _ = load_runs(db, run_ids)
+    html = comparison_html(runs, load_requests(db, run_ids), ids["base"])
+    _self_contained(html)
+    order = [html.index(h) for h in ("<h2>Summary", "<h2>Environment", "<h2>Charts", "<h2>Metrics")]
+    assert order == sorted(order)
+    assert html.index("faster decode") < order[1]  # the PM summary's sentences come first
+    environment = html[order[1] : order[2]]
+    for text in ("box1", "Test CPU (2 cores)", "3.11.9", "torch 2.5.1", "abc1234", "test CPU", "cli:"):
+        assert text in environment, text
+    charts = html[order[2] : order[3]]
+    assert charts.count("Plotly.newPlot") == 4 and "over the run (1 s windows)" in charts
+
+
+def test_environment_names_who_ran_it(db):
+    from dataclasses import replace
+
+    from engine.report.export import environment_frame
+
+    ids = seed_basic(db)
+    (run,), _ = load_runs(db, [ids["base"]])
+    frame = environment_frame([replace(run, submitted_by="alice@lab.example")])
+    assert frame.loc[0, "run by"] == "alice@lab.example" and frame.loc[0, "date"].endswith(" UTC")
+
+
+def test_a_report_of_eight_runs_stays_under_5_mb(db):
+    """8 runs of 200 requests x 64 tokens (12,600 ITL gaps each): one plotly.js, thinned CDFs."""
+    from seed_runs import make_run
+
+    run_ids = [
+        make_run(db, name=f"recipe {i}", n=200, ttft_ms=40 + i, tpot_ms=5 + i, seed=i, workload={"requests": 200})
+        for i in range(8)
+    ]
+    # make_run's requests have 8 tokens; store longer ones for a realistic ITL sample
+    runs, _ = load_runs(db, run_ids)
+    requests = {}
+    for i, run_id in enumerate(run_ids):
+        from seed_runs import make_requests
+
+        requests[run_id] = make_requests(n=200, ttft_ms=40 + i, tpot_ms=5 + i, output_tokens=64, seed=i)
+    html = comparison_html(runs, requests, run_ids[0])
+    _self_contained(html)
+    size = len(html.encode("utf-8"))
+    print(f"8-run report: {size:,} bytes")
+    assert size < 5_000_000

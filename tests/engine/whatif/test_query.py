@@ -47,3 +47,30 @@ def test_dropped_layers_are_estimated_with_fewer_layers(db):
         assert row["tpot_ms"] == pytest.approx(want_tpot, rel=0.03)
         full = _row(db, EstimateRecipe(batch_size=b), EstimateWorkload(p, 16))
         assert row["weights_gb"] < full["weights_gb"] and row["tpot_ms"] < full["tpot_ms"]
+
+
+def test_an_entry_that_does_not_fit_has_no_timings_but_says_what_would_fit():
+    shape = model_shape("synthetic:llama-3-70b")
+    hw = catalog(None)
+    result = what_if(shape, "synthetic:llama-3-70b", [hw["a100-80gb"], hw["mi300x"]], EstimateRecipe(dtype="bf16"),
+                     EstimateWorkload(128, 32))  # fmt: skip
+    small, big = table_rows(result)
+    assert small["fit"] == "does not fit: needs 142 GB, 76 GB usable — try tensor parallel 2 or int8"
+    assert small["ttft_ms"] is None and small["tpot_ms"] is None and small["output_tokens_per_s"] is None
+    assert big["fit"] == "fits" and big["ttft_ms"] > 0
+
+
+def test_bound_and_calibration_in_words(db):
+    from engine.whatif.query import bound_words
+
+    assert bound_words("compute", "memory") == "first token compute-bound; next tokens memory-bandwidth-bound"
+    assert bound_words("overhead", "overhead").endswith("next tokens bound by the engine's per-step overhead")
+    seed_mixed(db)
+    entries = catalog(db)
+    result = what_if(model_shape("demo"), "demo", [entries["local:cpu"], entries["l4"]], EstimateRecipe(),
+                     EstimateWorkload(32, 16), db=db)  # fmt: skip
+    local, l4 = table_rows(result)
+    assert local["calibration_status"].startswith("calibrated from ")
+    assert " runs on this CPU, ±" in local["calibration_status"] and local["calibration_status"].endswith(" %")
+    assert l4["calibration_status"] == "data-sheet figures only, not calibrated"
+    assert local["bound_words"].startswith("first token ")

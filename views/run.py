@@ -8,7 +8,7 @@ import streamlit as st
 
 from engine.report.compare import recipe_in_words
 from engine.report.distributions import cdf_figure, histogram_figure, latency_samples, timeline_figure
-from ui import auth
+from ui import auth, profile_view, server_metrics_view
 from ui.common import query_int
 from ui.run_view import cached_requests, cached_run, cached_runs_frame, render_run, results_page, share_link
 from ui.text import code_span, escape_markdown
@@ -132,6 +132,8 @@ def main() -> None:
         with tabs[-1]:
             st.plotly_chart(timeline_figure(requests), key="timeline")
             st.caption("Grey: queued (due → sent); orange: sent → first token; blue: first → last token.")
+        server_metrics_view.render(db, run, requests)  # a serving engine's /metrics beside the client's view
+        profile_view.render(db, run)  # top operators and the trace of the profile phase
     _log(db, run)
     st.page_link(
         "views/compare.py",

@@ -24,12 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.backends.base import BackendError, GenerationParams, get_backend
-from engine.measure import memory, provenance
+from engine.backends.base import GenerationParams, get_backend
+from engine.measure import memory, provenance, server_metrics
 from engine.measure.devices import cuda_devices
 from engine.measure.records import RequestRecord
-from engine.run.failures import RunRejected, check_failures
+from engine.run.failures import RunRejected, check_failures, failure_reason
 from engine.run.preflight import preflight
+from engine.run.profile import profile_phase
 from engine.spec import JobSpec, SpecError
 from engine.weights import models
 
@@ -74,6 +75,7 @@ class BenchmarkResult:
     provenance: dict[str, Any]
     requests: list[RequestRecord]
     quality: dict[str, Any] | None = None
+    series: dict[str, dict[str, Any]] = field(default_factory=dict)  # side records by kind (NewRun.series)
 
 
 class _Sink:
@@ -230,7 +232,8 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
         with (
             memory.TreeSampler() as rss,
             provenance.NoiseSampler(spec.device, cuda_devices) as machine,
-        ):  # RSS every 20 ms
+            server_metrics.ServerScraper(getattr(backend, "metrics_url", None)) as server,
+        ):  # RSS every 20 ms; a serving engine's /metrics every 500 ms
             measured = trials.measure(wl, run_phase, first_index=wl.warmup)
         ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         if measured.stopped_because:
@@ -242,14 +245,12 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
         if serving:
             metrics["load"] = load
         metrics.update(memory.peak_metrics(backend.peak_memory(), rss.peak_bytes))
-        metrics["weights_memory_bytes"] = report.weights_memory_bytes
-        metrics["load_s"] = report.load_s
+        metrics.update(weights_memory_bytes=report.weights_memory_bytes, load_s=report.load_s, warmup_s=warmup_s)
         metrics["output_tokens_per_s_per_gpu"] = per_gpu(metrics.get("output_tokens_per_s"), spec.device)
-        metrics["warmup_s"] = warmup_s
         metrics["noise_flags"] = noise.noise_flags(machine.samples, metrics)
         cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         prov.update(
-            backend.info(),
+            {**backend.info(), **server.notes()},
             model_label=resolved.label,
             parameters=report.parameters,
             has_accuracy=resolved.has_accuracy,
@@ -258,8 +259,9 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
             cpu_wall_ratio=cpu_s / max(wall1 - wall0, 1e-9),
             noise=machine.samples,
         )
-        result = BenchmarkResult(run_id=None, metrics=metrics, provenance=prov, requests=warm + measured.records)
+        result = BenchmarkResult(None, metrics, prov, warm + measured.records, series=server.series())
         check_failures(spec, result, log)  # before any accuracy phase: a rejected run is not scored
+        result.series.update(profile_phase(spec, backend, prompts[wl.warmup :], state, log))  # after measuring
         if spec.quality.enabled:  # after the latency numbers are taken; timed apart
             result.quality = _evaluate(spec, backend, resolved, prompts[wl.warmup :], state, log, report)
             metrics["quality_s"] = result.quality.get("timings_s", {}).get("total_s")
@@ -303,17 +305,6 @@ def per_gpu(tokens_per_s: float | None, device: str) -> float | None:
     return tokens_per_s / len(device.split(":", 1)[1].split(","))
 
 
-def failure_reason(exc: BaseException) -> str:
-    """One line: the exception's last line, prefixed by its type where that helps."""
-    text = str(exc).strip().splitlines()
-    line = text[-1] if text else ""
-    if isinstance(exc, (BackendError, SpecError)):
-        return line or type(exc).__name__
-    if "out of memory" in line.lower():
-        return f"out of memory: {line}"
-    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
-
-
 def run_benchmark(
     spec: JobSpec,
     db: Any | None = None,
@@ -338,7 +329,7 @@ def run_benchmark(
     except RunRejected as exc:  # the phase ran: keep its metrics and every request's reason
         reason = str(exc)
         got = exc.result
-        run_id = where.store("failed", got.metrics, got.provenance, got.requests, reason)
+        run_id = where.store("failed", got.metrics, got.provenance, got.requests, reason, series=got.series)
         raise BenchmarkFailed(reason, run_id) from exc
     except Exception as exc:  # every failure becomes a stored reason (re-raised below)
         reason = failure_reason(exc)
@@ -346,7 +337,9 @@ def run_benchmark(
         run_id = where.store("failed", None, {"error_type": type(exc).__name__}, [], reason)
         raise BenchmarkFailed(reason, run_id) from exc
     state.enter("saving")
-    result.run_id = where.store("done", result.metrics, result.provenance, result.requests, None, result.quality)
+    result.run_id = where.store(
+        "done", result.metrics, result.provenance, result.requests, None, result.quality, result.series
+    )
     state.enter("done")
     return result
 
@@ -369,6 +362,7 @@ class _Where:
         requests: list[RequestRecord],
         error: str | None,
         quality: dict[str, Any] | None = None,
+        series: dict[str, dict[str, Any]] | None = None,
     ) -> int | None:
         """Save the run (one transaction); its id, or None without a database."""
         if self.db is None:
@@ -377,7 +371,7 @@ class _Where:
 
         run = new_run(self.spec, status, error, job_id=self.job_id, device_name=prov.get("device_name"))
         run.sweep, run.provenance, run.metrics, run.quality = self.sweep, prov, metrics, quality
-        run.requests, run.worker_id = requests, self.worker_id
+        run.requests, run.worker_id, run.series = requests, self.worker_id, dict(series or {})
         return save_run(self.db, run)
 
 

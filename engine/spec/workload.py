@@ -90,6 +90,10 @@ class Workload(_Strict):
     until_metric: UntilMetric = Field(default="tpot_ms.p50", description="the figure until_ci_pct watches")
     max_requests: int | None = Field(default=None, ge=1, le=1_000_000, description="until_ci_pct: most requests")
     max_seconds: float | None = Field(default=None, gt=0, le=86_400, description="until_ci_pct: most seconds measured")
+    # Profile phase (engine/run/profile.py): after the measured phase; left out of the fingerprint
+    profile_steps: int = Field(
+        default=0, ge=0, le=1000, description="decode steps recorded with torch.profiler after the measured phase"
+    )
 
     @property
     def warmup(self) -> int:

@@ -154,6 +154,8 @@ class ServerSeries:
             self.source = detect_source(totals)
         values, names = map_fields(totals, self.source)
         self.raw_names.update(names)
+        if "_prefix_queries" in names and "prefix_cache_hit_rate" not in names:
+            self.raw_names["prefix_cache_hit_rate"] = f"{names.get('_prefix_hits', '?')} / {names['_prefix_queries']}"
         if not self.rows:
             self._first = dict(values)
         self.rows.append(self._derived(values))

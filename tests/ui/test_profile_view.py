@@ -73,3 +73,10 @@ def test_an_engine_without_profiling_says_so(db, db_url, monkeypatch) -> None:
     note = {"steps": 5, "available": False, "note": "profiling not available for openai", "activities": [], "top": []}
     at = open_page("views/run.py", run=str(seed_run(db, {"profile": note})))
     assert "profiling not available for openai." in [i.value for i in at.info]
+
+
+def test_the_launch_form_offers_profile_steps(db, db_url, monkeypatch) -> None:
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    at = open_page("views/launch.py")
+    (field,) = [n for n in at.number_input if n.label == "profile steps"]  # generated from the Workload field
+    assert field.value == 0 and "torch.profiler" in (field.proto.help or "")

@@ -50,6 +50,12 @@ def test_engines_that_cannot_be_profiled_say_so_once() -> None:
     assert unavailable_reason(_spec(profile_steps=5)) is None
 
 
+def test_a_job_in_its_profile_phase_keeps_its_progress() -> None:
+    from engine.jobs.job_process import overall_fraction
+
+    assert overall_fraction("profiling", None) == overall_fraction("measuring", 1.0)  # not back to 0 %
+
+
 def test_trace_files_go_under_the_data_folder(tmp_path) -> None:
     path = trace_path("abcd1234", tmp_path)
     assert path.parent == tmp_path / "profiles"
@@ -78,3 +84,22 @@ def test_a_demo_run_with_a_profile_phase(db) -> None:
     assert any(line.startswith("profile: 5 decode steps") for line in said)
     # the measured phase is untouched: its requests are the workload's, none from the profile
     assert len([r for r in result.requests if not r.warmup]) == 2
+
+
+@pytest.mark.gpu
+def test_a_gpu_run_profiles_cuda_kernels(db) -> None:
+    from engine.run.runner import run_benchmark
+    from storage.series import get_series
+
+    spec = parse_job_spec(
+        {
+            "model": {"source": "synthetic:smollm2-135m"},
+            "recipe": {"engine": "transformers", "dtype": "bfloat16"},
+            "device": "cuda:0",
+            "workload": {"prompt_tokens": 64, "output_tokens": 8, "requests": 2, "profile_steps": 5},
+        }
+    )
+    result = run_benchmark(spec, db=db, log=lambda _m: None)
+    record = get_series(db, result.run_id, "profile")
+    assert record["activities"] == ["cpu", "cuda"] and record["top"]
+    assert all(0 < row["share_pct"] <= 100 for row in record["top"])  # ranked by device self time

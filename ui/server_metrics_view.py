@@ -78,7 +78,7 @@ def server_figure(series: dict[str, Any], requests: Sequence[Any]) -> go.Figure:
     sent, ttft, e2el = _latencies(requests, t0)
     fig.add_trace(go.Scatter(x=sent, y=ttft, name="TTFT [ms]", mode="markers"), row=3, col=1)
     fig.add_trace(go.Scatter(x=sent, y=e2el, name="E2EL [ms]", mode="markers"), row=3, col=1)
-    fig.update_layout(template="plotly_white", height=640, legend_orientation="h", title="Server metrics")
+    fig.update_layout(template="plotly_white", height=640, legend_orientation="h", margin_t=40)
     fig.update_xaxes(title_text="seconds since the measured phase started", row=3, col=1)
     fig.update_yaxes(title_text="requests", row=1, col=1)
     fig.update_yaxes(title_text="%", row=2, col=1)
@@ -99,7 +99,8 @@ def summary_line(series: dict[str, Any]) -> str:
         parts.append(f"{_n(s['preemptions'])} preemptions")
     if s["prefix_cache_hit_rate"] is not None:
         parts.append(f"prefix-cache hits {100 * s['prefix_cache_hit_rate']:.0f} %")
-    head = f"{series.get('source', 'unknown')}, {len(series.get('t_s') or [])} scrapes every {series.get('interval_ms', 0):.0f} ms"
+    scrapes = len(series.get("t_s") or [])
+    head = f"{series.get('source', 'unknown')}, {scrapes} scrapes every {series.get('interval_ms', 0):.0f} ms"
     return head + (": " + " · ".join(parts) if parts else ": no known metric names")
 
 

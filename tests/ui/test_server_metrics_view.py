@@ -34,7 +34,7 @@ def test_run_page_shows_the_server_beside_the_client(db, db_url, monkeypatch) ->
     assert "Server metrics" in [s.value for s in at.subheader]
     assert any("peak 2 running, 1 waiting" in c.value for c in at.caption)
     figures = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    server = next(f for f in figures if f["layout"].get("title", {}).get("text") == "Server metrics")
+    server = next(f for f in figures if any(t.get("name") == "client: in flight" for t in f["data"]))
     names = [t["name"] for t in server["data"]]
     assert names == [
         "server: running",

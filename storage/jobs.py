@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from storage.db import Database
 from storage.job_records import (
@@ -68,6 +68,7 @@ __all__ = [
     "cancel",
     "cancel_requested",
     "claim",
+    "count_by_status",
     "finish",
     "get_job",
     "heartbeat",
@@ -278,3 +279,10 @@ def busy_devices(db: Database) -> dict[str, int]:
     with db.session() as s:
         rows = s.execute(select(JobRow.device, JobRow.id).where(JobRow.status == RUNNING)).all()
         return {device: job_id for device, job_id in rows}
+
+
+def count_by_status(db: Database) -> dict[str, int]:
+    """How many jobs are in each status (every status named, 0 where none): the worker's exporter's gauges."""
+    with db.session() as s:
+        rows = s.execute(select(JobRow.status, func.count(JobRow.id)).group_by(JobRow.status)).all()
+    return {**dict.fromkeys(STATUSES, 0), **{status: int(n) for status, n in rows}}

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.report.compare import recipe_in_words
-from ui import auth
+from ui import auth, profile_view, server_metrics_view
 from ui.common import query_int
 from ui.diagnostics_view import render_diagnostics
 from ui.run_view import (
@@ -132,6 +132,9 @@ def main() -> None:
     over_time_section(run, requests)
     tokens_section(run, requests)
     render_diagnostics(db, run, requests)  # findings, energy per token, telemetry charts (ui/diagnostics_view.py)
+    if run.status == "done":
+        server_metrics_view.render(db, run, requests)  # a serving engine's /metrics beside the client's view
+        profile_view.render(db, run)  # top operators and the trace of the profile phase
     _log(db, run)
     _links(run)
     _delete(db, run)

@@ -147,6 +147,13 @@ class OpenAIBackend:
             "aiohttp": aiohttp.__version__,
         }
 
+    @property
+    def metrics_url(self) -> str | None:
+        """The server's Prometheus ``/metrics`` (the base URL without ``/v1``), scraped beside the measured phase."""
+        from engine.measure.server_metrics import metrics_url
+
+        return metrics_url(self._base_url)
+
     def measuring_started(self) -> None:
         return None
 

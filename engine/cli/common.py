@@ -175,6 +175,7 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--warmup", dest="warmup_requests", type=int_arg, help="warm-up requests, excluded (default 1)")
     w.add_argument("--seed", type=int_arg, help="prompt seed (default 0)")
     w.add_argument("--stop-at-eos", action="store_true", help="let requests end at EOS (default: fixed length)")
+    w.add_argument("--profile-steps", type=int_arg, metavar="N", help="then profile N decode steps (transformers)")
     _add_serving_arguments(p)
     _add_trial_arguments(p)
     e = p.add_argument_group("servers (engines vllm, vllm-server, openai)")
@@ -249,6 +250,7 @@ _SERVER_OPTIONS = (  # applied after --knob, as before
     "enable_prefix_caching",
 )
 _WORKLOAD_OPTIONS = (
+    "profile_steps",
     "output_tokens",
     "requests",
     "batch_size",

@@ -52,6 +52,17 @@ def job_row(job: Any) -> dict[str, Any]:
     }
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 0..65535 (0: the system picks a free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0..65535)")
+    return port
+
+
 def _parse_job_id(text: str) -> int:
     return parse_id(text, "job id", "list jobs with: python -m engine jobs")
 
@@ -88,7 +99,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
     devices = parse_device_list(args.devices)
     open_db(args)  # a bad URL exits 2 here
     worker = Worker(database_url(args.db), devices, once=args.once, stale_after_s=args.stale_after, grace_s=args.grace)
-    return worker.run()
+    if args.metrics_port is None:
+        return worker.run()
+    from engine.jobs.exporter import serve_worker
+
+    try:
+        exporter = serve_worker(worker, args.metrics_port, args.metrics_addr)
+    except OSError as exc:
+        raise UsageError(f"--metrics-port {args.metrics_port}: {exc.strerror or exc}") from exc
+    print(f"Prometheus metrics at http://{args.metrics_addr}:{exporter.port}/metrics", file=sys.stderr, flush=True)
+    try:
+        return worker.run()
+    finally:
+        exporter.stop()
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -172,6 +195,10 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
         metavar="S",
         help="seconds between SIGTERM and SIGKILL when stopping a job (default 5)",
     )
+    p.add_argument(
+        "--metrics-port", type=port_number, metavar="N", help="serve Prometheus metrics on this port (0: a free one)"
+    )
+    p.add_argument("--metrics-addr", default="127.0.0.1", help="address of --metrics-port (default 127.0.0.1)")
     p.set_defaults(func=_guard(cmd_worker))
 
     p = sub.add_parser("jobs", parents=[common, as_json], help="list queued, running and finished jobs")

@@ -36,6 +36,7 @@ _PHASE_SPAN: dict[str, tuple[float, float]] = {
     "loading": (0.02, 0.08),
     "warm-up": (0.10, 0.10),
     "measuring": (0.20, 0.75),
+    "profiling": (0.95, 0.0),  # the profile phase (engine/run/profile.py), after measuring
     "evaluating": (0.95, 0.04),
     "saving": (0.99, 0.0),
     "done": (1.0, 0.0),

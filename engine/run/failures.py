@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from engine.backends.base import BackendError
 from engine.measure.records import RequestRecord
-from engine.spec import JobSpec
+from engine.spec import JobSpec, SpecError
 
 
 class RunRejected(RuntimeError):
@@ -48,3 +49,14 @@ def check_failures(spec: JobSpec, result: Any, log: Callable[[str], None]) -> No
             f"above the maximum error rate of {limit:.0%}: {reasons}",
             result,
         )
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line: the exception's last line, prefixed by its type where that helps."""
+    text = str(exc).strip().splitlines()
+    line = text[-1] if text else ""
+    if isinstance(exc, (BackendError, SpecError)):
+        return line or type(exc).__name__
+    if "out of memory" in line.lower():
+        return f"out of memory: {line}"
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__

@@ -24,11 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.backends.base import BackendError, GenerationParams, get_backend
-from engine.measure import memory, provenance, telemetry
+from engine.backends.base import GenerationParams, get_backend
+from engine.measure import memory, provenance, server_metrics, telemetry
 from engine.measure.records import RequestRecord
-from engine.run.failures import RunRejected, check_failures
+from engine.run.failures import RunRejected, check_failures, failure_reason
 from engine.run.preflight import preflight
+from engine.run.profile import profile_phase
 from engine.spec import JobSpec, SpecError
 from engine.weights import models
 
@@ -227,7 +228,10 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
         load: dict[str, Any] = {}
         run_phase = _phase_runner(spec, backend, prompts, state, serving, load)
         ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        with telemetry.phase_samplers(spec.device, lambda: state.requests_done) as (rss, machine, tele):
+        with (
+            telemetry.phase_samplers(spec.device, lambda: state.requests_done) as (rss, machine, tele),
+            server_metrics.ServerScraper(getattr(backend, "metrics_url", None)) as server,
+        ):  # RSS, device telemetry; a serving engine's /metrics every 500 ms
             measured = trials.measure(wl, run_phase, first_index=wl.warmup)
         ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         if measured.stopped_because:
@@ -239,15 +243,13 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
         if serving:
             metrics["load"] = load
         metrics.update(memory.peak_metrics(backend.peak_memory(), rss.peak_bytes))
-        metrics["weights_memory_bytes"] = report.weights_memory_bytes
-        metrics["load_s"] = report.load_s
+        metrics.update(weights_memory_bytes=report.weights_memory_bytes, load_s=report.load_s, warmup_s=warmup_s)
         metrics["output_tokens_per_s_per_gpu"] = per_gpu(metrics.get("output_tokens_per_s"), spec.device)
-        metrics["warmup_s"] = warmup_s
         metrics["noise_flags"] = noise.noise_flags(machine.samples, metrics)
         metrics.update(tele.energy_metrics(int(metrics.get("total_output_tokens") or 0)))  # J per ok token
         cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         prov.update(
-            backend.info(),
+            {**backend.info(), **server.notes()},
             model_label=resolved.label,
             parameters=report.parameters,
             has_accuracy=resolved.has_accuracy,
@@ -256,9 +258,10 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
             cpu_wall_ratio=cpu_s / max(wall1 - wall0, 1e-9),
             noise=machine.samples,
         )
-        result = BenchmarkResult(run_id=None, metrics=metrics, provenance=prov, requests=warm + measured.records)
+        result = BenchmarkResult(None, metrics, prov, warm + measured.records, series=server.series())
         result.series["telemetry"] = tele.series()
         check_failures(spec, result, log)  # before any accuracy phase: a rejected run is not scored
+        result.series.update(profile_phase(spec, backend, prompts[wl.warmup :], state, log))  # after measuring
         if spec.quality.enabled:  # after the latency numbers are taken; timed apart
             result.quality = _evaluate(spec, backend, resolved, prompts[wl.warmup :], state, log, report)
             metrics["quality_s"] = result.quality.get("timings_s", {}).get("total_s")
@@ -302,17 +305,6 @@ def per_gpu(tokens_per_s: float | None, device: str) -> float | None:
     return tokens_per_s / len(device.split(":", 1)[1].split(","))
 
 
-def failure_reason(exc: BaseException) -> str:
-    """One line: the exception's last line, prefixed by its type where that helps."""
-    text = str(exc).strip().splitlines()
-    line = text[-1] if text else ""
-    if isinstance(exc, (BackendError, SpecError)):
-        return line or type(exc).__name__
-    if "out of memory" in line.lower():
-        return f"out of memory: {line}"
-    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
-
-
 def run_benchmark(
     spec: JobSpec,
     db: Any | None = None,
@@ -345,8 +337,9 @@ def run_benchmark(
         run_id = where.store("failed", None, {"error_type": type(exc).__name__}, [], reason)
         raise BenchmarkFailed(reason, run_id) from exc
     state.enter("saving")
-    done = (result.metrics, result.provenance, result.requests, None, result.quality, result.series)
-    result.run_id = where.store("done", *done)
+    result.run_id = where.store(
+        "done", result.metrics, result.provenance, result.requests, None, result.quality, result.series
+    )
     state.enter("done")
     return result
 

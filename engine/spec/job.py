@@ -65,6 +65,7 @@ class JobSpec(_Strict):
         # A job without an accuracy phase keeps the fingerprint it had before quality existed.
         exclude = {"name"} if self.quality.enabled else {"name", "quality"}
         data = self.model_dump(mode="json", exclude=exclude)
+        data["workload"].pop("profile_steps", None)  # a profile runs after the measured figures are taken
         for key, default in SERVING_DEFAULTS.items():  # serving fields at their defaults keep old fingerprints
             if data["workload"].get(key) == default:
                 data["workload"].pop(key, None)

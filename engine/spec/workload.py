@@ -94,6 +94,10 @@ class Workload(_Strict):
     soak_minutes: float | None = Field(
         default=None, gt=0, le=10_080, description="soak: keep sending rounds of `requests` for this many minutes"
     )
+    # Profile phase (engine/run/profile.py): after the measured phase; left out of the fingerprint
+    profile_steps: int = Field(
+        default=0, ge=0, le=1000, description="decode steps recorded with torch.profiler after the measured phase"
+    )
 
     @property
     def warmup(self) -> int:

@@ -220,8 +220,7 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
         prompts = _prompts(spec, backend, report)
         warm, warmup_s = _warm_up(spec, backend, prompts, state, serving)
         state.tokens_done, state.requests_done = 0, 0
-        state.tokens_total = wl.requests * wl.output_tokens * wl.trials
-        state.requests_total = wl.requests * wl.trials
+        state.tokens_total, state.requests_total = wl.requests * wl.output_tokens * wl.trials, wl.requests * wl.trials
         state.enter("measuring", trials.measuring_note(wl))
         memory.release_freed_memory()  # freed load-time buffers are not the recipe's memory
         backend.measuring_started()  # counters (CUDA peak, speculation) restart: the measured phase only

@@ -132,6 +132,8 @@ LABELS: dict[str, str] = {
     "until_metric": "Metric the CI watches",
     "max_requests": "Most requests (adaptive)",
     "max_seconds": "Most seconds measured (adaptive)",
+    "soak_minutes": "Soak: keep sending for (minutes)",
+    "profile_steps": "Profile decode steps (0: off)",
 }
 # The fields shown at once; every other field of the section sits in the form's "Advanced" expander.
 BASIC: dict[str, tuple[str, ...]] = {

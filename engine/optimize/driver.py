@@ -25,6 +25,7 @@ One call:
 from __future__ import annotations
 
 import os
+import random
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from engine.optimize.evaluate import evaluate, figures
 from engine.optimize.predict import Predictor, does_not_fit, predictor
 from engine.optimize.space import Space, build_space, trial_spec
 from engine.optimize.study import PPL_INCREASE, StudyDefinition
-from engine.spec import JobSpec, SpecError
+from engine.spec import JobSpec, SpecError, canonical_json
 from storage import jobs, studies
 from storage.runs import get_run
 from storage.studies import COMPLETE, DUPLICATE, FAILED, PENDING, PRUNED, RUNNING, StudyInfo, TrialInfo
@@ -74,6 +75,7 @@ class _Context:
     space: Space
     trials: list[TrialInfo]
     out: Advanced
+    exhausted: bool = False  # every recipe of the space was tried
     _predict: Predictor | None = None
 
     def predict(self, spec: JobSpec) -> dict[str, Any]:
@@ -269,7 +271,9 @@ def budget_spent(definition: StudyDefinition, study: StudyInfo, trials: list[Tri
 
 def _ask_new(ctx: _Context, ostudy: Any) -> int:
     asked = 0
-    while asked < MAX_ASKS_PER_CALL and budget_spent(ctx.definition, ctx.study, ctx.trials) is None:
+    while (
+        asked < MAX_ASKS_PER_CALL and not ctx.exhausted and budget_spent(ctx.definition, ctx.study, ctx.trials) is None
+    ):
         in_flight = sum(1 for t in ctx.trials if t.status == PENDING and t.job_id is not None)
         if in_flight >= ctx.definition.budget.parallel:
             break
@@ -294,6 +298,7 @@ def _start(ctx: _Context, ostudy: Any, number: int, params: dict[str, Any]) -> T
     same = next((t for t in ctx.trials if t.fingerprint == fp and t.status in (PENDING, COMPLETE)), None)
     if same is not None:
         sampling.tell(ostudy, ctx.db.url, number, "fail")
+        _explore(ctx, ostudy, number, params)
         why = f"same recipe as trial {same.number}"
         return studies.add_trial(ctx.db, ctx.study.id, number, params, status=DUPLICATE, reason=why, fingerprint=fp)
     predicted = ctx.predict(spec)
@@ -324,6 +329,17 @@ def _start(ctx: _Context, ostudy: Any, number: int, params: dict[str, Any]) -> T
     return trial
 
 
+def _explore(ctx: _Context, ostudy: Any, number: int, params: dict[str, Any]) -> None:
+    """The sampler proposed a recipe it has (TPE settles on its best): enqueue an untried point of
+    the space instead, picked at random; none left means the space is exhausted."""
+    tried = {canonical_json(t.params) for t in ctx.trials} | {canonical_json(params)}
+    untried = [p for p in ctx.space.grid() if canonical_json(p) not in tried]
+    if untried:
+        ostudy.enqueue_trial(random.Random(ctx.definition.seed + number).choice(untried))
+    else:
+        ctx.exhausted = True
+
+
 def _prune(ctx: _Context, ostudy: Any, number: int, params: dict[str, Any], reason: str, **fields: Any) -> TrialInfo:
     sampling.tell(ostudy, ctx.db.url, number, "pruned", constraints={"runs": 1.0})
     return studies.add_trial(ctx.db, ctx.study.id, number, params, status=PRUNED, reason=reason, **fields)
@@ -338,6 +354,8 @@ def _maybe_done(ctx: _Context, ostudy: Any) -> str:
     why = budget_spent(ctx.definition, ctx.study, ctx.trials)
     if why is None and ctx.definition.sampler == "grid" and sampling.waiting(ostudy) == 0:
         why = "every point of the grid was tried"
+    if why is None and ctx.exhausted:
+        why = "every recipe of the space was tried"
     if why is None:
         return status
     studies.set_status(ctx.db, ctx.study.id, studies.DONE, why)

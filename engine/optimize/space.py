@@ -150,7 +150,9 @@ def build_space(definition: StudyDefinition) -> Space:
         for value in _candidates(definition, name):
             if value in values or value in excluded:
                 continue
-            why = device_reasons.get(name, {}).get(value) or _one_knob_problem(base, name, value)
+            why = device_reasons.get(name, {}).get(value)
+            if why is None and name not in deps:  # a dependent knob alone is always refused as unused
+                why = _one_knob_problem(base, name, value)
             if why:
                 left.append((value, why))
             else:

@@ -42,14 +42,9 @@ def _pairs(items: list[str], what: str, many: bool) -> dict[str, Any]:
         name, sep, value = item.partition("=")
         if not sep or not name.strip() or not value.strip():
             raise UsageError(f"--{what} {item!r} is not NAME=VALUE{',VALUE' if many else ''}")
-        parts = [_value(v.strip()) for v in value.split(",") if v.strip()]
+        parts = [v.strip() for v in value.split(",") if v.strip()]  # typed by the knob (engine.optimize.study)
         out[name.strip().replace("-", "_")] = tuple(parts) if many else parts[0]
     return out
-
-
-def _value(text: str) -> Any:
-    lowered = text.lower()
-    return {"none": None, "null": None, "true": True, "false": False}.get(lowered, text)
 
 
 def _slo(items: list[str]) -> dict[str, float]:

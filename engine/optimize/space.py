@@ -20,9 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import TypeAdapter, ValidationError
-
-from engine.optimize.study import StudyDefinition
+from engine.optimize.study import StudyDefinition, knob_value
 from engine.spec import RECIPE_CLASSES, JobSpec, SpecError
 from engine.spec.forms import options
 from engine.spec.rules import KNOB_DEPENDENCIES
@@ -114,15 +112,11 @@ def _candidates(definition: StudyDefinition, name: str) -> tuple[Any, ...]:
 
 
 def _coerced(annotation: Any, name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``values`` as the knob's type (``"4"`` -> 4 for a number); SpecError naming a value it cannot take."""
-    adapter = TypeAdapter(annotation)
-    out = []
-    for value in values:
-        try:
-            out.append(adapter.validate_python(value))
-        except ValidationError as exc:
-            raise SpecError(f"{name}={value!r} is not a value of that knob") from exc
-    return tuple(out)
+    """``values`` as the knob's type; SpecError naming a value it cannot take."""
+    try:
+        return tuple(knob_value(annotation, name, value) for value in values)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from exc
 
 
 def _one_knob_problem(base: JobSpec, name: str, value: Any) -> str | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from engine.measure import registry
 from engine.spec import RECIPE_CLASSES, JobSpec, SpecError, parse_job_spec
@@ -41,6 +41,18 @@ OBJECTIVES: dict[str, str] = {
 KNOB_ALIASES: dict[str, str] = {"attention": "attn_implementation", "attn": "attn_implementation"}
 Sampler = Literal["tpe", "nsga2", "random", "grid"]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:+-]{0,199}$")
+
+
+def knob_value(annotation: Any, name: str, value: Any) -> Any:
+    """``value`` as a knob of type ``annotation`` (``"4"`` -> 4, ``"none"`` -> None where the knob has no
+    ``"none"`` choice); ValueError naming a value the knob cannot take."""
+    adapter = TypeAdapter(annotation)
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        if isinstance(value, str) and value.strip().lower() in ("none", "null"):
+            return knob_value(annotation, name, None)
+        raise ValueError(f"{name}={value!r} is not a value of that knob") from exc
 
 
 def objective_key(name: str) -> str:
@@ -199,7 +211,8 @@ class StudyDefinition(_Strict):
     def effective_base(self) -> JobSpec:
         """The base spec with the pinned knobs set and the accuracy phase every trial needs; SpecError."""
         data = self.base.model_dump(mode="json")
-        data["recipe"].update(self.pin)
+        fields = RECIPE_CLASSES[self.base.recipe.engine].model_fields
+        data["recipe"].update({k: knob_value(fields[k].annotation, k, v) for k, v in self.pin.items()})
         metrics = self.quality_metrics()
         if metrics:
             data["quality"] = {**data.get("quality", {}), "metrics": list(metrics)}

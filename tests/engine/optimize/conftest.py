@@ -39,7 +39,11 @@ def run_job(db: Any, job_id: int, tpot: float, ppl: float | None = 20.0, worker:
     assert job is not None and job.id == job_id
     jobs.mark_started(db, job_id, worker)
     quality = None if ppl is None else {"perplexity": ppl, "perplexity_tokens": 127}
-    metrics = {"tpot_ms": {"p50": tpot}, "ttft_ms": {"p50": 2 * tpot, "p99": 3 * tpot}, "output_tokens_per_s": 1000 / tpot}
+    metrics = {
+        "tpot_ms": {"p50": tpot},
+        "ttft_ms": {"p50": 2 * tpot, "p99": 3 * tpot},
+        "output_tokens_per_s": 1000 / tpot,
+    }
     run_id = save_run(
         db,
         NewRun(

@@ -10,7 +10,11 @@ from engine.optimize.evaluate import evaluate, figures
 
 
 def _run(tpot=50.0, ppl=20.0, ttft99=300.0):
-    metrics = {"tpot_ms": {"p50": tpot}, "ttft_ms": {"p50": ttft99 / 2, "p99": ttft99}, "output_tokens_per_s": 1000 / tpot}
+    metrics = {
+        "tpot_ms": {"p50": tpot},
+        "ttft_ms": {"p50": ttft99 / 2, "p99": ttft99},
+        "output_tokens_per_s": 1000 / tpot,
+    }
     return SimpleNamespace(metrics=metrics, quality=None if ppl is None else {"perplexity": ppl})
 
 
@@ -31,7 +35,9 @@ def test_within_the_bound_is_feasible_and_the_base_is_its_own_yardstick():
     base = figures(base_run, None)
     assert evaluate(d, base_run, base).feasible
     near = evaluate(d, _run(ppl=20.2), base)
-    assert near.feasible and round(near.measured["ppl_increase_pct"], 6) == 1.0 and near.violations()["ppl_increase"] < 0
+    assert (
+        near.feasible and round(near.measured["ppl_increase_pct"], 6) == 1.0 and near.violations()["ppl_increase"] < 0
+    )
 
 
 def test_a_constraint_not_measured_breaks_and_a_missing_objective_is_said():

@@ -96,7 +96,9 @@ def test_a_combination_the_rules_refuse_is_a_spec_error_and_unused_knobs_go_back
     spec = trial_spec(base, {"dtype": "float32", "quantization": "torch_dynamic_int8"}, name="s1 · trial 2")
     assert spec.recipe.quantization == "torch_dynamic_int8" and spec.name == "s1 · trial 2"
     assert spec.quality.metrics == ("ppl",)  # the constraint's accuracy phase is on every trial
-    assert spec.fingerprint() == trial_spec(base, {"dtype": "float32", "quantization": "torch_dynamic_int8"}).fingerprint()
+    assert (
+        spec.fingerprint() == trial_spec(base, {"dtype": "float32", "quantization": "torch_dynamic_int8"}).fingerprint()
+    )
 
 
 def test_a_knob_with_one_value_left_cannot_be_searched():

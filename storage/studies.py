@@ -117,6 +117,17 @@ def _trial(row: StudyTrialRow) -> TrialInfo:
     )
 
 
+def _readable(rows: Any, make: Any, kind: str) -> list[Any]:
+    """``make(row)`` for every row whose JSON reads; the others are skipped with a warning naming them."""
+    out = []
+    for row in rows:
+        try:
+            out.append(make(row))
+        except (ValueError, TypeError) as exc:
+            skip_warning(kind, row.id, exc)
+    return out
+
+
 # -- studies ------------------------------------------------------------------------------------
 def create_study(db: Database, name: str, definition: dict[str, Any], *, submitted_by: str | None = None) -> StudyInfo:
     """Store a new study (status running); ValueError with one line when the name is taken."""
@@ -154,14 +165,8 @@ def list_studies(db: Database, limit: int = 200, statuses: tuple[str, ...] | Non
     stmt = select(StudyRow).order_by(StudyRow.id.desc()).limit(limit)
     if statuses:
         stmt = stmt.where(StudyRow.status.in_(statuses))
-    out = []
     with db.session() as s:
-        for row in s.scalars(stmt):
-            try:
-                out.append(_study(row))
-            except (ValueError, TypeError) as exc:
-                skip_warning("study", row.id, exc)
-    return out
+        return _readable(s.scalars(stmt), _study, "study")
 
 
 def set_status(db: Database, study_id: int, status: str, note: str | None = None) -> StudyInfo | None:
@@ -281,14 +286,8 @@ def update_trial(db: Database, trial_id: int, **fields: Any) -> TrialInfo | None
 def list_trials(db: Database, study_id: int) -> list[TrialInfo]:
     """Every trial of a study, by trial number."""
     stmt = select(StudyTrialRow).where(StudyTrialRow.study_id == study_id).order_by(StudyTrialRow.number)
-    out = []
     with db.session() as s:
-        for row in s.scalars(stmt):
-            try:
-                out.append(_trial(row))
-            except (ValueError, TypeError) as exc:
-                skip_warning("study trial", row.id, exc)
-    return out
+        return _readable(s.scalars(stmt), _trial, "study trial")
 
 
 def job_statuses(db: Database, job_ids: list[int]) -> dict[int, tuple[str, int | None, str | None]]:

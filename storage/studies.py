@@ -319,8 +319,8 @@ def measured_run(db: Database, fingerprint: str, quality_keys: tuple[str, ...] =
 
 
 def active_study_ids(db: Database) -> list[int]:
-    """Studies a worker should advance: running or paused ones, and any with a trial in flight."""
+    """Studies a worker should advance: running ones, and any with a trial in flight."""
     with db.session() as s:
-        live = select(StudyRow.id).where(StudyRow.status.in_((RUNNING, PAUSED)))
+        live = select(StudyRow.id).where(StudyRow.status == RUNNING)
         busy = select(StudyTrialRow.study_id).where(StudyTrialRow.status == PENDING)
         return sorted({*s.scalars(live), *s.scalars(busy)})

@@ -57,9 +57,17 @@ def knob_words(knob: str, value: Any, params: dict[str, Any] | None = None) -> s
     return f"{knob.replace('_', ' ')} {value}"
 
 
-def recipe_words(params: dict[str, Any], base_params: dict[str, Any], base_recipe: dict[str, Any] | None = None) -> str:
-    """What a trial changes from the base, joined by ``+`` (``the base recipe`` when nothing)."""
-    changed = {k: v for k, v in params.items() if base_params.get(k) != v}
+def recipe_words(
+    params: dict[str, Any],
+    base_params: dict[str, Any],
+    base_recipe: dict[str, Any] | None = None,
+    order: Sequence[str] = (),
+) -> str:
+    """What a trial changes from the base, joined by ``+`` in the study's knob ``order``
+    (``the base recipe`` when nothing)."""
+    order = list(order)
+    changed = {k: params[k] for k in sorted(params, key=lambda k: (order.index(k) if k in order else len(order), k))}
+    changed = {k: v for k, v in changed.items() if base_params.get(k) != v}
     if not changed:
         named = changed_knobs(base_recipe) if base_recipe else {}
         shown = " + ".join(knob_words(k, v, named) for k, v in sorted(named.items()) if v is not None)
@@ -88,7 +96,7 @@ def trial_rows(definition: StudyDefinition, trials: Sequence[Any]) -> list[dict[
         rows.append(
             {
                 "trial": t.number,
-                "recipe": recipe_words(t.params, base_params, recipe),
+                "recipe": recipe_words(t.params, base_params, recipe, definition.knobs),
                 "status": t.status + (" (reused run)" if t.reused else ""),
                 "tpot_p50_ms": m.get("tpot_ms_p50"),
                 "ttft_p99_ms": m.get("ttft_ms_p99"),
@@ -130,7 +138,7 @@ def front_rows(definition: StudyDefinition, trials: Sequence[Any]) -> list[dict[
     return [
         {
             "trial": t.number,
-            "recipe": recipe_words(t.params, base.params if base else {}, recipe),
+            "recipe": recipe_words(t.params, base.params if base else {}, recipe, definition.knobs),
             "x_key": x_key,
             "y_key": y_key,
             "x": (t.measured or {}).get(x_key),
@@ -173,7 +181,7 @@ def best_sentence(definition: StudyDefinition, trials: Sequence[Any]) -> str:
     key = definition.objective_keys[0]
     base = next((t for t in trials if t.number == 0 and t.status == "complete"), None)
     base_value = (base.measured or {}).get(key) if base else None
-    words = recipe_words(best.params, base.params if base else {})
+    words = recipe_words(best.params, base.params if base else {}, order=definition.knobs)
     if best is base or base_value is None:
         label = registry.lookup(key).label.split(" (")[0]
         value = format_value(key, best.measured[key])

@@ -166,3 +166,48 @@ def test_pause_holds_new_trials_and_stop_cancels_the_one_in_flight(db):
     stopped = studies.list_trials(db, study.id)[-1]
     assert stopped.status == "failed" and "cancelled" in stopped.reason
     assert advance_all(db) == [] and studies.active_study_ids(db) == []
+
+
+def _fake_predictor(db, base):
+    """The estimator's part: bfloat16 predicted fastest, int8 next; int8 with bfloat16 does not fit."""
+
+    def predict(spec):
+        r = spec.recipe
+        tpot = {"bfloat16": 30.0}.get(r.dtype, 45.0) - (10.0 if r.quantization != "none" else 0.0)
+        fits = r.dtype != "float32" or r.quantization == "none"
+        return {"tpot_ms": tpot, "ttft_ms": 2 * tpot, "fits": fits, "memory_gb": 99.0, "usable_gb": 10.0}
+
+    return predict
+
+
+def test_the_estimator_orders_the_first_trials_and_prunes_what_does_not_fit(db, monkeypatch):
+    import engine.optimize.driver as driver
+
+    monkeypatch.setattr(driver, "predictor", _fake_predictor)
+    study = create(db, sampler="tpe", budget={"trials": 9})  # 3 startup trials: the base, then 2 picks
+    advance(db, "s1")
+    ostudy = sampling.load(db.url, study.optuna_name, definition())
+    waiting = [t.system_attrs["fixed_params"] for t in ostudy.get_trials(deepcopy=False) if t.state.name == "WAITING"]
+    # the one-knob changes of the base, fastest predicted first: bfloat16 (30 ms), then int8 (35 ms); float32 is 45
+    assert waiting == [
+        {"dtype": "bfloat16", "quantization": "none"},
+        {"dtype": "auto", "quantization": "torch_dynamic_int8"},
+    ]
+    study, trials = _drive(db, study)
+    unfit = [t for t in trials if t.params == {"dtype": "float32", "quantization": "torch_dynamic_int8"}]
+    assert unfit and all(t.status == "pruned" for t in unfit)
+    assert unfit[0].reason == "does not fit: needs 99.0 GB per device, 10.0 GB usable"
+    measured = [t for t in trials if t.status == "complete"]
+    assert all(t.predicted["tpot_ms"] for t in measured)  # the prediction sits beside the measurement
+
+
+def test_a_pareto_study_of_speed_against_accuracy(db):
+    study = create(
+        db, objectives=["tpot_p50", "ppl_increase_pct"], sampler="nsga2", constraints={}, budget={"trials": 3}
+    )
+    study, trials = _drive(db, study)
+    assert study.status == "done"
+    measured = [t for t in trials if t.status == "complete"]
+    assert len(measured) == 3 and all(len(t.values) == 2 and t.feasible for t in measured)
+    base = next(t for t in measured if t.number == 0)
+    assert base.values == [50.0, 0.0]

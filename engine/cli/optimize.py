@@ -153,7 +153,7 @@ def _wait(db: Any, name: str, poll_s: float, quiet: bool) -> Any:
         for line in result.lines:
             stderr_log(line)
         study = studies.get_study(db, name)
-        if study.is_final and result.pending == 0:
+        if study.is_final and result.pending == 0 and not result.busy:
             return study
         device = study.definition["base"].get("device", "cpu")
         served = {d for w in jobs.list_workers(db, alive_within_s=30) for d in w.devices}

@@ -64,6 +64,7 @@ class Advanced:
     asked: int = 0
     pending: int = 0
     lines: list[str] = field(default_factory=list)
+    busy: bool = False  # another caller was advancing it
 
 
 @dataclass
@@ -99,7 +100,7 @@ def advance(db: Any, key: str | int, *, owner: str | None = None) -> Advanced:
         raise ValueError(f"no study {key!r}; list them with: python -m engine optimize list")
     owner = owner or default_owner()
     if not studies.try_lock(db, study.id, owner):
-        return Advanced(study.name, study.status, lines=[f"study {study.name}: another process is advancing it"])
+        return Advanced(study.name, study.status, busy=True)  # another caller holds the lease: nothing to say
     try:
         return _advance(db, study)
     finally:

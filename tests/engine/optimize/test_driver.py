@@ -4,7 +4,7 @@ killed worker costs no trial and repeats no told one."""
 
 from __future__ import annotations
 
-from conftest import create, definition, run_job
+from study_helpers import create, definition, run_job
 
 from engine.optimize import sampling
 from engine.optimize.control import change

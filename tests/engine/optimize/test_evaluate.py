@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from conftest import definition
+from study_helpers import definition
 
 from engine.optimize.evaluate import evaluate, figures
 

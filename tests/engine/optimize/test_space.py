@@ -4,7 +4,7 @@ parent, pins and exclusions, trial specs validated by the spec itself."""
 from __future__ import annotations
 
 import pytest
-from conftest import definition
+from study_helpers import definition
 
 from engine.optimize.space import build_space, check_searchable, trial_spec
 from engine.spec import SpecError

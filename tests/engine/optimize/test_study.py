@@ -4,7 +4,7 @@ constraints need, and one-line refusals of what cannot be searched."""
 from __future__ import annotations
 
 import pytest
-from conftest import definition
+from study_helpers import definition
 
 from engine.spec import SpecError
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from engine.optimize.study import StudyDefinition, parse_definition
 from storage import jobs, studies
 from storage.runs import NewRun, save_run
@@ -61,15 +59,3 @@ def run_job(db: Any, job_id: int, tpot: float, ppl: float | None = 20.0, worker:
     )
     jobs.finish(db, job_id, worker, "done")
     return run_id
-
-
-@pytest.fixture
-def pending_job():
-    """The job of the newest pending trial of a study."""
-
-    def find(db: Any, study_id: int) -> int:
-        pending = [t for t in studies.list_trials(db, study_id) if t.status == studies.PENDING and t.job_id]
-        assert len(pending) == 1, pending
-        return pending[0].job_id
-
-    return find

@@ -105,6 +105,11 @@ def _exports(study: Any, rows: list[dict[str, Any]], front: list[dict[str, Any]]
     )
 
 
+def _rounded(value: Any) -> Any:
+    """Figures to 2 decimals in the table (the exports keep every digit)."""
+    return round(value, 2) if isinstance(value, float) else value
+
+
 @st.fragment(run_every=REFRESH_S)
 def live_study(name: str) -> None:
     """The study's status, best recipe, front and trials; reruns on its own while it runs."""
@@ -132,7 +137,8 @@ def live_study(name: str) -> None:
     if front:
         st.plotly_chart(front_figure(front), use_container_width=True, key=f"front_{study.id}")
     if rows:
-        st.dataframe([{label: r[k] for k, label in COLUMNS.items()} for r in rows], hide_index=True)
+        shown = [{label: _rounded(r[k]) for k, label in COLUMNS.items()} for r in rows]
+        st.dataframe(shown, hide_index=True)
         _exports(study, rows, front)
 
 

@@ -19,6 +19,7 @@ PAGES: list[tuple[str, str, str, str, str]] = [
     ("views/compare.py", "Compare", ":material/compare_arrows:", "compare", "Results"),
     ("views/launch.py", "Launch", ":material/rocket_launch:", "launch", "Benchmark"),
     ("views/jobs.py", "Jobs", ":material/pending_actions:", "jobs", "Benchmark"),
+    ("views/optimize.py", "Optimize", ":material/tune:", "optimize", "Benchmark"),
     ("views/history.py", "History", ":material/timeline:", "history", "Results"),
     ("views/whatif.py", "What-if", ":material/calculate:", "whatif", "Estimate"),
 ]

@@ -5,7 +5,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
@@ -226,3 +238,48 @@ class SuiteScheduleRow(Base):
     last_due_ts: Mapped[int | None] = mapped_column(BigInteger)
     last_queued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_job_ids: Mapped[str | None] = mapped_column(Text)  # JSON list of the jobs queued last time
+
+
+class StudyRow(Base):
+    """A recipe study: its validated definition, status and who created it. Optuna's own tables
+    (``studies``, ``trials`` ...) sit beside it in the same database under ``optuna_name``."""
+
+    __tablename__ = "recipe_studies"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    optuna_name: Mapped[str] = mapped_column(String(200), unique=True)
+    definition_json: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), index=True)  # running | paused | stopped | done
+    note: Mapped[str | None] = mapped_column(ScrubbedText)  # why it ended, or the last error
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    submitted_by: Mapped[str | None] = mapped_column(String(200))
+    lock_owner: Mapped[str | None] = mapped_column(String(200))  # who advances it now (one at a time)
+    lock_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class StudyTrialRow(Base):
+    """One trial of a study: its recipe, the job and run measuring it, what was measured and predicted."""
+
+    __tablename__ = "recipe_study_trials"
+    __table_args__ = (UniqueConstraint("study_id", "number", name="uq_recipe_study_trials_number"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("recipe_studies.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int] = mapped_column(Integer)  # Optuna's trial number
+    status: Mapped[str] = mapped_column(String(16))  # pending | complete | failed | pruned | duplicate
+    params_json: Mapped[str] = mapped_column(Text)
+    fingerprint: Mapped[str | None] = mapped_column(String(32))
+    job_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    run_id: Mapped[int | None] = mapped_column(Integer)
+    reused: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    values_json: Mapped[str | None] = mapped_column(Text)
+    measured_json: Mapped[str | None] = mapped_column(Text)
+    constraints_json: Mapped[str | None] = mapped_column(Text)
+    feasible: Mapped[bool | None] = mapped_column(Boolean)
+    reason: Mapped[str | None] = mapped_column(ScrubbedText)
+    predicted_json: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

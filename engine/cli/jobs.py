@@ -98,7 +98,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     devices = parse_device_list(args.devices)
     open_db(args)  # a bad URL exits 2 here
-    worker = Worker(database_url(args.db), devices, once=args.once, stale_after_s=args.stale_after, grace_s=args.grace)
+    from engine.optimize.driver import advance_all  # the worker advances recipe studies too
+
+    worker = Worker(
+        database_url(args.db),
+        devices,
+        once=args.once,
+        stale_after_s=args.stale_after,
+        grace_s=args.grace,
+        ticks=[advance_all],
+    )
     if args.metrics_port is None:
         return worker.run()
     from engine.jobs.exporter import serve_worker

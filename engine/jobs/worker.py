@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ __all__ = [
 LOG_TAIL_BYTES = 6000
 LIVE_WORKER_S = 30.0
 SCHEDULES_S = 20.0  # how often a worker looks for due suite schedules
+TICK_S = 2.0  # how often a worker runs its ticks (``python -m engine worker``: advancing recipe studies)
 
 
 def check_submittable(db: Any, spec: Any) -> None:
@@ -138,6 +140,7 @@ class Worker:
         grace_s: float = 5.0,
         log_dir: Path | None = None,
         once: bool = False,
+        ticks: Sequence[Callable[[Any], list[str]]] = (),
     ) -> None:
         from storage import open_database
 
@@ -155,6 +158,8 @@ class Worker:
         self._last_beat = 0.0
         self._last_recover = 0.0
         self._last_schedules = float("-inf")  # suite schedules: checked at once, then every SCHEDULES_S
+        # Run every TICK_S with the database; lines to log (engine.cli passes engine.optimize's driver).
+        self.ticks, self._last_tick = list(ticks), float("-inf")
 
     # -- life cycle ---------------------------------------------------------------------
     def request_stop(self, *_args: Any) -> None:
@@ -205,9 +210,14 @@ class Worker:
             for slot in running:
                 if slot.job.id in cancel_ids and slot.stop_reason is None:
                     self._terminate(slot, "cancelled")
+        ended = sum(len(s.finished) for s in self.slots)
         for slot in self.slots:
             if slot.proc is not None:
                 self._supervise(slot)
+        if self.ticks and (now - self._last_tick >= TICK_S or ended < sum(len(s.finished) for s in self.slots)):
+            self._last_tick = now  # after supervising: a study's next trial is queued, then claimed below
+            for line in [line for tick in self.ticks for line in tick(self.db)]:
+                _say(line)
         claimed_any = False
         if not self._stopping:
             for slot in self.slots:

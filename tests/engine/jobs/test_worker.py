@@ -229,3 +229,15 @@ def test_a_stopped_worker_past_the_stale_timeout_gets_one_outcome(db, db_url, tm
     log = b"".join(p.read_bytes() for p in tmp_path.glob("worker-*.log")).decode()
     assert f"job {job_id} done" not in log
     assert f"job {job_id} was ended without this worker" in log
+
+
+def test_ticks_run_with_the_database_and_their_lines_are_logged(db_url, tmp_path, capsys):
+    """``Worker(ticks=...)``: what ``python -m engine worker`` uses to advance recipe studies."""
+    from engine.jobs.worker import Worker
+
+    seen = []
+    worker = Worker(db_url, ["cpu"], log_dir=tmp_path, ticks=[lambda db: seen.append(db) or ["study s: tick"]])
+    assert worker.step() is True
+    worker.step()  # within TICK_S of the first: not run again
+    assert seen == [worker.db]
+    assert "study s: tick" in capsys.readouterr().err

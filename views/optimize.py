@@ -105,9 +105,14 @@ def _exports(study: Any, rows: list[dict[str, Any]], front: list[dict[str, Any]]
     )
 
 
-def _rounded(value: Any) -> Any:
-    """Figures to 2 decimals in the table (the exports keep every digit)."""
-    return round(value, 2) if isinstance(value, float) else value
+def _rounded(value: Any) -> str:
+    """A table cell as text: figures to 3 significant digits (the exports keep every digit), blank when
+    there is no value (never "None")."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
 
 
 @st.fragment(run_every=REFRESH_S)

@@ -17,6 +17,7 @@ from storage.frames import RunQuery, distinct_values, runs_page, sortable
 from storage.runs import get_run
 from ui.common import database, query_int
 from ui.run_view import render_run
+from ui.text import escape_markdown
 
 PAGE_SIZE = 50
 SORTS = ("created_at", "ttft_ms_p50", "tpot_ms_p50", "output_tokens_per_s", "quality.perplexity", "peak_memory_bytes")
@@ -129,6 +130,19 @@ def runs_list(db) -> None:
         key="runs_table",
     )
     _open_selected(table, list(event.selection.rows) if event else [])
+    _whole_reasons(table)
+
+
+def _whole_reasons(table) -> None:
+    """The status and noise cells are narrow at 1440 px: every failed or flagged run's whole text, below."""
+    lines = []
+    for row in table.itertuples(index=False):
+        status = str(getattr(row, "status", "") or "")
+        parts = [t for t in (status if status != "done" else "", str(getattr(row, "noise", "") or "")) if t]
+        if parts:
+            lines.append(f"- **run {row.run_id}**: " + " · ".join(escape_markdown(p) for p in parts))
+    if lines:
+        st.markdown(f"**Failed, partly failed or flagged on this page ({len(lines)}):**\n" + "\n".join(lines))
 
 
 db = database()

@@ -83,6 +83,10 @@ def test_failure_rate_and_reasons_in_the_list(db, db_url, monkeypatch):
     assert rows.loc[mystery, "status"] == "failed: no reason recorded"
     text_cells = rows.drop(columns=["link", "created_at"])
     assert not text_cells.astype(str).isin(["None", "nan"]).any().any()  # a missing value is blank, never "None"
+    # the narrow status cell may cut a reason at 1440 px: the whole text is listed below the table
+    below = " ".join(m.value for m in at.markdown)
+    assert f"**run {broken}**: failed: out of memory while loading" in below
+    assert f"**run {flaky}**: done · 3 of 6 requests failed (50%)" in below and f"**run {fine}**" not in below
 
 
 def test_columns_recipe_in_words_and_accuracy(db, db_url, monkeypatch):

@@ -32,6 +32,7 @@ VERB_MODULES: list[str] = [
     "engine.cli.estimate",
     "engine.cli.sweep",
     "engine.cli.suite",
+    "engine.cli.sla",
 ]
 
 

@@ -43,6 +43,7 @@ from engine.jobs.outcomes import (
     signal_reason,
 )
 from engine.measure.devices import detect_devices, gpu_indices
+from engine.optimize.sla import ADVANCE_S, advance_running
 from engine.settings import REPO_ROOT, get_settings
 from storage import StorageError
 
@@ -155,6 +156,7 @@ class Worker:
         self._last_beat = 0.0
         self._last_recover = 0.0
         self._last_schedules = float("-inf")  # suite schedules: checked at once, then every SCHEDULES_S
+        self._last_sla = float("-inf")  # SLA searches (engine/optimize/sla.py): advanced every ADVANCE_S
 
     # -- life cycle ---------------------------------------------------------------------
     def request_stop(self, *_args: Any) -> None:
@@ -200,6 +202,10 @@ class Worker:
             self.recover()
         if now - self._last_schedules >= SCHEDULES_S:
             self._queue_due_suites()
+        if now - self._last_sla >= ADVANCE_S:
+            self._last_sla = now
+            for line in advance_running(self.db):
+                _say(line)
         if running:
             cancel_ids = set(jobs.cancel_requested(self.db, [s.job.id for s in running]))
             for slot in running:

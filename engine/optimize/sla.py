@@ -202,6 +202,8 @@ def answer_of(definition: SlaDefinition, probes: list[dict[str, Any]], step: Ste
         "converged": converged,
         "unit": definition.unit,
         "goal": definition.goal(),
+        "slo": [b.model_dump() for b in definition.slo],
+        "goodput": definition.goodput,
         "probes": len(_results(probes)),
         "why": step.why if step else "a probe ended without a verdict",
         "text": answer_text(definition, low, high, converged),

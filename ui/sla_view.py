@@ -84,7 +84,9 @@ def _form_values() -> dict[str, Any] | None:
         custom = s2.text_input("Custom SLO", value="ttft_p99=300,tpot_p99=50", help="used when SLO is custom")
         goodput = s3.number_input("Goodput target (share of requests)", 0.01, 1.0, 0.99, step=0.01)
         a1, a2, a3, a4 = st.columns(4)
-        axis = a1.selectbox("Axis", ["rate", "concurrency"], format_func={"rate": "request rate", "concurrency": "concurrency"}.get)
+        axis = a1.selectbox(
+            "Axis", ["rate", "concurrency"], format_func={"rate": "request rate", "concurrency": "concurrency"}.get
+        )
         start = a2.number_input("Start load", min_value=0.01, max_value=1_000_000.0, value=1.0)
         resolution = a3.number_input("Resolution", min_value=0.01, max_value=1_000_000.0, value=0.25)
         probes = a4.number_input("Most probes", min_value=1, max_value=100, value=8)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import date
 from functools import partial
+from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
@@ -25,6 +26,7 @@ from engine.report.figures import (
 )
 from engine.settings import get_settings
 from ui.run_view import cached_runs_frame, current_params, results_page, share_link
+from ui.text import escape_markdown
 
 FILTERS = (("model", "Model"), ("device", "Device"), ("engine", "Engine"), ("sweep", "Sweep"))
 GROUP_COLUMNS = ("engine", "model", "device", "device_name", "sweep")
@@ -251,6 +253,10 @@ def sweeps_view(frame: pd.DataFrame) -> None:
         return
     st.plotly_chart(sweep_curves(swept, x, y), key="sweep_chart")
     st.caption(f"{swept['sweep'].nunique()} sweeps, {len(swept)} runs; {axis_label(x)} against {axis_label(y)}.")
+    links = [
+        f"[{escape_markdown(n)}](loadcurve?sweep={quote(str(n), safe='')})" for n in sorted(swept["sweep"].unique())
+    ]
+    st.markdown("Load curves (knee, SLO, goodput): " + " · ".join(links[:30]))
 
 
 def main() -> None:

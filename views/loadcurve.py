@@ -83,7 +83,11 @@ def _points_table(curve: Any) -> None:
         column_config={
             "open": st.column_config.LinkColumn("open", display_text="run"),
             "goodput": st.column_config.NumberColumn("goodput", format="percent"),
-            **{c: st.column_config.NumberColumn(c.replace("_ms_", " ms ").replace("_", " "), format="%.1f") for c in frame.columns if c.endswith(("_p50", "_p99"))},
+            **{
+                c: st.column_config.NumberColumn(c.replace("_ms_", " ms ").replace("_", " "), format="%.1f")
+                for c in frame.columns
+                if c.endswith(("_p50", "_p99"))
+            },
         },
     )
 

@@ -167,4 +167,3 @@ def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse
     g.add_argument("--timeout", type=finite_float, help="seconds per probe job (3600)")
     g.add_argument("--wait", action="store_true", help="follow the search until its answer")
     p.set_defaults(func=cmd_sla)
-

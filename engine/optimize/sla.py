@@ -152,14 +152,14 @@ def _step(db: Any, search: store.SlaSearch) -> bool:
             why = f"probe at {probes[i]['load']:g} {definition.unit}: {probes[i]['reasons'][0]}"
             return store.save(db, search, probes, status=store.FAILED, answer=answer, error=why)
         return store.save(db, search, probes)
-    step = next_step(_results(probes), definition.start, definition.resolution, definition.max_probes, _integer(definition))
+    step = next_step(
+        _results(probes), definition.start, definition.resolution, definition.max_probes, _integer(definition)
+    )
     if step.done:
         return store.save(db, search, probes, status=store.DONE, answer=answer_of(definition, probes, step))
     spec = probe_spec(definition, step.next_load, search.name)
     probe = {"load": step.next_load, "status": "queued", "why": step.why}
-    store.queue_probe(
-        db, search, probes, spec, probe, sweep=sweep_name(search.name), timeout_s=definition.timeout_s
-    )
+    store.queue_probe(db, search, probes, spec, probe, sweep=sweep_name(search.name), timeout_s=definition.timeout_s)
     return True  # queued, or another caller changed the search first: read it again
 
 
@@ -227,10 +227,10 @@ def answer_text(definition: SlaDefinition, low: float | None, high: float | None
 
 def progress_line(search: store.SlaSearch) -> str:
     """One line on where a search stands (the CLI's and the worker's log)."""
-    if search.answer and search.is_final:
-        return f"{search.status}: {search.answer['text']}"
     if search.status == store.FAILED:
         return f"failed: {search.error}"
+    if search.answer and search.is_final:
+        return f"{search.status}: {search.answer['text']}"
     if not search.probes:
         return search.status
     unit = UNITS.get(search.definition.get("axis", "rate"), "")
@@ -254,4 +254,3 @@ def report(search: store.SlaSearch) -> dict[str, Any]:
         "created_at": search.created_at.isoformat(),
         "submitted_by": search.submitted_by,
     }
-

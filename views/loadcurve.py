@@ -83,13 +83,21 @@ def _points_table(curve: Any) -> None:
         column_config={
             "open": st.column_config.LinkColumn("open", display_text="run"),
             "goodput": st.column_config.NumberColumn("goodput", format="percent"),
+            **{c: st.column_config.NumberColumn(c, format="%.2f") for c in ("sent/s", "requests/s")},
+            **{c: st.column_config.NumberColumn(c, format="%.1f") for c in ("output tok/s", "tok/s per user")},
             **{
-                c: st.column_config.NumberColumn(c.replace("_ms_", " ms ").replace("_", " "), format="%.1f")
+                c: st.column_config.NumberColumn(_latency_header(c), format="%.1f")
                 for c in frame.columns
-                if c.endswith(("_p50", "_p99"))
+                if "_ms_" in c
             },
         },
     )
+
+
+def _latency_header(column: str) -> str:
+    """``ttft_ms_p99`` -> ``TTFT p99 (ms)``."""
+    group, _, pct = column.partition("_ms_")
+    return f"{group.upper()} {pct} (ms)"
 
 
 def curve_view(db: Any, sweep: str, token: tuple[int, int]) -> None:

@@ -106,3 +106,14 @@ def test_an_unknown_sweep_says_so(db, db_url, monkeypatch) -> None:
     at = open_page("views/loadcurve.py", sweep="nope")
     assert not at.exception
     assert any("No runs are stored under the sweep nope" in w.value for w in at.warning)
+
+
+def test_explore_sweeps_and_a_sweeps_jobs_link_to_its_load_curve(db, db_url, monkeypatch) -> None:
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    seed_sweep(db, "sla:x y")
+    at = open_page("views/explore.py", view="sweeps")
+    assert not at.exception
+    assert any("[sla\\:x y](loadcurve?sweep=sla%3Ax%20y)" in m.value for m in at.markdown)
+    at = open_page("views/jobs.py", sweep="sla:x y")
+    assert not at.exception
+    assert any("[load curves](loadcurve?sweep=sla%3Ax%20y)" in c.value for c in at.caption)

@@ -38,7 +38,11 @@ def render_answer(search: Any) -> None:
     goal = sla.SlaDefinition.model_validate(search.definition).goal()
     if search.answer and search.is_final:
         st.markdown(f"{icon} **{escape_markdown(search.answer['text'])}** · {escape_markdown(goal)}")
-        st.caption(f"{search.answer['probes']} probes; {escape_markdown(search.answer['why'])}")
+        bounds = sla.boundary_words(search.answer)
+        st.caption(
+            f"{search.answer['probes']} probes; {escape_markdown(search.answer['why'])}"
+            + (f" · {escape_markdown(bounds)}" if bounds else "")
+        )
     else:
         st.markdown(f"{icon} `{search.status}` · {escape_markdown(goal)}")
         st.caption(escape_markdown(sla.progress_line(search)))

@@ -121,6 +121,8 @@ def _print_table(search: Any) -> None:
         )
     if search.answer:
         print(f"answer: {search.answer['text']}")
+        if sla.boundary_words(search.answer):
+            print(f"boundary probes: {sla.boundary_words(search.answer)}")
     if search.error:
         print(f"error: {search.error}")
 

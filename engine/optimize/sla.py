@@ -225,6 +225,24 @@ def answer_text(definition: SlaDefinition, low: float | None, high: float | None
     return f"{low:g} {unit} (between {low:g} and {high:g}{tail}){at}"
 
 
+def boundary_words(answer: dict[str, Any]) -> str:
+    """``highest passing 2 req/s (run 5, goodput 96.7 %, 95 % CI 83-99.9 %); lowest failing ...``."""
+    parts = []
+    for side, words in (("low", "highest passing"), ("high", "lowest failing")):
+        probe = (answer.get("boundary") or {}).get(side)
+        if not probe:
+            continue
+        good = (probe.get("values") or {}).get("goodput_fraction")
+        ci = probe.get("goodput_ci")
+        detail = f"run {probe.get('run_id')}"
+        if good is not None:
+            detail += f", goodput {good * 100:.1f} %"
+        if ci:
+            detail += f", 95 % CI {ci[0] * 100:.1f}-{ci[1] * 100:.1f} %"
+        parts.append(f"{words} {probe['load']:g} {answer.get('unit', '')} ({detail})")
+    return "; ".join(parts)
+
+
 def progress_line(search: store.SlaSearch) -> str:
     """One line on where a search stands (the CLI's and the worker's log)."""
     if search.status == store.FAILED:

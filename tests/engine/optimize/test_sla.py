@@ -167,3 +167,16 @@ def test_a_probe_job_that_ends_without_a_run_fails_the_search_with_its_reason(db
     assert lines == [f"sla search s2: failed: {found.error}"]
     with pytest.raises(store.SearchExists):
         sla.start(db, "s2", _definition())
+
+
+def test_the_boundary_probes_carry_their_goodput_intervals() -> None:
+    answer = {
+        "unit": "req/s",
+        "boundary": {
+            "low": {"load": 2.0, "run_id": 5, "values": {"goodput_fraction": 0.9667}, "goodput_ci": [0.828, 0.999]},
+            "high": {"load": 3.0, "run_id": 6, "values": {"goodput_fraction": 0.5}, "goodput_ci": None},
+        },
+    }
+    assert sla.boundary_words(answer) == (
+        "highest passing 2 req/s (run 5, goodput 96.7 %, 95 % CI 82.8-99.9 %); lowest failing 3 req/s (run 6, goodput 50.0 %)"
+    )

@@ -30,7 +30,7 @@ from engine.optimize.bisect import Step, bracket, next_step
 from engine.optimize.slo import Bound, judge, per_request_limits, slo_words
 from engine.spec import JobSpec, SpecError, parse_job_spec
 from engine.spec.sweep import build_grid, concurrency_axis, grid_specs, rate_axis
-from storage import jobs
+from storage import StorageError, jobs
 from storage import sla as store
 from storage.runs import get_run
 
@@ -123,6 +123,8 @@ def advance_running(db: Any) -> list[str]:
         before = store.get_search(db, search_id)
         try:
             after = advance(db, search_id)
+        except StorageError:  # the database is away: the worker retries, the search stays as it is
+            raise
         except Exception as exc:  # noqa: BLE001 - one broken search must not stop a worker
             if before is not None:
                 store.save(db, before, before.probes, status=store.FAILED, error=f"{type(exc).__name__}: {exc}")

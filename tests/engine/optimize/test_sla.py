@@ -180,3 +180,24 @@ def test_the_boundary_probes_carry_their_goodput_intervals() -> None:
     assert sla.boundary_words(answer) == (
         "highest passing 2 req/s (run 5, goodput 96.7 %, 95 % CI 82.8-99.9 %); lowest failing 3 req/s (run 6, goodput 50.0 %)"
     )
+
+
+def test_a_bug_fails_only_its_search_and_a_database_error_is_left_to_the_worker(db, monkeypatch) -> None:
+    sla.start(db, "s3", _definition())
+    sla.start(db, "s4", _definition())
+
+    def broken(*_args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(sla, "advance", broken)
+    assert sla.advance_running(db) == [f"sla search {i} failed: RuntimeError: boom" for i in (1, 2)]
+    assert store.find(db, "s3").status == "failed" and store.find(db, "s3").error == "RuntimeError: boom"
+    store.create(db, "s5", _definition().model_dump(mode="json"))
+
+    def away(*_args):
+        raise store.StorageError("database is locked")
+
+    monkeypatch.setattr(sla, "advance", away)
+    with pytest.raises(store.StorageError):
+        sla.advance_running(db)
+    assert store.find(db, "s5").status == "running"

@@ -16,6 +16,7 @@ PAGES: list[tuple[str, str, str, str, str]] = [
     ("views/runs.py", "Runs", ":material/table_rows:", "runs", "Results"),
     ("views/run.py", "Run", ":material/insights:", "run", "Results"),
     ("views/explore.py", "Explore", ":material/scatter_plot:", "explore", "Results"),
+    ("views/loadcurve.py", "Load curves", ":material/show_chart:", "loadcurve", "Results"),
     ("views/compare.py", "Compare", ":material/compare_arrows:", "compare", "Results"),
     ("views/launch.py", "Launch", ":material/rocket_launch:", "launch", "Benchmark"),
     ("views/jobs.py", "Jobs", ":material/pending_actions:", "jobs", "Benchmark"),

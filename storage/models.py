@@ -283,3 +283,25 @@ class StudyTrialRow(Base):
     predicted_json: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class SlaSearchRow(Base):
+    """An SLA finder search (engine/optimize/sla.py): its definition, probes so far and answer.
+
+    ``version`` rises with every change; a change is written only at the version it read,
+    so two callers advancing the same search (workers, ``sla --wait``) never queue a probe twice.
+    """
+
+    __tablename__ = "sla_searches"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    definition_json: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    probes_json: Mapped[str] = mapped_column(Text, default="[]")
+    answer_json: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(ScrubbedText)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    submitted_by: Mapped[str | None] = mapped_column(String(200))

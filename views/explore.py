@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import date
 from functools import partial
+from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
@@ -27,6 +28,7 @@ from engine.settings import get_settings
 from storage.frames import RunQuery, count, distinct_values, query_frame
 from ui.common import query_int_list
 from ui.run_view import current_params, results_page, share_link
+from ui.text import escape_markdown
 
 FILTERS = (("model", "Model"), ("device", "Device"), ("engine", "Engine"), ("sweep", "Sweep"))
 GROUP_COLUMNS = ("engine", "model", "device", "device_name", "sweep")
@@ -253,6 +255,10 @@ def sweeps_view(frame: pd.DataFrame) -> None:
         f"{plural(swept['sweep'].nunique(), 'sweep')}, {plural(len(swept), 'run')}; "
         f"{axis_label(x)} against {axis_label(y)}."
     )
+    links = [
+        f"[{escape_markdown(n)}](loadcurve?sweep={quote(str(n), safe='')})" for n in sorted(swept["sweep"].unique())
+    ]
+    st.markdown("Load curves (knee, SLO, goodput): " + " · ".join(links[:30]))
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ says who submitted it, who cancelled it and who deleted its run. ``?sweep=NAME``
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import streamlit as st
 
@@ -193,7 +194,8 @@ def page() -> None:
     statuses = [s for s in raw_status.split(",") if s in STATUS_ICONS]
     sweep = st.query_params.get("sweep") or None
     if sweep:
-        st.caption(f"Sweep: **{escape_markdown(sweep)}** ([all jobs](/jobs))")
+        curve = f"loadcurve?sweep={quote(sweep, safe='')}"
+        st.caption(f"Sweep: **{escape_markdown(sweep)}** ([load curves]({curve}) · [all jobs](/jobs))")
     live_jobs(statuses, sweep, read_only, rights)
 
 

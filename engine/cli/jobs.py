@@ -98,7 +98,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     devices = parse_device_list(args.devices)
     open_db(args)  # a bad URL exits 2 here
-    from engine.optimize.driver import advance_all  # the worker advances recipe studies too
+    from engine.optimize.driver import advance_all  # the worker advances recipe studies and SLA searches too
+    from engine.optimize.sla import advance_running
 
     worker = Worker(
         database_url(args.db),
@@ -106,7 +107,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         once=args.once,
         stale_after_s=args.stale_after,
         grace_s=args.grace,
-        ticks=[advance_all],
+        ticks=[advance_all, advance_running],
     )
     if args.metrics_port is None:
         return worker.run()

@@ -33,6 +33,7 @@ VERB_MODULES: list[str] = [
     "engine.cli.sweep",
     "engine.cli.suite",
     "engine.cli.optimize",
+    "engine.cli.sla",
 ]
 
 

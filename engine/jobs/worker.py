@@ -62,7 +62,9 @@ __all__ = [
 LOG_TAIL_BYTES = 6000
 LIVE_WORKER_S = 30.0
 SCHEDULES_S = 20.0  # how often a worker looks for due suite schedules
-TICK_S = 2.0  # how often a worker runs its ticks (``python -m engine worker``: advancing recipe studies)
+TICK_S = (
+    2.0  # how often a worker runs its ticks (``python -m engine worker``: advancing recipe studies and SLA searches)
+)
 
 
 def check_submittable(db: Any, spec: Any) -> None:
@@ -158,7 +160,8 @@ class Worker:
         self._last_beat = 0.0
         self._last_recover = 0.0
         self._last_schedules = float("-inf")  # suite schedules: checked at once, then every SCHEDULES_S
-        # Run every TICK_S with the database; lines to log (engine.cli passes engine.optimize's driver).
+        # Run every TICK_S with the database; lines to log (engine.cli passes engine.optimize's drivers:
+        # recipe studies and SLA searches).
         self.ticks, self._last_tick = list(ticks), float("-inf")
 
     # -- life cycle ---------------------------------------------------------------------

@@ -78,5 +78,7 @@ def test_an_engine_without_profiling_says_so(db, db_url, monkeypatch) -> None:
 def test_the_launch_form_offers_profile_steps(db, db_url, monkeypatch) -> None:
     monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
     at = open_page("views/launch.py")
-    (field,) = [n for n in at.number_input if n.label == "Profile decode steps (0: off)"]  # generated from the Workload field
+    (field,) = [
+        n for n in at.number_input if n.label == "Profile decode steps (0: off)"
+    ]  # generated from the Workload field
     assert field.value == 0 and "torch.profiler" in (field.proto.help or "")

@@ -26,6 +26,7 @@ from engine.spec import RECIPE_CLASSES, SpecError
 from storage import StorageError, studies
 from ui import auth
 from ui.common import database
+from ui.sla_view import render_sla_section
 from ui.text import escape_markdown
 
 REFRESH_S = 2.0
@@ -299,7 +300,8 @@ def page() -> None:
         read_only = auth.cannot("launch")
         if st.button("Create study", type="primary", disabled=bool(problem or read_only), help=read_only, key="create"):
             create(db, data)
-    # SLA finder section: ui.sla_view.render_sla_section(db) (branch sla)
+    st.divider()
+    render_sla_section(db)  # the highest load a serving recipe sustains under an SLO (ui/sla_view.py)
 
 
 page()

@@ -36,13 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.jobs.job_process import EXIT_SPEC  # bad input: the job fails, no run is stored
-from engine.jobs.outcomes import (
-    WORKER_STOPPED,
-    failed_run_of,
-    failure_outcome,
-    job_outcome,
-    signal_reason,
-)
+from engine.jobs.outcomes import WORKER_STOPPED, failed_run_of, failure_outcome, job_outcome, signal_reason
 from engine.measure.devices import detect_devices, gpu_indices
 from engine.settings import REPO_ROOT, get_settings
 from storage import StorageError
@@ -62,9 +56,7 @@ __all__ = [
 LOG_TAIL_BYTES = 6000
 LIVE_WORKER_S = 30.0
 SCHEDULES_S = 20.0  # how often a worker looks for due suite schedules
-TICK_S = (
-    2.0  # how often a worker runs its ticks (``python -m engine worker``: advancing recipe studies and SLA searches)
-)
+TICK_S = 2.0  # how often a worker runs its ticks (``python -m engine worker``: advancing studies and SLA searches)
 
 
 def check_submittable(db: Any, spec: Any) -> None:

@@ -91,3 +91,9 @@ def test_the_list_and_the_definition_form(study, db, db_url, monkeypatch):
 def test_an_unknown_study(db, db_url, monkeypatch):
     at = _open(monkeypatch, db_url, study="nope")
     assert any("No study named nope" in e.value for e in at.error)
+
+
+def test_the_page_ends_with_the_sla_finder(db, db_url, monkeypatch):
+    at = _open(monkeypatch, db_url)
+    assert not at.exception
+    assert any("SLA finder" in h.value for h in at.subheader)

@@ -4,14 +4,10 @@ burning a core, and a real demo run under that contention."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
+from burner import burning_core
 
 from engine.measure.provenance import NoiseSampler, cpu_ticks
 from engine.run import noise
@@ -72,26 +68,6 @@ def test_a_slow_first_trial_means_the_warm_up_was_too_short():
     assert flags(QUIET, _trials(11.5, 10.0)) == ["drift"]  # two trials cannot tell warm-up from noise
     [warm, _] = noise.noise_flags(QUIET, _trials(12.0, 10.0, 10.0))
     assert warm["detail"] == "trial 1 TPOT p50 20 % slower than the others (their spread 0 %): warm-up too short"
-
-
-@contextmanager
-def burning_core(seconds: float) -> Iterator[int]:
-    """A process spinning one core for at most ``seconds``, outside this process's tree (double fork)."""
-    code = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"
-    out = subprocess.run(
-        ["sh", "-c", f'"{sys.executable}" -c "$0" >/dev/null 2>&1 & echo $!', code],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    pid = int(out.stdout.strip())
-    try:
-        yield pid
-    finally:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
 
 
 def test_the_sampler_sees_a_process_burning_a_core():

@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from burner import burning_core
 
 from engine.report.diagnostics import diagnose
 from engine.spec import parse_job_spec
@@ -65,12 +63,8 @@ def test_no_growth_finding_without_the_fault(db, demo_folder):
 
 
 def test_a_busy_core_during_the_run_shows_the_contention_finding(db, demo_folder):
-    burn = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
+    with burning_core(120):  # outside this process's tree: the job's own children are not contention
         result = _run(db, requests=4)
-    finally:
-        burn.kill()
-        burn.wait()
     findings, _ = _findings(db, result.run_id)
     (found,) = [f for f in findings if f.kind == "contention"]
     assert found.evidence["processes"] and "other processes used" in " ".join(found.evidence["details"])

@@ -165,9 +165,9 @@ class Worker:
         """Serve until SIGTERM/SIGINT (or, with ``once``, until the queue is empty)."""
         from storage import jobs
 
+        previous = {}  # restored on return: a worker run inside another program leaves its handlers as they were
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self.request_stop)
-            signal.signal(signal.SIGINT, self.request_stop)
+            previous = {sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         self.log_dir.mkdir(parents=True, exist_ok=True)
         jobs.register_worker(self.db, self.id, self.host, os.getpid(), [s.device for s in self.slots])
         _say(f"{self.id} serving {', '.join(s.device for s in self.slots)} from {self.db_url}")
@@ -185,6 +185,8 @@ class Worker:
                 time.sleep(self.poll_s)
         finally:
             self.shutdown()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         return 0
 
     def step(self) -> bool:

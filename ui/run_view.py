@@ -197,11 +197,18 @@ def runs_changed_token(db: Any) -> tuple[int, int]:
 
 
 @st.cache_data(show_spinner=False, max_entries=8, ttl=3600)
-def cached_runs_frame(_db: Any, db_url: str, token: tuple[int, int]) -> pd.DataFrame:
-    """storage.frames.runs_frame, cached per database and runs-changed token."""
-    from storage.frames import runs_frame
+def cached_runs_frame(
+    _db: Any, db_url: str, token: tuple[int, int], limit: int | None = 1000, ids: tuple[int, ...] = ()
+) -> pd.DataFrame:
+    """The newest ``limit`` runs (identity columns only: enough for a picker), plus the runs ``ids`` names
+    however old; cached per database and runs-changed token. Paged in SQL: fast at 100,000 runs."""
+    from storage.frames import RunQuery, query_frame
 
-    return runs_frame(_db)
+    newest = query_frame(_db, RunQuery(limit=limit), metrics=[])
+    if not ids:
+        return newest
+    linked = query_frame(_db, RunQuery(run_ids=tuple(ids)), metrics=[])
+    return pd.concat([linked, newest], ignore_index=True).drop_duplicates("run_id")
 
 
 @st.cache_data(show_spinner=False, max_entries=64, ttl=3600)

@@ -153,7 +153,7 @@ def main() -> None:
         return
     db, token = opened
     ids = _linked_ids(db, token)
-    frame = cached_runs_frame(db, db.url, token)
+    frame = cached_runs_frame(db, db.url, token, ids=tuple(ids))  # the newest 1,000 and the linked runs
     if frame.empty:
         st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
         return

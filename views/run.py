@@ -26,7 +26,7 @@ from ui.text import code_span, escape_markdown
 
 
 def _pick_run(db, token) -> None:
-    frame = cached_runs_frame(db, db.url, token)
+    frame = cached_runs_frame(db, db.url, token, limit=500)  # the picker lists the newest 500
     if frame.empty:
         st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
         return

@@ -25,6 +25,7 @@ from engine.report.figures import (
 )
 from engine.report.listing import EXPLORE_POINTS, axis_choices, colour_columns, default_colour, plural
 from engine.settings import get_settings
+from engine.spec.forms import LABELS as KNOB_LABELS
 from storage.frames import RunQuery, count, distinct_values, query_frame
 from ui.common import query_int_list
 from ui.run_view import current_params, results_page, share_link
@@ -47,8 +48,9 @@ def _label(column: str, hints: dict[str, str] | None = None) -> str:
         return "(none)"
     if column in GROUP_COLUMNS:
         return column.replace("_", " ")
-    if column.startswith(("recipe.", "workload.")):
-        return column.replace("_", " ")
+    if column.startswith(("recipe.", "workload.")):  # a knob: its label in words, as on Launch
+        field = column.split(".", 1)[1]
+        return KNOB_LABELS.get(field, field.replace("_", " "))
     return metric_name(column, hints)
 
 
@@ -200,7 +202,8 @@ def scatter_view(frame: pd.DataFrame) -> None:
         "quality.perplexity" if "quality.perplexity" in quality else (quality[0] if quality else "output_tokens_per_s")
     )
     y = _select(c2, "y axis (accuracy or another metric)", quality + perf, "y", y_default, hints)
-    color = _select(c3, "Colour by", groups, "color", default_colour(frame))
+    plotted = frame[frame[x].notna() & frame[y].notna()] if not frame.empty else frame
+    color = _select(c3, "Colour by", groups, "color", default_colour(plotted))  # what varies among the points
     symbol = _select(c4, "Symbol by", groups, "symbol", NONE)
     if frame.empty:
         st.info("No finished runs match these filters.")

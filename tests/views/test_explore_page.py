@@ -151,6 +151,18 @@ def test_colour_defaults_to_the_knob_that_varies_most(db, db_url, monkeypatch):
     assert {"float32", "bfloat16", "auto"} <= names
 
 
+def test_colour_default_looks_only_at_the_plotted_runs_and_is_named_in_words(db, db_url, monkeypatch):
+    from tests.views.test_loadcurve_page import seed_sweep
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    seed_basic(db)  # two runs with perplexity: float32 and bfloat16
+    seed_sweep(db, "rates")  # rates vary most among all runs, but none of them has a perplexity
+    at = open_explore(x="tpot_ms_p50", y="quality.perplexity")
+    assert not at.exception
+    colour = at.selectbox(key="explore_color")
+    assert colour.value == "recipe.dtype" and "Precision (dtype)" in colour.options
+
+
 def test_axes_units_hover_words_and_plurals(db, db_url, monkeypatch):
     monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
     only = make_run(db, dtype="bfloat16", quality=real_quality(perplexity=17.0))

@@ -21,12 +21,14 @@ from __future__ import annotations
 import _thread
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +200,20 @@ def start(spec: JobSpec, log: Callable[[str], None]) -> Followers:
     return Followers(procs, logs, workdir)
 
 
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """While rank 0 works, SIGINT raises KeyboardInterrupt, whatever handler the process had installed
+    (the watchdog's ``interrupt_main`` goes through that handler); the previous one is put back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_with_followers(spec: JobSpec, body: Callable[[], Any], log: Callable[[str], None]) -> Any:
     """Run ``body`` (rank 0's work) with the follower ranks around it.
 
@@ -208,7 +224,8 @@ def run_with_followers(spec: JobSpec, body: Callable[[], Any], log: Callable[[st
     try:
         followers = start(spec, log)
         try:
-            result = body()
+            with _interruptible():
+                result = body()
         except (BackendError, SpecError):
             followers.close()  # rank 0's own reason is the clear one (the others fail alike)
             raise

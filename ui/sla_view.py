@@ -94,7 +94,10 @@ def _form_values() -> dict[str, Any] | None:
         start = a2.number_input("Start load", min_value=0.01, max_value=1_000_000.0, value=1.0)
         resolution = a3.number_input("Resolution", min_value=0.01, max_value=1_000_000.0, value=0.25)
         probes = a4.number_input("Most probes", min_value=1, max_value=100, value=8)
-        name = st.text_input("Search name", value=f"sla-{time.strftime('%Y%m%d-%H%M%S')}")
+        # the default is fixed once per session: a default that changed every second made a new widget on
+        # each rerun, which threw away the name the user had typed
+        default = st.session_state.setdefault("sla_default_name", f"sla-{time.strftime('%Y%m%d-%H%M%S')}")
+        name = st.text_input("Search name", value=default)
         why_not = auth.cannot("launch")
         if not st.form_submit_button("Start the search", disabled=why_not is not None, help=why_not):
             return None

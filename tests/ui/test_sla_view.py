@@ -59,3 +59,19 @@ def test_the_form_refuses_a_bad_slo_and_queues_the_first_probe_of_a_good_one(db,
     job = jobs.get_job(db, found.probes[0]["job_id"])
     assert job.sweep == "sla:form-search" and job.spec["workload"]["rate"] == 1.0
     assert job.spec["workload"]["slo_ttft_ms"] == 300.0
+
+
+def test_a_typed_search_name_survives_a_rerun_a_second_later(db, db_url, monkeypatch) -> None:
+    import itertools
+    import time
+
+    ticks = itertools.count()
+    monkeypatch.setattr(time, "strftime", lambda _fmt, *_a: f"20261201-{next(ticks):06d}")  # a new second each call
+    at = _open(db_url, monkeypatch)
+    at.selectbox[0].set_value("transformers")
+    at.text_input[3].set_value("my-search")
+    # the click's rerun comes a second later: a default that changed with it made a new widget, and the
+    # typed name was thrown away (the search got the new default name)
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    assert store.find(db, "my-search") is not None

@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from engine.backends.base import GenerationParams
-from engine.backends.openai import OpenAIBackend
+from engine.backends.openai.backend import OpenAIBackend
 from engine.measure.records import RequestRecord
 
 

@@ -93,7 +93,7 @@ def ours(server, model_path: str, args: argparse.Namespace) -> dict:  # type: ig
     from vllm.benchmarks.datasets import RandomDataset
 
     from engine.backends.base import GenerationParams
-    from engine.backends.openai import OpenAIBackend
+    from engine.backends.openai.backend import OpenAIBackend
     from engine.measure.metrics import compute_metrics
     from engine.measure.records import RunRecord
     from engine.run.load import run_load

@@ -22,7 +22,7 @@ REGISTRY: dict[str, str] = {
     "transformers": "engine.backends.transformers.backend:TransformersBackend",
     "vllm": "engine.backends.vllm.inprocess:VllmBackend",
     "vllm-server": "engine.backends.vllm.server:VllmServerBackend",
-    "openai": "engine.backends.openai:OpenAIBackend",
+    "openai": "engine.backends.openai.backend:OpenAIBackend",
 }
 
 Progress = Callable[[str, float | None], None]

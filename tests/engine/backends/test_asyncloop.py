@@ -11,7 +11,7 @@ import pytest
 
 from engine.backends.asyncloop import EventLoop
 from engine.backends.base import GenerationParams
-from engine.backends.openai import OpenAIBackend
+from engine.backends.openai.backend import OpenAIBackend
 from engine.measure.records import RequestRecord
 
 _SSE = b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choices":[],"usage":{"completion_tokens":1}}\n\ndata: [DONE]\n\n'

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from engine.backends.base import BackendError, GenerationParams
-from engine.backends.openai import OpenAIBackend, RequestFailed
+from engine.backends.openai.backend import OpenAIBackend, RequestFailed
 from engine.measure.records import RequestRecord
 from engine.run.load import run_load
 from engine.spec import ModelSpec, OpenAIRecipe, Workload, parse_job_spec

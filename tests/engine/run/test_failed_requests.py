@@ -136,7 +136,7 @@ def test_max_error_rate_is_validated_and_keeps_old_fingerprints(capsys) -> None:
 
 
 def test_an_engine_error_that_is_not_a_request_error_ends_the_run(server, db, monkeypatch) -> None:
-    from engine.backends.openai import OpenAIBackend
+    from engine.backends.openai.backend import OpenAIBackend
     from engine.run.runner import BenchmarkFailed, run_benchmark
     from engine.spec import parse_job_spec
     from storage.runs import get_run

@@ -27,7 +27,7 @@ from typing import Any
 
 from engine.backends.asyncloop import EventLoop
 from engine.backends.base import REMOTE_DEVICE, BackendError, GenerationParams, LoadReport, Progress, TokenScores
-from engine.backends.sse import EventStream, RequestFailed, http_reason
+from engine.backends.openai.sse import EventStream, RequestFailed, http_reason
 from engine.measure.records import RequestRecord
 from engine.secrets import register
 from engine.weights.models import ResolvedModel

@@ -114,7 +114,10 @@ class Metric:
         """This figure of a stored run (its ``metrics`` and ``quality`` dicts), a finite number or None."""
         metrics, quality = metrics or {}, quality or {}
         if self.read is not None:
-            return finite(self.read(metrics, quality))
+            try:
+                return finite(self.read(metrics, quality))
+            except (TypeError, ValueError, KeyError, ZeroDivisionError):  # a run without what it is derived from
+                return None
         if self.group is not None:
             stats = metrics.get(self.group)
             return finite(stats.get(self.stat)) if isinstance(stats, Mapping) else None

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from engine.measure import registry
-from engine.measure.registry import LATENCY_GROUPS, STATS, finite
+from engine.measure.registry import finite
 from storage.jsontext import dumps
 
 EXTRA_COLUMNS: tuple[str, ...] = ("completed", "failed", "noise", "contended", "knobs_json", "tasks_json")
@@ -24,19 +24,6 @@ EXTRA_COLUMNS: tuple[str, ...] = ("completed", "failed", "noise", "contended", "
 def metric_columns() -> list[str]:
     """The SQL column names of the stored metrics, in registry order."""
     return [m.column for m in registry.stored_metrics()]
-
-
-def _metric_value(metric: registry.Metric, metrics: dict[str, Any], accuracy: dict[str, float]) -> float | None:
-    if metric.key == "error_rate":
-        return registry.error_rate(metrics) if metrics else None
-    if metric.key.startswith("quality."):
-        return accuracy.get(metric.key)
-    for group in LATENCY_GROUPS:
-        stat = metric.key.removeprefix(f"{group}_")
-        if stat != metric.key and stat in STATS:
-            stats = metrics.get(group)
-            return finite(stats.get(stat)) if isinstance(stats, dict) else None
-    return finite(metrics.get(metric.key))
 
 
 def _noise(metrics: dict[str, Any]) -> tuple[str | None, bool | None]:
@@ -57,7 +44,7 @@ def column_values(spec: Any, metrics: Any, quality: Any, engine: str | None = No
     metrics = metrics if isinstance(metrics, dict) else {}
     quality = quality if isinstance(quality, dict) else {}
     accuracy = registry.quality_metrics(quality)
-    out: dict[str, Any] = {m.column: _metric_value(m, metrics, accuracy) for m in registry.stored_metrics()}
+    out: dict[str, Any] = {m.column: m.value(metrics, quality) for m in registry.stored_metrics()}
     out["noise"], out["contended"] = _noise(metrics)
     out["completed"], out["failed"] = _count(metrics.get("completed")), _count(metrics.get("failed"))
     out["knobs_json"] = dumps(changed_knobs(spec, engine), sort_keys=True, separators=(",", ":"))

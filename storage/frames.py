@@ -1,8 +1,10 @@
 """Runs as pandas DataFrames for tables and charts (one row per run, flat columns).
 
-Read from the headline columns (storage/columns.py), never from the metrics JSON: filters,
-sorting and paging are SQL (:class:`RunQuery`), and 100,000 runs make a frame in well
-under a second. Recipe and workload columns come from ``knobs_json`` (what differs from
+Read from the headline columns (storage/columns.py): filters, sorting and paging are SQL
+(:class:`RunQuery`), and 100,000 runs make a frame in well under a second. A figure the
+registry shows in Explore without a column of its own (one declared since the schema was
+written) is read from each run's metrics and quality JSON instead: slower on many runs, so a
+figure Explore lists often gets a column (and an Alembic revision). Recipe and workload columns come from ``knobs_json`` (what differs from
 the defaults, shared by the runs of one recipe and expanded once per distinct text).
 """
 
@@ -58,6 +60,11 @@ def _metric_attrs() -> dict[str, Any]:
     return {m.key: getattr(RunRow, m.column) for m in registry.stored_metrics()}
 
 
+def _json_metrics() -> list[registry.Metric]:
+    """Explore's figures without a column: read from the runs' JSON (asked each time: a later declaration counts)."""
+    return [m for m in registry.shown_in("explore") if not m.stored_column]
+
+
 def sortable() -> list[str]:
     """What :attr:`RunQuery.sort` accepts: ``created_at``, ``id`` and every stored metric key."""
     return ["created_at", "id", *_metric_attrs()]
@@ -110,8 +117,9 @@ def distinct_values(db: Database, column: str, status: str | None = None) -> lis
         return sorted(str(v) for v in s.scalars(stmt))
 
 
-def _select(q: RunQuery, metric_keys: list[str]) -> Any:
+def _select(q: RunQuery, metric_keys: list[str], from_json: bool = False) -> Any:
     attrs = _metric_attrs()
+    json_columns = (RunRow.metrics_json, RunRow.quality_json) if from_json else ()
     stmt = select(
         RunRow.id,
         type_coerce(RunRow.created_at, String),  # raw text on SQLite: parsed column-wise below, not row by row
@@ -121,6 +129,7 @@ def _select(q: RunQuery, metric_keys: list[str]) -> Any:
         RunRow.knobs_json,
         RunRow.tasks_json,
         case((RunRow.knobs_json.is_(None), RunRow.spec_json), else_=None).label("spec_json"),
+        *json_columns,
     )
     stmt = _order(_where(stmt, q), q)
     if q.limit is not None:
@@ -141,19 +150,43 @@ def query_frame(
     q = query or RunQuery()
     known = list(_metric_attrs())
     metric_keys = known if metrics is None else [k for k in known if k in set(metrics)]
+    from_json = [m for m in _json_metrics() if metrics is None or m.key in set(metrics)]
     with db.session() as s:
-        rows = s.connection().execute(_select(q, metric_keys)).all()
+        rows = s.connection().execute(_select(q, metric_keys, bool(from_json))).all()
     if not rows:
         return pd.DataFrame()
-    names = [*BASE, *EXTRAS, *metric_keys, "knobs_json", "tasks_json", "spec_json"]
+    texts = ("knobs_json", "tasks_json", "spec_json", *(("metrics_json", "quality_json") if from_json else ()))
+    names = [*BASE, *EXTRAS, *metric_keys, *texts]
     data: dict[str, Any] = dict(zip(names, (list(c) for c in zip(*rows, strict=True)), strict=True))
     for key in metric_keys:
         data[key] = np.array(data[key], dtype=np.float64)  # None -> NaN
-    frame = pd.DataFrame({k: v for k, v in data.items() if k not in ("knobs_json", "tasks_json", "spec_json")})
+    data.update(_json_figures(from_json, data))
+    frame = pd.DataFrame({k: v for k, v in data.items() if k not in texts})
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True, format="mixed")
     parts = _knob_columns(frame, data, knobs)
     tasks = _task_columns(frame, data["tasks_json"])
     return pd.concat([frame, *parts, tasks], axis=1)
+
+
+def _json_figures(wanted: list[registry.Metric], data: dict[str, list[Any]]) -> dict[str, np.ndarray]:
+    """Each wanted figure of every row, read from its metrics and quality JSON as its declaration says."""
+    if not wanted:
+        return {}
+    values: dict[str, list[float | None]] = {m.key: [] for m in wanted}
+    for run_id, metrics_text, quality_text in zip(
+        data["run_id"], data["metrics_json"], data["quality_json"], strict=True
+    ):
+        try:
+            metrics = loads(metrics_text) if isinstance(metrics_text, str) else {}
+            quality = loads(quality_text) if isinstance(quality_text, str) else {}
+        except ValueError as exc:
+            skip_warning("metrics of run", run_id, exc)
+            metrics, quality = {}, {}
+        for m in wanted:
+            values[m.key].append(
+                m.value(metrics if isinstance(metrics, dict) else {}, quality if isinstance(quality, dict) else {})
+            )
+    return {k: np.array(v, dtype=np.float64) for k, v in values.items()}
 
 
 def _knobs_of(engine: Any, knobs_json: Any, spec_json: Any, run_id: Any) -> dict[str, Any]:
@@ -179,6 +212,8 @@ def _knob_columns(frame: pd.DataFrame, data: dict[str, list[Any]], with_knobs: b
         i = keys.index((engine, knobs_json, spec_json))
         knobs = _knobs_of(engine, knobs_json, spec_json, data["run_id"][i])
         recipe, workload = expand_knobs(knobs, engine)
+        if isinstance(workload.get("until_metric"), str):  # stored as tpot_ms.p50 before keys had one spelling
+            workload["until_metric"] = registry.canonical(workload["until_metric"])
         recipes.append({f"recipe.{k}": v for k, v in recipe.items()})
         workloads.append({f"workload.{k}": v for k, v in workload.items()})
         changes.append(knobs)

@@ -85,7 +85,7 @@ def _form_values() -> dict[str, Any] | None:
         requests = w3.number_input("Requests per probe", min_value=1, max_value=100_000, value=50)
         s1, s2, s3 = st.columns(3)
         preset = s1.selectbox("SLO", [*PRESETS, CUSTOM], format_func=lambda k: PRESETS[k][0] if k in PRESETS else k)
-        custom = s2.text_input("Custom SLO", value="ttft_p99=300,tpot_p99=50", help="used when SLO is custom")
+        custom = s2.text_input("Custom SLO", value="ttft_ms_p99=300,tpot_ms_p99=50", help="used when SLO is custom")
         goodput = s3.number_input("Goodput target (share of requests)", 0.01, 1.0, 0.99, step=0.01)
         a1, a2, a3, a4 = st.columns(4)
         axis = a1.selectbox(

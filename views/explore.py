@@ -13,6 +13,7 @@ from urllib.parse import quote
 import pandas as pd
 import streamlit as st
 
+from engine.measure import registry
 from engine.report.export import explore_html, permalink, table_csv
 from engine.report.figures import (
     LATENCY_METRICS,
@@ -55,8 +56,9 @@ def _label(column: str, hints: dict[str, str] | None = None) -> str:
 
 
 def _select(container, label: str, options: list[str], param: str, default: str, hints=None) -> str:
-    """A selectbox whose value lives in ``st.query_params[param]``."""
+    """A selectbox whose value lives in ``st.query_params[param]`` (a metric in any spelling the registry reads)."""
     raw = st.query_params.get(param)
+    raw = registry.canonical(raw) if raw and raw not in options else raw
     value = raw if raw in options else (default if default in options else options[0])
     key = f"explore_{param}"
     if key in st.session_state and st.session_state[key] not in options:

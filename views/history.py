@@ -57,7 +57,7 @@ def _choose_fingerprint(db, current: str | None) -> str | None:
 
 def _choose_metric(runs) -> str:
     choices = metric_choices(runs) or [DEFAULT_METRIC]
-    wanted = st.query_params.get("metric") or DEFAULT_METRIC
+    wanted = registry.canonical(st.query_params.get("metric") or DEFAULT_METRIC)  # older links: tpot_ms.p50
     if wanted not in choices:
         if "metric" in st.query_params:
             st.warning(f"{wanted!r} is not measured in these runs; showing {choices[0]}.")

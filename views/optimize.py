@@ -16,11 +16,18 @@ from urllib.parse import quote
 
 import streamlit as st
 
+from engine.measure import registry
 from engine.measure.devices import detect_devices
 from engine.optimize.control import change
 from engine.optimize.figures import front_figure
 from engine.optimize.space import build_space, check_searchable
-from engine.optimize.study import OBJECTIVES, StudyDefinition, parse_definition
+from engine.optimize.study import (
+    DEFAULT_OBJECTIVE,
+    PPL_INCREASE,
+    StudyDefinition,
+    objective_choices,
+    parse_definition,
+)
 from engine.optimize.summary import best_sentence, front_rows, trial_rows
 from engine.spec import RECIPE_CLASSES, SpecError
 from storage import StorageError, studies
@@ -154,6 +161,15 @@ def study_page(name: str) -> None:
 
 
 # -- defining a study ---------------------------------------------------------------------------
+def _objective(key: str) -> str:
+    """An objective in words: the registry's header (``TPOT p50 [ms]``), with its key."""
+    if key == "none":
+        return "none"
+    if key == PPL_INCREASE:
+        return f"perplexity increase over the base recipe [%] ({key})"
+    return f"{registry.header(key)} ({key})"
+
+
 def _pairs(text: str, many: bool) -> dict[str, Any]:
     """``knob=a,b`` lines as a dict (values split on commas when ``many``); malformed lines are skipped."""
     out: dict[str, Any] = {}
@@ -223,8 +239,11 @@ def define_form() -> tuple[dict[str, Any] | None, str | None]:
         )
     with right:
         st.subheader("Objective and budget")
-        first = st.selectbox("Objective", list(OBJECTIVES), key="objective")
-        second = st.selectbox("Pareto against (optional)", ["none", *OBJECTIVES], key="objective2")
+        choices = objective_choices()
+        first = st.selectbox(
+            "Objective", choices, index=choices.index(DEFAULT_OBJECTIVE), format_func=_objective, key="objective"
+        )
+        second = st.selectbox("Pareto against (optional)", ["none", *choices], format_func=_objective, key="objective2")
         trials = st.number_input("Trials", 1, 10_000, 10, key="trials")
         sampler = st.selectbox("Sampler", ["tpe", "nsga2", "random", "grid"], key="sampler")
         constraints = _constraints()

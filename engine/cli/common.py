@@ -234,7 +234,11 @@ def _add_trial_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PCT",
         help="measure in rounds until the 95 %% CI half-width of --until-metric is <= PCT %%",
     )
-    t.add_argument("--until-metric", help="the figure --until-ci watches (default tpot_ms.p50; also ttft_ms.p90 ...)")
+    t.add_argument(
+        "--until-metric",
+        type=metric_key,
+        help="the figure --until-ci watches (default tpot_ms_p50; also ttft_ms_p90, itl_ms_p50 ...)",
+    )
     t.add_argument("--max-requests", type=positive_int, help="--until-ci: most measured requests (default 1000)")
     t.add_argument("--max-seconds", type=float, help="--until-ci: most seconds of measuring")
     t.add_argument("--soak-minutes", type=float, help="a soak: repeat rounds of --requests for this many minutes")
@@ -273,6 +277,13 @@ _WORKLOAD_OPTIONS = (
     "max_seconds",
     "soak_minutes",
 )
+
+
+def metric_key(text: str) -> str:
+    """A metric named on the command line, in any spelling the registry reads (``tpot_ms.p50``), as its key."""
+    from engine.measure.registry import canonical
+
+    return canonical(text)
 
 
 def _recipe_from_args(args: argparse.Namespace, recipe: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from engine.cli.common import EXIT_OK, UsageError, int_arg, open_db, parse_id
+from engine.cli.common import EXIT_OK, UsageError, int_arg, metric_key, open_db, parse_id
 
 FORMATS: tuple[str, ...] = ("html", "csv", "json")
 MAX_COMPARE = 8
@@ -107,8 +107,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse
     p.add_argument("--format", choices=FORMATS, default="html")
     p.add_argument("--baseline", type=int_arg, help="baseline run id for comparisons (default: the first)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    p.add_argument("--x", default="tpot_ms_p50", help="Explore report x axis (default tpot_ms_p50)")
-    p.add_argument("--y", default="output_tokens_per_s", help="Explore report y axis (default output_tokens_per_s)")
+    p.add_argument("--x", type=metric_key, default="tpot_ms_p50", help="Explore report x axis (default tpot_ms_p50)")
+    p.add_argument(
+        "--y",
+        type=metric_key,
+        default="output_tokens_per_s",
+        help="Explore report y axis (default output_tokens_per_s)",
+    )
     p.add_argument("--color", default="engine", help="Explore report colour column (default engine)")
     p.add_argument("--symbol", default=None, help="Explore report symbol column")
     p.set_defaults(func=cmd_export)

@@ -3,7 +3,7 @@
 Create a study (every trial is a real job for the worker; ``--wait`` follows it to the end)::
 
     python -m engine optimize --name smol --model demo --device cpu --engine transformers \\
-        --objective tpot_p50 --max-ppl-increase-pct 2 --trials 10 \\
+        --objective tpot_ms_p50 --max-ppl-increase-pct 2 --trials 10 \\
         --knobs dtype,quantization,drop_layers,speculative,attention --wait
 
 and follow or steer it: ``optimize status NAME``, ``optimize list``, ``optimize wait NAME``,
@@ -235,8 +235,9 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
     s = p.add_argument_group("the search")
     s.add_argument(
         "--objective",
-        default="tpot_p50",
-        help="tpot_p50 | ttft_p99 | tokens_per_s | ...; two for Pareto, e.g. tpot_p50,ppl_increase_pct",
+        default="tpot_ms_p50",
+        help="a metric key: tpot_ms_p50 | ttft_ms_p99 | output_tokens_per_s | ...; two for Pareto, "
+        "e.g. tpot_ms_p50,ppl_increase_pct",
     )
     s.add_argument("--knobs", help="knobs searched, e.g. dtype,quantization,drop_layers,speculative,attention")
     s.add_argument("--values", action="append", default=[], metavar="KNOB=A,B", help="a knob's candidate values")

@@ -160,7 +160,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse
     p.add_argument("search_name", nargs="?", metavar="NAME", help="status/stop: the search's name")
     add_spec_arguments(p)
     g = p.add_argument_group("SLA search")
-    g.add_argument("--slo", help="chat | mlperf-llama2-70b | e.g. ttft_p99=300,tpot_p99=50 (also itl_, e2el_)")
+    g.add_argument(
+        "--slo", help="chat | mlperf-llama2-70b | e.g. ttft_ms_p99=300,tpot_ms_p99=50 (also itl_ms_, e2el_ms_)"
+    )
     g.add_argument("--goodput", type=finite_float, default=0.99, help="share of requests meeting the SLO (0.99)")
     g.add_argument("--axis", choices=("rate", "concurrency"), default="rate", help="what is searched (rate)")
     g.add_argument("--start", type=finite_float, default=1.0, help="the first load probed (1)")

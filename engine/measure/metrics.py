@@ -36,30 +36,58 @@ Confidence (95 %, :mod:`engine.measure.stats`), stored beside each figure:
   not in them; across trials use :func:`engine.measure.stats.trials_ci`.
 * Runs stored before intervals have neither; :func:`interval_fields` computes them from
   the stored requests.
+
+Which figures there are, how each is computed and how its interval is made is declared once
+per metric in :mod:`engine.measure.declarations`; :func:`compute_metrics` runs every
+declaration. The per-request primitives live in :mod:`engine.measure.stamps` (re-exported here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from engine.measure import stats
+from engine.measure import registry, stats
 from engine.measure.records import RequestRecord, RunRecord
+from engine.measure.stamps import (
+    MIN_THROUGHPUT_REQUESTS,
+    NS_PER_MS,
+    SLO,
+    Phase,
+    e2el_ns,
+    group_samples,
+    itl_gaps_ns,
+    meets_slo,
+    per_user_samples,
+    throughput_rows,
+    tpot_ns,
+    ttft_ns,
+)
+
+__all__ = [
+    "MIN_THROUGHPUT_REQUESTS",
+    "NS_PER_MS",
+    "PERCENTILES",
+    "SLO",
+    "compute_metrics",
+    "e2el_ns",
+    "group_samples",
+    "interval_fields",
+    "itl_gaps_ns",
+    "latency_group",
+    "meets_slo",
+    "per_user_samples",
+    "request_table",
+    "summarize",
+    "throughput_intervals",
+    "throughput_rows",
+    "tpot_ns",
+    "ttft_ns",
+]
 
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
-NS_PER_MS = 1_000_000
-
-
-@dataclass(frozen=True)
-class SLO:
-    """Service-level objectives in ms; ``None`` means no limit on that metric."""
-
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    e2el_ms: float | None = None
 
 
 def summarize(values: Iterable[float]) -> dict[str, float | None]:
@@ -74,10 +102,6 @@ def summarize(values: Iterable[float]) -> dict[str, float | None]:
     return out
 
 
-CI_KEYS: tuple[str, ...] = ("output_tokens_per_s", "requests_per_s", "tokens_per_s_per_user")
-MIN_THROUGHPUT_REQUESTS = 6  # as for a p50: fewer requests give no throughput interval
-
-
 def latency_intervals(values: Sequence[float]) -> dict[str, Any]:
     """``{"n": samples, "ci": {"p50": [lo, hi] | None, ..., "mean": [lo, hi] | None}}`` (see the module doc)."""
     ci: dict[str, list[float] | None] = {f"p{p}": stats.pair(stats.percentile_ci(values, p)) for p in PERCENTILES}
@@ -90,36 +114,23 @@ def latency_group(values: Sequence[float]) -> dict[str, Any]:
     return {**summarize(values), **latency_intervals(values)}
 
 
-def throughput_rows(requests: Sequence[RequestRecord], duration_s: float) -> dict[str, np.ndarray] | None:
-    """Per measured request: ``(output tokens, duration share)`` and ``(completed 0/1, duration share)``.
-
-    A request's share is its send-to-last-token span scaled so all shares sum to ``duration_s``;
-    summed tokens over summed shares is exactly the run's output tokens/s. None when there are
-    fewer than MIN_THROUGHPUT_REQUESTS measured requests or no span at all.
-    """
-    measured = [r for r in requests if not r.warmup]
-    spans = np.asarray([max((e2el_ns(r) or 0), 0) for r in measured], dtype=float)
-    if len(measured) < MIN_THROUGHPUT_REQUESTS or spans.sum() <= 0 or duration_s <= 0:
+def scalar_interval(metric: registry.Metric, phase: Phase) -> list[float] | None:
+    """The 95 % interval of a scalar figure by its declared rule (``mean`` or ``bootstrap``), or None."""
+    samples = metric.samples(phase) if metric.samples is not None else None
+    if samples is None:
         return None
-    shares = spans * duration_s / spans.sum()
-    tokens = [r.output_tokens if r.ok else 0 for r in measured]
-    done = [1.0 if r.ok else 0.0 for r in measured]
-    return {"output_tokens_per_s": np.c_[tokens, shares], "requests_per_s": np.c_[done, shares]}
-
-
-def per_user_samples(requests: Sequence[RequestRecord]) -> list[float]:
-    """Each successful measured request's tokens/s per user, 1000 / TPOT [ms]."""
-    ok = [r for r in requests if not r.warmup and r.ok]
-    return [1e9 / v for r in ok if (v := tpot_ns(r)) is not None and v > 0]
+    if metric.interval == "mean":
+        return stats.pair(stats.mean_ci(samples))
+    if metric.interval == "bootstrap":
+        return stats.pair(stats.bootstrap_ci(samples, stats.sum_ratio))
+    return None
 
 
 def throughput_intervals(requests: Sequence[RequestRecord], duration_s: float) -> dict[str, list[float] | None]:
-    """``{"output_tokens_per_s": [lo, hi] | None, "requests_per_s": ..., "tokens_per_s_per_user": ...}``."""
-    out: dict[str, list[float] | None] = dict.fromkeys(CI_KEYS)
-    out["tokens_per_s_per_user"] = stats.pair(stats.mean_ci(per_user_samples(requests)))
-    for key, rows in (throughput_rows(requests, duration_s) or {}).items():
-        out[key] = stats.pair(stats.bootstrap_ci(rows, stats.sum_ratio))
-    return out
+    """``{"output_tokens_per_s": [lo, hi] | None, "requests_per_s": ..., "tokens_per_s_per_user": ...}``:
+    every scalar declared with an interval."""
+    phase = Phase(requests, duration_s)
+    return {m.key: scalar_interval(m, phase) for m in registry.with_interval()}
 
 
 def interval_fields(requests: Sequence[RequestRecord], duration_s: float) -> dict[str, Any]:
@@ -127,95 +138,22 @@ def interval_fields(requests: Sequence[RequestRecord], duration_s: float) -> dic
 
     ``{"ttft_ms": {"n": .., "ci": {..}}, ..., "ci": {throughput intervals}}``.
     """
-    out: dict[str, Any] = {group: latency_intervals(values) for group, values in group_samples(requests).items()}
+    phase = Phase(requests, duration_s)
+    out: dict[str, Any] = {g.key: latency_intervals(g.samples(phase)) for g in registry.GROUPS}
     out["ci"] = throughput_intervals(requests, duration_s)
     return out
 
 
-def group_samples(requests: Sequence[RequestRecord]) -> dict[str, list[float]]:
-    """Each latency group's samples in ms (measured requests; successful ones but for queueing)."""
-    measured = [r for r in requests if not r.warmup]
-    ok = [r for r in measured if r.ok]
-    return {
-        "ttft_ms": [v / NS_PER_MS for r in ok if (v := ttft_ns(r)) is not None],
-        "tpot_ms": [v / NS_PER_MS for r in ok if (v := tpot_ns(r)) is not None],
-        "itl_ms": [g / NS_PER_MS for r in ok for g in itl_gaps_ns(r)],
-        "e2el_ms": [v / NS_PER_MS for r in ok if (v := e2el_ns(r)) is not None],
-        "queue_ms": [(r.send_ns - r.arrival_ns) / NS_PER_MS for r in measured],
-    }
-
-
-def _token_chunks(req: RequestRecord) -> list[int]:
-    return [t for t, n in zip(req.chunk_ns, req.chunk_tokens, strict=True) if n > 0]
-
-
-def ttft_ns(req: RequestRecord) -> int | None:
-    stamps = _token_chunks(req)
-    return stamps[0] - req.send_ns if stamps else None
-
-
-def e2el_ns(req: RequestRecord) -> int | None:
-    stamps = _token_chunks(req)
-    return stamps[-1] - req.send_ns if stamps else None
-
-
-def tpot_ns(req: RequestRecord) -> float | None:
-    """Mean time per output token after the first; None when N_out <= 1."""
-    n_out = req.output_tokens
-    first, last = ttft_ns(req), e2el_ns(req)
-    if n_out <= 1 or first is None or last is None:
-        return None
-    return (last - first) / (n_out - 1)
-
-
-def itl_gaps_ns(req: RequestRecord) -> list[int]:
-    stamps = _token_chunks(req)
-    return [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-
-
-def meets_slo(req: RequestRecord, slo: SLO) -> bool:
-    """Whether a request met every SLO; a failed request never does."""
-    if not req.ok or req.output_tokens == 0:
-        return False
-    checks = ((slo.ttft_ms, ttft_ns(req)), (slo.e2el_ms, e2el_ns(req)), (slo.tpot_ms, tpot_ns(req)))
-    for limit, value in checks:
-        if limit is not None and value is not None and value / NS_PER_MS > limit:
-            return False
-    return True
-
-
 def compute_metrics(run: RunRecord, slo: SLO | None = None) -> dict[str, Any]:
-    """The metric set of DESIGN.md for one measured phase (warm-up excluded)."""
-    measured = [r for r in run.requests if not r.warmup]
-    ok = [r for r in measured if r.ok]
-    duration_ns = max(run.end_ns - run.start_ns, 1)
-    duration_s = duration_ns / 1e9
-
-    samples = group_samples(run.requests)
-    chunk_sizes = [n for r in ok for n in r.chunk_tokens if n > 0]
-
-    total_out = sum(r.output_tokens for r in ok)
-    per_user = [1000.0 / t for t in samples["tpot_ms"] if t > 0]
-    good = [r for r in measured if meets_slo(r, slo)] if slo else None
-
-    return {
-        **{group: latency_group(values) for group, values in samples.items()},
-        "ci": throughput_intervals(run.requests, duration_s),
-        "output_tokens_per_s": total_out / duration_s,
-        "requests_per_s": len(ok) / duration_s,
-        "tokens_per_s_per_user": float(np.mean(per_user)) if per_user else None,
-        "goodput_requests_per_s": None if good is None else len(good) / duration_s,
-        "goodput_fraction": (len(good) / len(measured)) if good is not None and measured else None,
-        "error_rate": ((len(measured) - len(ok)) / len(measured)) if measured else None,
-        "mean_tokens_per_chunk": float(np.mean(chunk_sizes)) if chunk_sizes else None,
-        "completed": len(ok),
-        "failed": len(measured) - len(ok),
-        "warmup_excluded": len(run.requests) - len(measured),
-        "total_output_tokens": total_out,
-        "total_prompt_tokens": sum(r.prompt_tokens for r in ok),
-        "duration_s": duration_s,
-        "slo": None if slo is None else {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2el_ms": slo.e2el_ms},
-    }
+    """The metric set of DESIGN.md for one measured phase (warm-up excluded): every latency group,
+    the scalar intervals under ``ci``, then every declared figure with a computation."""
+    duration_s = max(run.end_ns - run.start_ns, 1) / 1e9
+    phase = Phase(run.requests, duration_s, slo)
+    out: dict[str, Any] = {g.key: latency_group(g.samples(phase)) for g in registry.GROUPS}
+    out["ci"] = {m.key: scalar_interval(m, phase) for m in registry.with_interval()}
+    out.update({m.key: m.compute(phase) for m in registry.computed() if m.compute is not None})
+    out["slo"] = None if slo is None else {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2el_ms": slo.e2el_ms}
+    return out
 
 
 def request_table(requests: Sequence[RequestRecord]) -> list[dict[str, Any]]:

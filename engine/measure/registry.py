@@ -1,213 +1,168 @@
-"""The metric registry: every figure a run reports, declared once.
+"""The metric registry: every figure a run reports, declared once (:mod:`engine.measure.declarations`).
 
-Each :class:`Metric` says its key, label, unit, which way is better and its kind
-(latency, throughput, accuracy, memory, energy or bookkeeping). Every consumer (tables,
-Compare and its summary, Explore's axes, the Pareto front, exports) asks the registry;
-nobody guesses a direction from a name. Bookkeeping (window, stride, token counts, cache
-flags, stderr companions) is never shown or compared as a metric.
+Each :class:`Metric` says its key, label, unit, which way is better, its kind (latency,
+throughput, accuracy, memory, energy or bookkeeping), its display order, where it appears, its
+interval rule and its computation or source. Every consumer (tables, Compare and its summary,
+Explore's axes, the Pareto front, the SQL columns, exports, per-trial rows) asks the registry;
+nobody guesses a direction from a name, and no consumer keeps its own list: :func:`shown_in`
+gives the metrics of a place, in display order, each time it is asked (so a metric declared
+later, e.g. by a test, appears everywhere but in the SQL schema, which is fixed at import).
+Bookkeeping (window, stride, token counts, cache flags, stderr companions) is never shown or
+compared as a metric.
 
 Keys are *flat*: latency groups as ``<group>_<stat>`` (``ttft_ms_p50``), scalars by their
 name (``output_tokens_per_s``) and accuracy figures as ``quality.<name>``
 (``quality.perplexity``, ``quality.task:hellaswag``). Task figures take their unit and
 direction from the task's primary metric (``quality.task:<name>:kind``, e.g.
-``lm-eval word_perplexity,none``), which :func:`lookup` accepts as a hint.
+``lm-eval word_perplexity,none``), which :func:`lookup` accepts as a hint. The result JSON
+keeps DESIGN's nested groups (``{"tpot_ms": {"p50": ...}}``). Other spellings users typed
+(``tpot_ms.p50``, ``tpot_p50``, ``tokens_per_s``) are read by :func:`canonical`, the one
+normaliser.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
 
-Better = Literal["lower", "higher"]
-Kind = Literal["latency", "throughput", "accuracy", "memory", "energy", "bookkeeping"]
+from engine.measure.declarations import GROUPS, METRICS, STATS
+from engine.measure.metric import (
+    COLUMN,
+    N_TOO_SMALL,
+    PLACES,
+    Better,
+    Kind,
+    Metric,
+    bare_number,
+    error_rate,
+    finite,
+    format_with_ci,
+    human_bytes,
+    interval_text,
+)
 
-LATENCY_GROUPS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
-STATS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99")
-GROUP_LABELS: dict[str, str] = {
-    "ttft_ms": "TTFT",
-    "tpot_ms": "TPOT (GenAI-Perf/AIPerf: ITL)",
-    "itl_ms": "ITL (AIPerf: ICL)",
-    "e2el_ms": "E2EL",
-    "queue_ms": "client queueing",
-}
-_GROUP_SHORT = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2el_ms": "E2EL", "queue_ms": "queueing"}
+__all__ = [
+    "GROUPS",
+    "GROUP_LABELS",
+    "LATENCY_GROUPS",
+    "N_TOO_SMALL",
+    "PLACES",
+    "REGISTRY",
+    "STATS",
+    "Better",
+    "Kind",
+    "Metric",
+    "bare_number",
+    "canonical",
+    "declared",
+    "error_rate",
+    "finite",
+    "format_with_ci",
+    "human_bytes",
+    "interval_text",
+    "lookup",
+    "shown_in",
+]
 
+LATENCY_GROUPS: tuple[str, ...] = tuple(g.key for g in GROUPS if g.headline)  # DESIGN's result-JSON groups
+ALL_GROUPS: tuple[str, ...] = tuple(g.key for g in GROUPS)  # ... and client queueing: every group with intervals
+GROUP_LABELS: dict[str, str] = {g.key: g.label for g in GROUPS}
 
-@dataclass(frozen=True)
-class Metric:
-    """One reported figure: how to name it, in what unit, and which way is better."""
-
-    key: str
-    label: str
-    unit: str  # "ms", "tok/s", "req/s", "bytes", "s", "nats", "ratio" (0..1, shown as %), "" (plain number)
-    better: Better | None  # None: no direction (bookkeeping)
-    kind: Kind
-    short: str = ""  # a short header for narrow tables; the label when empty
-    vs_reference: bool = False  # measured against the reference recipe (KL, top-1, flips), not the baseline
-    stored_column: bool = False  # also kept in its own SQL column of ``runs`` (storage/columns.py): listed without JSON
-
-    @property
-    def column(self) -> str:
-        """The SQL column name of a stored metric: the key with ``.`` as ``_`` (``quality_perplexity``)."""
-        return self.key.replace(".", "_")
-
-    @property
-    def minimise(self) -> bool:
-        return self.better == "lower"
-
-    @property
-    def is_metric(self) -> bool:
-        """Shown and compared (everything but bookkeeping)."""
-        return self.kind != "bookkeeping" and self.better is not None
-
-    @property
-    def display_unit(self) -> str:
-        """The unit as shown: ``%`` for ratios, ``""`` for plain numbers."""
-        return {"ratio": "%", "": ""}.get(self.unit, self.unit)
-
-    @property
-    def header(self) -> str:
-        """Label with its unit, e.g. ``TTFT p50 [ms]``."""
-        return f"{self.label} [{self.display_unit}]" if self.display_unit else self.label
-
-    @property
-    def hover_format(self) -> str:
-        """A plotly/d3 number format for this metric's values (``.1%`` for ratios)."""
-        return ".1%" if self.unit == "ratio" else ".4g"
-
-    def format(self, value: float | None) -> str:
-        """The value in this metric's display unit."""
-        if value is None:
-            return "–"
-        if self.unit == "ratio":
-            return f"{value:.1%}"
-        if self.unit == "bytes":
-            return human_bytes(value)
-        if self.unit == "ms":
-            return f"{value:.1f} ms" if abs(value) >= 10 else f"{value:.2f} ms"
-        if self.unit in ("tok/s", "req/s"):
-            return f"{value:.3g} {self.unit}" if abs(value) < 100 else f"{value:,.0f} {self.unit}"
-        if self.unit == "s":
-            return f"{value:.2f} s"
-        if self.unit in ("J/token", "W"):
-            return f"{value:.3g} {self.unit}"
-        return f"{value:.4g}"
+# Every declared figure by key, in display order. Changed only through declare()/undeclare()
+# (in place: modules holding a reference see every change).
+REGISTRY: dict[str, Metric] = {}
 
 
-N_TOO_SMALL = "n too small"  # a percentile the sample cannot support (engine.measure.stats.min_samples)
+def _rebuild(metrics: Iterable[Metric]) -> None:
+    ordered = sorted(metrics, key=lambda m: m.order)
+    REGISTRY.clear()
+    REGISTRY.update((m.key, m) for m in ordered)
 
 
-def bare_number(metric: Metric, value: float) -> str:
-    """The value as :meth:`Metric.format` writes it, without its unit (``91.5`` for ``91.5 ms``)."""
-    text = metric.format(value)
-    unit = metric.display_unit
-    return text.removesuffix(f" {unit}").removesuffix(unit) if unit and unit not in ("%", "GB", "MB") else text
+def declare(metric: Metric) -> None:
+    """Add one declaration (a plugin or a test); ValueError for a key already declared or an unknown place."""
+    if metric.key in REGISTRY:
+        raise ValueError(f"metric {metric.key!r} is declared already")
+    unknown = sorted(set(metric.shown) - set(PLACES))
+    if unknown:
+        raise ValueError(f"metric {metric.key!r}: unknown places {', '.join(unknown)} (known: {', '.join(PLACES)})")
+    _rebuild([*REGISTRY.values(), metric])
 
 
-def interval_text(metric: Metric, ci: Any) -> str:
-    """``90.2–92.9`` for a stored ``[lo, hi]``; ``""`` for none."""
-    if not isinstance(ci, (list, tuple)) or len(ci) != 2 or finite(ci[0]) is None or finite(ci[1]) is None:
-        return ""
-
-    def compact(value: float) -> str:  # 4,531 rather than 4531.9: intervals sit in narrow columns
-        return f"{value:,.0f}" if abs(value) >= 1000 and metric.unit != "bytes" else bare_number(metric, value)
-
-    return f"{compact(float(ci[0]))}–{compact(float(ci[1]))}"
+def undeclare(key: str) -> None:
+    """Remove a declaration added by :func:`declare`."""
+    _rebuild(m for k, m in REGISTRY.items() if k != key)
 
 
-def format_with_ci(metric: Metric, value: float | None, ci: Any = None, supported: bool = True) -> str:
-    """``91.5 ms (95 % CI 90.2–92.9)``; ``n too small`` when the sample cannot support the figure."""
-    if not supported:
-        return N_TOO_SMALL
-    span = interval_text(metric, ci)
-    return metric.format(value) + (f" (95 % CI {span})" if span and value is not None else "")
+@contextmanager
+def declared(metric: Metric) -> Iterator[Metric]:
+    """``metric`` declared for the duration of a ``with`` block (tests), removed afterwards."""
+    declare(metric)
+    try:
+        yield metric
+    finally:
+        undeclare(metric.key)
 
 
-def human_bytes(n: float | None) -> str:
-    """``1.2 GB`` style (powers of 1024, labelled GB as most tools do)."""
-    if n is None:
-        return "–"
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(value) < 1024 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TB"
+_rebuild(METRICS)
 
 
-def _scalars() -> dict[str, Metric]:
-    rows: list[Metric] = [
-        Metric("output_tokens_per_s", "output tokens/s", "tok/s", "higher", "throughput", "tok/s"),
-        Metric("requests_per_s", "requests/s", "req/s", "higher", "throughput", "req/s"),
-        Metric("tokens_per_s_per_user", "tokens/s per user (1/TPOT)", "tok/s", "higher", "throughput", "tok/s/user"),
-        Metric("output_tokens_per_s_per_gpu", "output tokens/s per GPU", "tok/s", "higher", "throughput", "tok/s/GPU"),
-        Metric(
-            "goodput_requests_per_s",
-            "goodput (requests/s meeting every SLO)",
-            "req/s",
-            "higher",
-            "throughput",
-            "goodput",
-        ),
-        Metric("goodput_fraction", "share of requests meeting every SLO", "ratio", "higher", "throughput", "SLO met"),
-        Metric("error_rate", "failed requests", "ratio", "lower", "throughput", "failed"),
-        Metric("peak_memory_bytes", "peak memory (measured phase)", "bytes", "lower", "memory", "peak mem"),
-        Metric("weights_memory_bytes", "weights memory (as loaded)", "bytes", "lower", "memory", "weights"),
-        Metric("load_s", "model load time", "s", "lower", "latency", "load"),
-        # engine/measure/energy.py: NVML energy counter (GPU) or RAPL (CPU package); None with a reason otherwise
-        Metric("energy_per_output_token_j", "energy per output token", "J/token", "lower", "energy", "J/tok"),
-        Metric("avg_power_w", "average power (measured phase)", "W", "lower", "energy", "power"),
-    ]
-    return {m.key: m for m in rows}
+def shown_in(place: str) -> list[Metric]:
+    """The declared figures that appear in ``place`` (one of :data:`PLACES`), in display order."""
+    if place not in PLACES:
+        raise ValueError(f"unknown place {place!r}; known: {', '.join(PLACES)}")
+    return [m for m in REGISTRY.values() if place in m.shown]
 
 
-def _latency() -> dict[str, Metric]:
-    out: dict[str, Metric] = {}
-    for group in (*LATENCY_GROUPS, "queue_ms"):
-        for stat in STATS:
-            key = f"{group}_{stat}"
-            label = f"{_GROUP_SHORT[group]} {stat}" + (" (GenAI-Perf: ITL)" if group == "tpot_ms" else "")
-            out[key] = Metric(key, label, "ms", "lower", "latency", f"{_GROUP_SHORT[group]} {stat}")
+def keys_in(place: str) -> list[str]:
+    """The keys of :func:`shown_in`."""
+    return [m.key for m in shown_in(place)]
+
+
+def stored_metrics() -> list[Metric]:
+    """The metrics kept in their own SQL column of ``runs``, in display order."""
+    return shown_in(COLUMN)
+
+
+def computed() -> list[Metric]:
+    """The figures computed from the measured phase's requests (those with a ``compute``), in display order."""
+    return [m for m in REGISTRY.values() if m.compute is not None and m.group is None]
+
+
+def with_interval(rules: tuple[str, ...] = ("mean", "bootstrap")) -> list[Metric]:
+    """The scalar figures whose interval is made by one of ``rules`` from their per-request ``samples``."""
+    return [m for m in REGISTRY.values() if m.group is None and m.interval in rules and m.samples is not None]
+
+
+# -- one spelling of a key --------------------------------------------------------------------------
+def _spellings() -> dict[str, str]:
+    """Every other spelling users typed (lower case) -> its flat key."""
+    out: dict[str, str] = {}
+    for m in REGISTRY.values():
+        names = list(m.aliases)
+        if m.group is not None:
+            bare = m.group.removesuffix("_ms")
+            names += [f"{m.group}.{m.stat}", f"{bare}_{m.stat}", f"{bare}.{m.stat}"]
+        out.update({name.lower(): m.key for name in (m.key, *names)})
     return out
 
 
-_QUALITY: dict[str, Metric] = {
-    m.key: m
-    for m in (
-        Metric("quality.perplexity", "perplexity", "", "lower", "accuracy", "ppl"),
-        Metric("quality.kl_mean", "KL mean vs reference", "nats", "lower", "accuracy", "KL", True),
-        Metric("quality.kl_p99", "KL p99 vs reference", "nats", "lower", "accuracy", "KL p99", True),
-        Metric("quality.top1_agreement", "top-1 agreement vs reference", "ratio", "higher", "accuracy", "top-1", True),
-        Metric(
-            "quality.greedy_flip_rate", "greedy flip rate vs reference", "ratio", "lower", "accuracy", "flips", True
-        ),
-    )
-}
-# Accuracy bookkeeping: counts, settings, companions of a figure. Never a metric.
-_QUALITY_BOOKKEEPING_EXACT = frozenset(
-    {
-        "baseline_perplexity",
-        "baseline_key",
-        "baseline_cached",
-        "corpus",
-        "corpus_tokens",
-        "window",
-        "stride",
-        "kl_positions",
-        "kl_top_k",
-        "nll_mean",
-        "nll_stderr",
-        "perplexity_tokens",
-        "greedy_flip_tokens",
-        "greedy_flip_prompts",
-        "quality_s",
-        "calibration",
-    }
-)
-_QUALITY_BOOKKEEPING_SUFFIXES = ("_stderr", ":stderr", ":n", ":kind", ":metric", "_s")
+def canonical(text: str) -> str:
+    """The flat key of any spelling of a metric: ``tpot_ms.p50`` (until_metric, older suites),
+    ``tpot_p50`` (objectives, SLO terms), ``TPOT_MS_P50``, an alias such as ``tokens_per_s``.
 
+    Anything else is returned stripped and unchanged, for the caller to refuse in its own words
+    (:func:`lookup` says whether it is a metric).
+    """
+    key = str(text).strip()
+    if key in REGISTRY or key.startswith("quality.task:"):
+        return key
+    return _spellings().get(key.lower(), key)
+
+
+# -- accuracy figures that are not declared one by one: task scores; the rest of quality is bookkeeping --
 # lm-evaluation-harness primary metrics: (unit, better).
 _TASK_METRICS: dict[str, tuple[str, Better]] = {
     "acc": ("ratio", "higher"),
@@ -224,18 +179,9 @@ _TASK_METRICS: dict[str, tuple[str, Better]] = {
     "ter": ("", "lower"),
     "brier_score": ("", "lower"),
 }
+TASK_ORDER = 2500  # task scores sort after the declared accuracy figures
 
-REGISTRY: dict[str, Metric] = {**_latency(), **_scalars(), **_QUALITY}
-# Every headline figure but client queueing is also an SQL column of runs: pages list, filter and sort 100,000 runs by them.
-REGISTRY = {k: replace(m, stored_column=not k.startswith("queue_ms")) for k, m in REGISTRY.items()}
-
-
-def stored_metrics() -> list[Metric]:
-    """The metrics kept in their own SQL column of ``runs``, in registry order."""
-    return [m for m in REGISTRY.values() if m.stored_column]
-
-
-BOOKKEEPING = Metric("", "", "", None, "bookkeeping")
+BOOKKEEPING = Metric("", "", "", None, "bookkeeping", order=10_000)
 
 
 def task_metric(kind: str | None) -> tuple[str, Better]:
@@ -255,9 +201,14 @@ def lookup(key: str, task_kind: str | None = None) -> Metric:
     if name.startswith("task:") and name.count(":") == 1:
         unit, better = task_metric(task_kind)
         label = name.removeprefix("task:") + ("" if unit == "ratio" else f" ({task_kind_name(task_kind)})")
-        return Metric(key, label, unit, better, "accuracy", name.removeprefix("task:"))
+        return Metric(key, label, unit, better, "accuracy", name.removeprefix("task:"), order=TASK_ORDER)
     # everything else under quality. (window, stride, counts, stderr companions, timings, notes) is bookkeeping
     return replace(BOOKKEEPING, key=key, label=name.replace("_", " "))
+
+
+def display_rank(key: str) -> tuple[int, str]:
+    """A sort key in display order (declared figures by their order, tasks after them, then the rest)."""
+    return lookup(key).order, key
 
 
 def task_kind_name(kind: str | None) -> str:
@@ -310,17 +261,6 @@ def task_kinds(quality: Mapping[str, Any] | None, prefix: str = "quality.") -> d
     return out
 
 
-def finite(value: Any) -> float | None:
-    """A finite float, or None (missing, text, bool, NaN, inf)."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def quality_metrics(quality: Mapping[str, Any] | None) -> dict[str, float]:
     """The accuracy *metrics* of a quality dict as flat ``quality.<name>`` keys; bookkeeping left out."""
     hints = task_kinds(quality)
@@ -333,16 +273,16 @@ def quality_metrics(quality: Mapping[str, Any] | None) -> dict[str, float]:
     return out
 
 
-def error_rate(metrics: Mapping[str, Any] | None) -> float | None:
-    """The share of measured requests that failed: ``metrics["error_rate"]``, else from the counts."""
-    metrics = metrics or {}
-    stored = finite(metrics.get("error_rate"))
-    if stored is not None:
-        return stored
-    completed, failed = finite(metrics.get("completed")), finite(metrics.get("failed"))
-    if completed is None or failed is None or completed + failed <= 0:
-        return None
-    return failed / (completed + failed)
+def figures(metrics: Mapping[str, Any] | None, quality: Mapping[str, Any] | None = None) -> dict[str, float | None]:
+    """A stored run's figures as flat keys: every declared metric (accuracy ones when measured) and its tasks."""
+    flat: dict[str, float | None] = {}
+    for metric in REGISTRY.values():
+        if metric.is_metric:
+            value = metric.value(metrics, quality)
+            if value is not None or metric.kind != "accuracy":
+                flat[metric.key] = value
+    flat.update(quality_metrics(quality))
+    return flat
 
 
 def failure_words(metrics: Mapping[str, Any] | None) -> str | None:
@@ -354,19 +294,3 @@ def failure_words(metrics: Mapping[str, Any] | None) -> str | None:
     if completed is not None and failed is not None:
         return f"{int(failed)} of {int(completed + failed)} requests failed ({rate:.0%})"
     return f"{rate:.0%} of requests failed"
-
-
-# The headline scalars of a result object, in display order (a metric is listed once it is measured).
-SCALARS: tuple[str, ...] = (
-    "output_tokens_per_s",
-    "requests_per_s",
-    "tokens_per_s_per_user",
-    "output_tokens_per_s_per_gpu",
-    "goodput_requests_per_s",
-    "weights_memory_bytes",
-    "peak_memory_bytes",
-    "weights_memory_bytes",
-    "load_s",
-    "energy_per_output_token_j",
-    "avg_power_w",
-)

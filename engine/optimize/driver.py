@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from engine.measure import registry
 from engine.optimize import sampling
 from engine.optimize.evaluate import evaluate, figures
-from engine.optimize.predict import Predictor, does_not_fit, predictor
+from engine.optimize.predict import PREDICTED, Predictor, does_not_fit, predictor
 from engine.optimize.space import Space, build_space, trial_spec
 from engine.optimize.study import PPL_INCREASE, StudyDefinition
 from engine.spec import JobSpec, SpecError, canonical_json
@@ -44,14 +45,6 @@ from storage.studies import COMPLETE, DUPLICATE, FAILED, PENDING, PRUNED, RUNNIN
 
 MAX_ASKS_PER_CALL = 50  # pruned and duplicate asks cost no measurement; bound one call anyway
 RETRIES_AFTER_WORKER_LOST = 1
-# A predicted figure that orders the first trials, per objective key (True: smaller is better).
-PREDICTED_ORDER: dict[str, tuple[str, bool]] = {
-    "tpot_ms_p50": ("tpot_ms", True),
-    "tpot_ms_p90": ("tpot_ms", True),
-    "ttft_ms_p50": ("ttft_ms", True),
-    "ttft_ms_p99": ("ttft_ms", True),
-    "output_tokens_per_s": ("output_tokens_per_s", False),
-}
 
 
 @dataclass
@@ -139,9 +132,17 @@ def _seed(ctx: _Context, ostudy: Any) -> None:
     ctx.say(f"seeded with the base recipe and {len(rest)} more trial(s)")
 
 
+def predicted_figure(objective: str) -> tuple[str, bool] | None:
+    """The estimator's figure that orders the first trials for an objective (its latency group, or the
+    figure itself: ``tpot_ms_p90`` -> ``tpot_ms``) and whether smaller is better; None when it predicts none."""
+    metric = registry.lookup(objective)
+    figure = metric.group or objective
+    return (figure, metric.minimise) if metric.is_metric and figure in PREDICTED else None
+
+
 def _estimator_picks(ctx: _Context, base: dict[str, Any], count: int) -> list[dict[str, Any]]:
     """The one-knob changes of the base the estimator predicts best on the first objective."""
-    order = PREDICTED_ORDER.get(ctx.definition.objective_keys[0])
+    order = predicted_figure(ctx.definition.objective_keys[0])
     if order is None or count <= 0:
         return []
     key, smaller = order

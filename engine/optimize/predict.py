@@ -19,6 +19,7 @@ from engine.whatif.estimate import GB, EstimateError, EstimateRecipe, EstimateWo
 from engine.whatif.hardware import catalog, local_key
 
 Predictor = Callable[[JobSpec], dict[str, Any]]
+PREDICTED: tuple[str, ...] = ("ttft_ms", "tpot_ms", "output_tokens_per_s")  # the figures a prediction holds
 
 
 def predictor(db: Any, base: JobSpec) -> Predictor:

@@ -1,4 +1,8 @@
-"""SLOs of the SLA finder (pure): presets, the ``ttft_p99=300,tpot_p99=50`` form, and the verdict on a run.
+"""SLOs of the SLA finder (pure): presets, the ``ttft_ms_p99=300,tpot_ms_p99=50`` form, and the verdict on a run.
+
+A term names a latency percentile by its metric key (``ttft_ms_p99``); the older ``ttft_p99`` and
+``ttft_ms.p99`` spellings read the same (:func:`engine.measure.registry.canonical`), and a bare
+group (``ttft=300``) means its p99.
 
 A probe **passes** when
 
@@ -22,6 +26,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.measure import registry
+
 Group = Literal["ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"]
 Percentile = Literal["p50", "p90", "p95", "p99"]
 NAMES: dict[str, str] = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2el_ms": "E2EL"}
@@ -39,7 +45,8 @@ class Bound(BaseModel):
 
     @property
     def key(self) -> str:
-        return f"{self.metric}.{self.percentile}"
+        """The metric key of the bound (``ttft_ms_p99``)."""
+        return f"{self.metric}_{self.percentile}"
 
     def words(self) -> str:
         """``TTFT p99 <= 200 ms``."""
@@ -56,7 +63,7 @@ PRESETS: dict[str, tuple[str, list[Bound]]] = {
 
 
 def parse_slo(text: str) -> tuple[str, list[Bound]]:
-    """``(name, bounds)`` of a preset name or ``ttft_p99=300,tpot_p99=50``; ValueError with one line."""
+    """``(name, bounds)`` of a preset name or ``ttft_ms_p99=300,tpot_ms_p99=50``; ValueError with one line."""
     text = (text or "").strip()
     if text in PRESETS:
         return PRESETS[text]
@@ -65,12 +72,11 @@ def parse_slo(text: str) -> tuple[str, list[Bound]]:
         if not part:
             continue
         key, sep, value = part.partition("=")
-        metric, _, pct = key.strip().lower().partition("_")
-        group, percentile = f"{metric}_ms", pct or "p99"
+        group, percentile = _group_percentile(key)
         if not sep or group not in NAMES or percentile not in ("p50", "p90", "p95", "p99"):
             raise ValueError(
-                f"SLO term {part!r} is not METRIC_PCT=MS (METRIC: ttft, tpot, itl, e2el; PCT: p50, p90, p95, p99), "
-                f"e.g. ttft_p99=300,tpot_p99=50; or a preset: {', '.join(PRESETS)}"
+                f"SLO term {part!r} is not METRIC_PCT=MS (METRIC: ttft_ms, tpot_ms, itl_ms, e2el_ms; PCT: p50, p90, "
+                f"p95, p99), e.g. ttft_ms_p99=300,tpot_ms_p99=50; or a preset: {', '.join(PRESETS)}"
             )
         try:
             limit = float(value)
@@ -80,10 +86,19 @@ def parse_slo(text: str) -> tuple[str, list[Bound]]:
             raise ValueError(f"SLO term {part!r}: the limit must be a positive number of ms")
         bounds.append(Bound(metric=group, percentile=percentile, limit_ms=limit))
     if not bounds:
-        raise ValueError(f"give an SLO: a preset ({', '.join(PRESETS)}) or e.g. ttft_p99=300,tpot_p99=50")
+        raise ValueError(f"give an SLO: a preset ({', '.join(PRESETS)}) or e.g. ttft_ms_p99=300,tpot_ms_p99=50")
     if len({b.key for b in bounds}) != len(bounds):
         raise ValueError("an SLO names the same percentile twice")
     return "custom", bounds
+
+
+def _group_percentile(term: str) -> tuple[str | None, str | None]:
+    """(group, percentile) of a term's metric: any spelling of a latency percentile; a bare group is its p99."""
+    name = term.strip().lower()
+    if f"{name}_ms" in NAMES or name in NAMES:  # ttft, ttft_ms
+        return name.removesuffix("_ms") + "_ms", "p99"
+    metric = registry.lookup(registry.canonical(name))
+    return metric.group, metric.stat
 
 
 def slo_words(bounds: list[Bound]) -> str:

@@ -1,10 +1,12 @@
 """A study's definition (pure pydantic): the base spec, objectives, constraints, budget, sampler, knobs.
 
-* **Objectives** are metric keys of the registry (:mod:`engine.measure.registry`), named
-  short (``tpot_p50``, ``ttft_p99``, ``tokens_per_s``) or given as a flat key
-  (``itl_ms_p90``); which way is better comes from the registry. ``ppl_increase_pct`` (the
-  perplexity increase over the study's base recipe, trial 0) is the one derived objective. Two
-  objectives make a Pareto study (e.g. ``tpot_p50,ppl_increase_pct``: speed against accuracy).
+* **Objectives** are metric keys of the registry (:mod:`engine.measure.registry`):
+  ``tpot_ms_p50``, ``itl_ms_p90``, ``output_tokens_per_s`` (per GPU on a GPU); the older short
+  spellings (``tpot_p50``, ``ttft_p99``, ``tokens_per_s``) are read as those keys by
+  :func:`engine.measure.registry.canonical`. Which way is better comes from the registry.
+  ``ppl_increase_pct`` (the perplexity increase over the study's base recipe, trial 0) is the one
+  derived objective. Two objectives make a Pareto study (e.g. ``tpot_ms_p50,ppl_increase_pct``:
+  speed against accuracy).
 * **Constraints**: accuracy (perplexity increase, KL mean, greedy flip rate, task accuracy),
   latency SLOs (any registry metric with a bound), and the memory fit the what-if estimator
   predicts. A trial is feasible only when every constraint was *measured* and holds.
@@ -27,17 +29,7 @@ from engine.spec import RECIPE_CLASSES, JobSpec, SpecError, parse_job_spec
 from engine.spec.base import _Strict
 
 PPL_INCREASE = "ppl_increase_pct"  # derived: perplexity over the base recipe's, in %
-# Short objective names -> registry keys (tokens_per_s is per GPU on a GPU).
-OBJECTIVES: dict[str, str] = {
-    "tpot_p50": "tpot_ms_p50",
-    "tpot_p90": "tpot_ms_p90",
-    "ttft_p50": "ttft_ms_p50",
-    "ttft_p99": "ttft_ms_p99",
-    "e2el_p99": "e2el_ms_p99",
-    "tokens_per_s": "output_tokens_per_s",
-    "kl_mean": "quality.kl_mean",
-    PPL_INCREASE: PPL_INCREASE,
-}
+DEFAULT_OBJECTIVE = "tpot_ms_p50"
 KNOB_ALIASES: dict[str, str] = {"attention": "attn_implementation", "attn": "attn_implementation"}
 Sampler = Literal["tpe", "nsga2", "random", "grid"]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:+-]{0,199}$")
@@ -55,12 +47,22 @@ def knob_value(annotation: Any, name: str, value: Any) -> Any:
         raise ValueError(f"{name}={value!r} is not a value of that knob") from exc
 
 
+def objective_choices() -> list[str]:
+    """What a study is offered to optimise (the Optimize page): the registry's Compare figures of speed,
+    throughput, energy and accuracy in display order, then the perplexity increase."""
+    kinds = ("latency", "throughput", "energy", "accuracy")
+    return [*(m.key for m in registry.shown_in("compare") if m.kind in kinds), PPL_INCREASE]
+
+
 def objective_key(name: str) -> str:
-    """The registry key of an objective (short name or flat key); ValueError for anything else."""
-    key = OBJECTIVES.get(name, name)
+    """The registry key of an objective (any spelling :func:`registry.canonical` reads); ValueError otherwise."""
+    key = name if name == PPL_INCREASE else registry.canonical(name)
     if key == PPL_INCREASE or registry.lookup(key).is_metric:
         return key
-    raise ValueError(f"unknown objective {name!r}; use one of {', '.join(OBJECTIVES)} or a metric key like itl_ms_p90")
+    raise ValueError(
+        f"unknown objective {name!r}; use a metric key such as tpot_ms_p50, ttft_ms_p99, output_tokens_per_s, "
+        f"quality.kl_mean or {PPL_INCREASE}"
+    )
 
 
 def minimise(key: str) -> bool:
@@ -78,6 +80,12 @@ class Constraints(_Strict):
     min_task_accuracy: float | None = Field(default=None, ge=0, le=1, description="every task's accuracy >= (0..1)")
     slo: dict[str, float] = Field(default_factory=dict, description="metric key -> bound (<= or >= by direction)")
     fit_memory: bool = Field(default=True, description="prune recipes the what-if estimator says do not fit")
+
+    @field_validator("slo", mode="before")
+    @classmethod
+    def _one_spelling(cls, value: Any) -> Any:
+        """SLO keys in any spelling (``ttft_p99``, ``ttft_ms.p99``) read as metric keys."""
+        return {registry.canonical(k): v for k, v in value.items()} if isinstance(value, dict) else value
 
     @field_validator("slo")
     @classmethod
@@ -111,7 +119,7 @@ class StudyDefinition(_Strict):
 
     name: str = Field(min_length=1, max_length=200)
     base: JobSpec
-    objectives: tuple[str, ...] = ("tpot_p50",)
+    objectives: tuple[str, ...] = (DEFAULT_OBJECTIVE,)
     constraints: Constraints = Field(default_factory=Constraints)
     budget: Budget = Field(default_factory=Budget)
     sampler: Sampler = "tpe"
@@ -152,11 +160,10 @@ class StudyDefinition(_Strict):
     @field_validator("objectives")
     @classmethod
     def _check_objectives(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Each objective as its metric key (stored definitions with older spellings read the same)."""
         if not 1 <= len(value) <= 2:
-            raise ValueError("give one objective, or two for a Pareto study (e.g. tpot_p50,ppl_increase_pct)")
-        for name in value:
-            objective_key(name)
-        return value
+            raise ValueError("give one objective, or two for a Pareto study (e.g. tpot_ms_p50,ppl_increase_pct)")
+        return tuple(objective_key(name) for name in value)
 
     @model_validator(mode="after")
     def _check_study(self) -> StudyDefinition:

@@ -14,7 +14,7 @@ column of its value and, for each run but the baseline, the ratio's interval and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,6 @@ from engine.report.values import flat_metrics, flat_supported, interval, ratio, 
 from engine.report.verdicts import Verdict, run_samples, verdicts_between
 
 __all__ = [
-    "COMPARE_KEYS",
     "SAME_WITHIN",
     "Comparison",
     "changed_knobs",
@@ -49,30 +48,18 @@ __all__ = [
     "summarize_against",
 ]
 
-# The speed, throughput and memory rows of the side-by-side table, in order (accuracy follows).
-COMPARE_KEYS: tuple[str, ...] = (
-    "ttft_ms_p50",
-    "ttft_ms_p90",
-    "ttft_ms_p99",
-    "tpot_ms_p50",
-    "tpot_ms_p99",
-    "itl_ms_p50",
-    "itl_ms_p99",
-    "e2el_ms_p50",
-    "e2el_ms_p99",
-    "output_tokens_per_s",
-    "requests_per_s",
-    "tokens_per_s_per_user",
-    "output_tokens_per_s_per_gpu",
-    "goodput_requests_per_s",
-    "error_rate",
-    "peak_memory_bytes",
-    "weights_memory_bytes",
-    "load_s",
-    "energy_per_output_token_j",
-    "avg_power_w",
-)
-_ACCURACY_ORDER = tuple(k for k, m in registry.REGISTRY.items() if m.kind == "accuracy")
+
+def compare_keys(present: Iterable[str] = (), hints: Mapping[str, str] | None = None) -> list[str]:
+    """The rows of the side-by-side table: the registry's Compare figures (speed, throughput, memory,
+    energy) in display order, then the accuracy figures among ``present`` (the runs' keys), declared
+    ones in display order and task scores after them. Asked of the registry each time."""
+    speed = [m.key for m in registry.shown_in("compare") if m.kind != "accuracy"]
+    accuracy = set()
+    for key in present:
+        metric = registry.lookup(key, (hints or {}).get(key))
+        if metric.kind == "accuracy" and (key not in registry.REGISTRY or "compare" in metric.shown):  # or a task
+            accuracy.add(key)
+    return registry.metric_keys([*speed, *sorted(accuracy, key=registry.display_rank)], hints=hints)
 
 
 def metric_label(key: str, task_kind: str | None = None) -> str:
@@ -104,9 +91,7 @@ class Comparison:
 
     def metric_keys(self) -> list[str]:
         """Metrics shown: speed, throughput and memory, then every accuracy metric any run has."""
-        quality = {k for v in self.values.values() for k in v if k.startswith("quality.")}
-        ordered = sorted(quality, key=lambda k: (_ACCURACY_ORDER.index(k) if k in _ACCURACY_ORDER else 99, k))
-        return registry.metric_keys([*COMPARE_KEYS, *ordered], hints=self.hints)
+        return compare_keys({k for v in self.values.values() for k in v}, self.hints)
 
 
 def compare_runs(
@@ -130,8 +115,7 @@ def compare_runs(
     requests = requests or {}
     stored = {r.id: with_intervals(r.metrics, requests.get(r.id)) for r in runs}
     samples = {r.id: run_samples(requests.get(r.id), (r.metrics or {}).get("duration_s")) for r in runs}
-    quality = dict.fromkeys(k for r in runs for k in values[r.id] if k.startswith("quality."))
-    keys = registry.metric_keys([*COMPARE_KEYS, *quality], hints=hints)
+    keys = compare_keys({k for r in runs for k in values[r.id]}, hints)
     verdicts = {
         r.id: verdicts_between(
             base, r, keys, (values[baseline_id], values[r.id]), (samples[baseline_id], samples[r.id]), hints

@@ -65,12 +65,7 @@ def axis_options(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
     hints = frame_hints(frame)
     perf = registry.metric_keys(frame.columns, PERF_KINDS, hints)
     accuracy = registry.metric_keys(frame.columns, ("accuracy",), hints)
-    order = list(registry.REGISTRY)
-
-    def rank(key: str) -> tuple[int, str]:
-        return (order.index(key), key) if key in order else (len(order), key)
-
-    return sorted(perf, key=rank), sorted(accuracy, key=rank)
+    return sorted(perf, key=registry.display_rank), sorted(accuracy, key=registry.display_rank)
 
 
 def metric_name(column: str, hints: dict[str, str] | None = None) -> str:

@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from engine.measure import registry
 from engine.measure.metrics import NS_PER_MS, e2el_ns
-from engine.measure.registry import LATENCY_GROUPS, STATS
+from engine.measure.registry import LATENCY_GROUPS
 from engine.measure.stats import ratio_ci
 from engine.report.distributions import latency_samples
 from engine.report.history import quality_stderr, stored_interval
@@ -51,6 +51,12 @@ class Gate(BaseModel):
     significant: bool | None = Field(
         None, description="a relative rule fails only on a significant change (default: latency and throughput)"
     )
+
+    @field_validator("metric", mode="before")
+    @classmethod
+    def _one_spelling(cls, value: Any) -> Any:
+        """Older spellings (``tpot_ms.p50``, ``tpot_p50``) read as the flat key."""
+        return registry.canonical(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _known_metric_and_a_rule(self) -> Gate:
@@ -141,10 +147,9 @@ class EntryCheck:
 # -- the interval of a change --------------------------------------------------------------
 def latency_percentile(key: str) -> tuple[str, float] | None:
     """``("tpot_ms", 50.0)`` for a latency percentile key; None for anything else."""
-    for group in LATENCY_GROUPS:
-        stat = key.removeprefix(f"{group}_")
-        if stat != key and stat in STATS and stat.startswith("p"):
-            return group, float(stat[1:])
+    metric = registry.lookup(key)
+    if metric.group in LATENCY_GROUPS and metric.interval == "percentile" and metric.stat is not None:
+        return metric.group, float(metric.stat.removeprefix("p"))
     return None
 
 

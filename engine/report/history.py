@@ -24,7 +24,6 @@ from typing import Any
 import plotly.graph_objects as go
 
 from engine.measure import registry
-from engine.measure.registry import LATENCY_GROUPS, STATS
 from engine.report.figures import PALETTE
 from engine.report.values import flat_metrics, run_hints
 
@@ -48,12 +47,11 @@ def _pair(value: Any) -> tuple[float, float] | None:
 def stored_interval(metrics: Mapping[str, Any] | None, key: str) -> tuple[float, float] | None:
     """A run's stored 95 % interval of a flat metric key; None when none was stored ("n too small", older runs)."""
     metrics = metrics or {}
-    for group in (*LATENCY_GROUPS, "queue_ms"):
-        stat = key.removeprefix(f"{group}_")
-        if stat != key and stat in STATS:
-            stats = metrics.get(group)
-            ci = stats.get("ci") if isinstance(stats, Mapping) else None
-            return _pair(ci.get(stat)) if isinstance(ci, Mapping) else None
+    metric = registry.lookup(key)
+    if metric.group is not None:
+        stats = metrics.get(metric.group)
+        ci = stats.get("ci") if isinstance(stats, Mapping) else None
+        return _pair(ci.get(metric.stat)) if isinstance(ci, Mapping) else None
     ci = metrics.get("ci")
     if isinstance(ci, Mapping) and key in ci:
         return _pair(ci[key])

@@ -113,11 +113,10 @@ def runs_table(page: pd.DataFrame) -> pd.DataFrame:
 def axis_choices(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
     """(latency/throughput/memory, accuracy): registry metrics with a number in at least one shown run."""
     hints = frame_hints(frame)
-    order = list(registry.REGISTRY)
 
     def present(keys: list[str]) -> list[str]:
         kept = [k for k in keys if pd.to_numeric(frame[k], errors="coerce").notna().any()]
-        return sorted(kept, key=lambda k: (order.index(k), k) if k in order else (len(order), k))
+        return sorted(kept, key=registry.display_rank)
 
     if frame.empty:
         return [], []

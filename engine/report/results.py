@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.measure import registry
 from engine.measure.registry import GROUP_LABELS as LABELS
-from engine.measure.registry import LATENCY_GROUPS, N_TOO_SMALL, SCALARS, STATS, human_bytes
+from engine.measure.registry import LATENCY_GROUPS, N_TOO_SMALL, STATS, human_bytes
 from engine.report.values import GROUPS_WITH_CI, sample_count, supported, with_intervals
 
 __all__ = ["human_bytes", "render_table", "result_object"]
@@ -55,26 +55,12 @@ def result_object(run: Any, requests: Sequence[Any] | None = None) -> dict[str, 
     }
     for group in GROUPS_WITH_CI:
         obj[group] = _group(metrics, group)
-    for key in SCALARS:
-        obj[key] = metrics.get(key)
+    shown = registry.shown_in("result")
+    for metric in (m for m in shown if m.group is None and m.is_metric):  # the figures, in display order
+        obj[metric.key] = metric.value(metrics) if metric.read is not None else metrics.get(metric.key)
     obj["ci"] = metrics.get("ci")
-    for key in (
-        "goodput_fraction",
-        "mean_tokens_per_chunk",
-        "completed",
-        "failed",
-        "warmup_excluded",
-        "total_output_tokens",
-        "duration_s",
-        "warmup_s",
-        "quality_s",
-        "peak_memory_kind",
-        "energy_j",
-        "energy_source",
-        "energy_unavailable",
-    ):
-        obj[key] = metrics.get(key)
-    obj["error_rate"] = registry.error_rate(metrics) if metrics else None
+    for metric in (m for m in shown if not m.is_metric):  # their counts and companions
+        obj[metric.key] = metrics.get(metric.key)
     if metrics.get("load") is not None:  # serving runs: configured vs achieved rate, concurrency, SLOs
         obj["load"] = metrics["load"]
         obj["slo"] = metrics.get("slo")

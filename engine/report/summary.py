@@ -26,7 +26,6 @@ MAX_TASKS = 2  # task scores named in a summary
 
 Values = Mapping[str, float | None]
 Verdicts = Mapping[str, Verdict]
-SUMMARY_KEYS: tuple[str, ...] = ("tpot_ms_p50", "ttft_ms_p50", "output_tokens_per_s", "quality.perplexity")
 
 
 def times(factor: float) -> str:
@@ -203,7 +202,7 @@ def summarize_against(run: Any, base: Any, label: str | None = None, verdicts: V
         return f"{label}: the baseline run {base.id} {base.status}, so there is nothing to compare against"
     v, b = flat_metrics(run), flat_metrics(base)
     if verdicts is None:
-        keys = [*SUMMARY_KEYS, *(k for k in v if k.startswith("quality.task:"))]
+        keys = [*registry.keys_in("summary"), *(k for k in v if k.startswith("quality.task:"))]
         verdicts = verdicts_between(base, run, keys, (b, v), hints=run_hints(run))
     failed = registry.failure_words(getattr(run, "metrics", None))
     phrases = ([failed] if failed else []) + _speed(v, b, verdicts) + _quality(run, v, b, verdicts) + _memory(v, b)

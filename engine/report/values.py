@@ -6,26 +6,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.measure import registry
-from engine.measure.registry import LATENCY_GROUPS, SCALARS, STATS, finite
+from engine.measure.registry import ALL_GROUPS, finite
 from engine.measure.stats import min_samples
 
 
 def flat_metrics(run: Any) -> dict[str, float | None]:
-    """A run's metrics as flat keys: ``ttft_ms_p50``, the scalars, ``error_rate`` and ``quality.<metric>``.
+    """A run's metrics as flat keys: every declared metric (``ttft_ms_p50``, ``output_tokens_per_s``,
+    ``error_rate`` ...; accuracy ones when measured) and its task scores, each read as its declaration says.
 
     Accuracy bookkeeping (window, stride, counts, stderr companions) is left out.
     """
-    metrics = getattr(run, "metrics", None) or {}
-    flat: dict[str, float | None] = {}
-    for group in LATENCY_GROUPS:
-        stats = metrics.get(group) or {}
-        for key in STATS:
-            flat[f"{group}_{key}"] = finite(stats.get(key))
-    for key in SCALARS:
-        flat[key] = finite(metrics.get(key))
-    flat["error_rate"] = registry.error_rate(metrics) if metrics else None
-    flat.update(registry.quality_metrics(getattr(run, "quality", None)))
-    return flat
+    return registry.figures(getattr(run, "metrics", None), getattr(run, "quality", None))
 
 
 def run_hints(run: Any) -> dict[str, str]:
@@ -41,7 +32,7 @@ def ratio(value: float | None, base: float | None) -> float | None:
 
 
 # -- how sure each figure is: stored intervals, or ones computed from the raw requests -------------
-GROUPS_WITH_CI: tuple[str, ...] = (*LATENCY_GROUPS, "queue_ms")
+GROUPS_WITH_CI: tuple[str, ...] = ALL_GROUPS
 _N_FROM_COMPLETED = ("ttft_ms", "e2el_ms", "tpot_ms")  # one sample per completed request (TPOT: at most)
 
 
@@ -87,15 +78,13 @@ def supported(metrics: Mapping[str, Any] | None, group: str, stat: str) -> bool:
 def interval(metrics: Mapping[str, Any] | None, key: str) -> list[float] | None:
     """The stored ``[lo, hi]`` of a flat key (``tpot_ms_p50``, ``output_tokens_per_s``), or None."""
     metrics = metrics or {}
-    for group in GROUPS_WITH_CI:
-        if key.startswith(group + "_"):
-            return ((metrics.get(group) or {}).get("ci") or {}).get(key.removeprefix(group + "_"))
+    metric = registry.lookup(key)
+    if metric.group is not None:
+        return ((metrics.get(metric.group) or {}).get("ci") or {}).get(metric.stat)
     return (metrics.get("ci") or {}).get(key)
 
 
 def flat_supported(metrics: Mapping[str, Any] | None, key: str) -> bool:
     """:func:`supported` for a flat key (scalars are always supported)."""
-    for group in GROUPS_WITH_CI:
-        if key.startswith(group + "_"):
-            return supported(metrics, group, key.removeprefix(group + "_"))
-    return True
+    metric = registry.lookup(key)
+    return True if metric.group is None else supported(metrics, metric.group, str(metric.stat))

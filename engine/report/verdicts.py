@@ -9,7 +9,8 @@ Rules (95 %, :mod:`engine.measure.stats`):
   few requests to tell", never a claim. Means: the same with the mean.
 - **Throughput**: output tokens/s and requests/s by a bootstrap over requests of
   (tokens, duration share) per run (see :mod:`engine.measure.metrics`); tokens/s per user
-  from the per-request 1/TPOT. At least 6 requests per run.
+  from the per-request 1/TPOT. At least 6 requests per run. A figure follows its declared
+  interval rule (:mod:`engine.measure.declarations`).
 - **Without raw samples** (requests not loaded or not stored) the two figures' stored
   intervals give an approximate interval (:func:`engine.measure.stats.ratio_from_intervals`);
   a figure with no interval gets no verdict ("no interval").
@@ -35,8 +36,8 @@ from typing import Any, Literal
 import numpy as np
 
 from engine.measure import registry, stats
-from engine.measure.metrics import CI_KEYS, group_samples, per_user_samples, throughput_rows
-from engine.report.values import GROUPS_WITH_CI, interval, sample_count
+from engine.measure.stamps import Phase
+from engine.report.values import interval, sample_count
 
 State = Literal["better", "worse", "same", "thin", "none"]
 STDERR_MULTIPLE = 2.0  # an accuracy change within this many standard errors is "no significant change"
@@ -80,20 +81,25 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Samples:
-    """A run's raw samples for verdicts: latency groups, per-user rate, throughput rows."""
+    """A run's raw samples for verdicts: each latency group's, and each scalar's by its declared
+    interval rule (``mean``: one value per request; ``bootstrap``: rows of (amount, duration share))."""
 
     groups: dict[str, np.ndarray]
-    per_user: np.ndarray
-    throughput: dict[str, np.ndarray]
+    scalars: dict[str, np.ndarray]
 
 
 def run_samples(requests: Sequence[Any] | None, duration_s: float | None) -> Samples | None:
     """The samples behind a run's figures (None without requests)."""
     if not requests:
         return None
-    groups = {k: np.asarray(v, dtype=float) for k, v in group_samples(requests).items()}
-    rows = throughput_rows(requests, float(duration_s or 0.0)) or {}
-    return Samples(groups, np.asarray(per_user_samples(requests), dtype=float), rows)
+    phase = Phase(requests, float(duration_s or 0.0))
+    groups = {g.key: np.asarray(g.samples(phase), dtype=float) for g in registry.GROUPS}
+    scalars = {}
+    for metric in registry.with_interval():
+        values = metric.samples(phase) if metric.samples is not None else None
+        if values is not None:
+            scalars[metric.key] = np.asarray(values, dtype=float)
+    return Samples(groups, scalars)
 
 
 def _seed(key: str) -> int:
@@ -110,10 +116,8 @@ def _direction(key: str, ratio: stats.Ratio, hints: Mapping[str, str] | None = N
 
 
 def _group_stat(key: str) -> tuple[str, str] | None:
-    for group in GROUPS_WITH_CI:
-        if key.startswith(group + "_"):
-            return group, key.removeprefix(group + "_")
-    return None
+    metric = registry.lookup(key)
+    return None if metric.group is None or metric.stat is None else (metric.group, metric.stat)
 
 
 def _latency_ratio(stat: str, base: np.ndarray, new: np.ndarray, key: str) -> stats.Ratio | str | None:
@@ -133,14 +137,15 @@ def _from_samples(key: str, base: Samples, new: Samples) -> stats.Ratio | str | 
     if parsed is not None:
         group, stat = parsed
         return _latency_ratio(stat, base.groups.get(group, np.empty(0)), new.groups.get(group, np.empty(0)), key)
-    if key == "tokens_per_s_per_user":
+    rule = registry.lookup(key).interval
+    if rule == "mean" and key in base.scalars and key in new.scalars:
         return stats.statistic_ratio_ci(
-            base.per_user[:, None], new.per_user[:, None], stats.column_mean, seed=_seed(key)
+            base.scalars[key][:, None], new.scalars[key][:, None], stats.column_mean, seed=_seed(key)
         )
-    if key in ("output_tokens_per_s", "requests_per_s"):
-        if key not in base.throughput or key not in new.throughput:
+    if rule == "bootstrap":
+        if key not in base.scalars or key not in new.scalars:
             return "fewer than 6 requests"
-        return stats.statistic_ratio_ci(base.throughput[key], new.throughput[key], stats.sum_ratio, seed=_seed(key))
+        return stats.statistic_ratio_ci(base.scalars[key], new.scalars[key], stats.sum_ratio, seed=_seed(key))
     return None
 
 
@@ -239,6 +244,6 @@ def verdicts_between(
     for key in keys:
         if key.startswith("quality."):
             out[key] = accuracy_verdict(key, b.get(key), v.get(key), base.quality, run.quality, hints)
-        elif _group_stat(key) is not None or key in CI_KEYS:
+        elif _group_stat(key) is not None or registry.lookup(key).interval is not None:
             out[key] = speed_verdict(key, b.get(key), v.get(key), base.metrics, run.metrics, samples)
     return out

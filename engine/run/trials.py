@@ -15,6 +15,9 @@ figure (``until_metric``, TPOT p50 by default), computed over the pooled request
 says which, e.g. ``"ci 1.8 % <= 2 %"``. The interval treats the pooled requests as one
 sample (it does not widen for trial-to-trial drift; ``metrics["trial_drift"]`` reports that).
 
+The figures kept per trial, and the intervals widened across trials, are the registry's
+``trials`` figures (:mod:`engine.measure.declarations`).
+
 **Drift**: with two or more trials, ``metrics["trial_drift"]`` gives the spread of the
 trials' TPOT p50 ((max - min) / median, %) and how much slower the first trial was than
 the median of the others (a first trial slower than the rest: the warm-up was too short).
@@ -30,20 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from engine.measure.metrics import SLO, compute_metrics, e2el_ns, itl_gaps_ns, tpot_ns, ttft_ns
+from engine.measure import registry
+from engine.measure.metrics import SLO, compute_metrics
 from engine.measure.records import RequestRecord, RunRecord
+from engine.measure.stamps import Phase
 from engine.measure.stats import pair, percentile_ci, trials_ci
 from engine.spec import Workload
 
 # (trial index, first request index, how many requests) -> (records, phase start ns, phase end ns)
 PhaseFn = Callable[[int, int, int], tuple[list[RequestRecord], int, int]]
-HEADLINE: tuple[str, ...] = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
-_SCALARS: tuple[str, ...] = ("output_tokens_per_s", "requests_per_s", "duration_s", "completed", "failed")
-_PER_REQUEST: dict[str, Callable[[RequestRecord], float | None]] = {
-    "ttft_ms": ttft_ns,
-    "tpot_ms": tpot_ns,
-    "e2el_ms": e2el_ns,
-}
 
 
 @dataclass
@@ -77,23 +75,23 @@ class Measured:
         return sum(t.duration_ns for t in self.trials)
 
 
-def metric_samples(records: Sequence[RequestRecord], metric: str) -> list[float]:
-    """Per-request values in ms of ``ttft_ms``/``tpot_ms``/``e2el_ms`` (``itl_ms``: every gap) of the ok requests."""
-    ok = [r for r in records if r.ok and not r.warmup]
-    if metric == "itl_ms":
-        return [g / 1e6 for r in ok for g in itl_gaps_ns(r)]
-    value = _PER_REQUEST[metric]
-    return [v / 1e6 for r in ok if (v := value(r)) is not None]
+def metric_samples(records: Sequence[RequestRecord], group: str) -> list[float]:
+    """A latency group's samples in ms (``ttft_ms``, ``tpot_ms``, ``e2el_ms``; ``itl_ms``: every gap) of the ok requests."""
+    return Phase(records, 0.0).samples[group]
 
 
 def ci_half_width_pct(records: Sequence[RequestRecord], until_metric: str) -> float | None:
-    """Half-width (% of the figure) of the 95 % interval of ``until_metric`` (``tpot_ms.p50``); None: n too small."""
-    group, _, pct = until_metric.partition(".p")
-    samples = metric_samples(records, group)
-    interval = percentile_ci(samples, float(pct))
+    """Half-width (% of the figure) of the 95 % interval of ``until_metric`` (``tpot_ms_p50``, any spelling
+    :func:`engine.measure.registry.canonical` reads); None: n too small."""
+    metric = registry.lookup(registry.canonical(until_metric))
+    if metric.group is None or metric.interval != "percentile" or metric.stat is None:
+        raise ValueError(f"until_metric {until_metric!r} is not a latency percentile such as tpot_ms_p50")
+    pct = float(metric.stat.removeprefix("p"))
+    samples = metric_samples(records, metric.group)
+    interval = percentile_ci(samples, pct)
     if interval is None:
         return None
-    return interval.half_width_pct(float(np.percentile(samples, float(pct))))
+    return interval.half_width_pct(float(np.percentile(samples, pct)))
 
 
 def stop_reason(wl: Workload, measured: Measured, elapsed_s: float) -> str | None:
@@ -150,15 +148,17 @@ def measuring_note(wl: Workload) -> str:
     if wl.soak_minutes is not None:
         note += f", repeated for {wl.soak_minutes:g} min (soak)"
     if wl.until_ci_pct is not None:
-        note += f", then rounds until {wl.until_metric} is within +-{wl.until_ci_pct:g} %"
+        note += f", then rounds until {registry.canonical(wl.until_metric)} is within +-{wl.until_ci_pct:g} %"
     return note
 
 
 def trial_headline(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The figures of one trial kept in ``metrics["trials"]``: p50s of the latency groups, throughput, counts."""
-    row = {f"{g}_p50": (metrics.get(g) or {}).get("p50") for g in HEADLINE}
-    row.update({k: metrics.get(k) for k in _SCALARS})
-    return row
+    """The figures of one trial kept in ``metrics["trials"]`` (the registry's ``trials`` figures, as stored):
+    p50s of the latency groups, throughput, counts."""
+    return {
+        m.key: (metrics.get(m.group) or {}).get(m.stat) if m.group else metrics.get(m.key)
+        for m in registry.shown_in("trials")
+    }
 
 
 def drift(rows: Sequence[dict[str, Any]], key: str = "tpot_ms_p50") -> dict[str, Any] | None:
@@ -183,10 +183,14 @@ def widen_with_trials(pooled: dict[str, Any], rows: Sequence[dict[str, Any]]) ->
     would treat the trials as one sample)."""
     if len(rows) < 2:
         return
-    targets: list[tuple[dict[str, Any], str, str]] = [
-        ((pooled.get(g) or {}).setdefault("ci", {}), "p50", f"{g}_p50") for g in HEADLINE if pooled.get(g)
-    ]
-    targets += [(pooled.setdefault("ci", {}), k, k) for k in ("output_tokens_per_s", "requests_per_s")]
+    targets: list[tuple[dict[str, Any], str, str]] = []
+    for m in registry.shown_in("trials"):
+        if m.interval is None:
+            continue
+        if m.group is None:
+            targets.append((pooled.setdefault("ci", {}), m.key, m.key))
+        elif pooled.get(m.group):
+            targets.append((pooled[m.group].setdefault("ci", {}), str(m.stat), m.key))
     for cis, stat, key in targets:
         across = trials_ci([r.get(key) for r in rows])
         if across is None:
@@ -215,5 +219,6 @@ def trial_metrics(
             widen_with_trials(pooled, rows)
     if measured.stopped_because is not None:
         pooled["stopped_because"] = measured.stopped_because
-        pooled["until_ci"] = {"metric": until_metric, "half_width_pct": measured.ci_half_width_pct}
+        metric = None if until_metric is None else registry.canonical(until_metric)
+        pooled["until_ci"] = {"metric": metric, "half_width_pct": measured.ci_half_width_pct}
     return pooled

@@ -13,7 +13,7 @@ from engine.spec.model import ModelSpec
 from engine.spec.quality import QualitySpec
 from engine.spec.recipes import TRANSFORMERS_KNOB_DEFAULTS, Recipe, TransformersRecipe
 from engine.spec.rules import job_problems
-from engine.spec.workload import SERVING_DEFAULTS, Workload
+from engine.spec.workload import SERVING_DEFAULTS, Workload, stored_form
 
 _DEVICE = re.compile(r"^(cpu|cuda:\d+(,\d+)*)$")
 
@@ -57,8 +57,10 @@ class JobSpec(_Strict):
         return self
 
     def canonical_json(self) -> str:
-        """Stable JSON: sorted keys, no spaces, defaults included."""
-        return canonical_json(self.model_dump(mode="json"))
+        """Stable JSON: sorted keys, no spaces, defaults included (until_metric in its stored form)."""
+        data = self.model_dump(mode="json")
+        stored_form(data["workload"])
+        return canonical_json(data)
 
     def fingerprint(self) -> str:
         """Identity of what runs (the display name is left out)."""
@@ -69,6 +71,7 @@ class JobSpec(_Strict):
         for key, default in SERVING_DEFAULTS.items():  # serving fields at their defaults keep old fingerprints
             if data["workload"].get(key) == default:
                 data["workload"].pop(key, None)
+        stored_form(data["workload"])  # until_metric as stored specs wrote it (tpot_ms.p50)
         if data["recipe"].get("trust_remote_code") is False:  # the knob came later: off keeps old fingerprints
             data["recipe"].pop("trust_remote_code")
         if data["recipe"].get("engine") == "transformers":  # recipe knobs at their defaults keep old fingerprints

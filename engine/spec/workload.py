@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from engine.spec.base import _Strict
 from engine.spec.rules import unused_knob_problems
@@ -26,22 +26,35 @@ SERVING_DEFAULTS: dict[str, Any] = {
     # trials and adaptive stopping (engine/run/trials.py): at their defaults, one measured phase as before
     "trials": 1,
     "until_ci_pct": None,
-    "until_metric": "tpot_ms.p50",
+    "until_metric": "tpot_ms_p50",
     "max_requests": None,
     "max_seconds": None,
     "soak_minutes": None,  # a soak: rounds of `requests` until the time is up (engine/run/trials.py)
 }
-# The figure adaptive stopping watches: a per-request latency group and a percentile.
+# The figure adaptive stopping watches: a per-request latency group's percentile, by its metric key.
 UntilMetric = Literal[
-    "tpot_ms.p50",
-    "ttft_ms.p50",
-    "e2el_ms.p50",
-    "itl_ms.p50",
-    "tpot_ms.p90",
-    "ttft_ms.p90",
-    "e2el_ms.p90",
-    "itl_ms.p90",
+    "tpot_ms_p50",
+    "ttft_ms_p50",
+    "e2el_ms_p50",
+    "itl_ms_p50",
+    "tpot_ms_p90",
+    "ttft_ms_p90",
+    "e2el_ms_p90",
+    "itl_ms_p90",
 ]
+# How until_metric is written in stored specs, canonical JSON and fingerprints (``tpot_ms.p50``, the form
+# it had before metric keys had one spelling): read back by the field, written by stored_form(), so every
+# stored fingerprint stays. Other spellings users type go through engine.measure.registry.canonical.
+UNTIL_METRIC_STORED: dict[str, str] = {key: ".".join(key.rsplit("_", 1)) for key in get_args(UntilMetric)}
+
+
+def stored_form(workload: dict[str, Any]) -> dict[str, Any]:
+    """A workload's JSON (``model_dump(mode="json")``) as canonical JSON and fingerprints write it (in place)."""
+    if isinstance(workload.get("until_metric"), str):
+        workload["until_metric"] = UNTIL_METRIC_STORED.get(workload["until_metric"], workload["until_metric"])
+    return workload
+
+
 # With --until-ci and no limit given, measuring stops after this many measured requests.
 DEFAULT_MAX_REQUESTS = 1000
 # Measurement presets (``--preset``, the Launch page): workload fields they set.
@@ -52,7 +65,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "decision": {
         "trials": 3,
         "until_ci_pct": 2.0,
-        "until_metric": "tpot_ms.p50",
+        "until_metric": "tpot_ms_p50",
         "max_requests": DEFAULT_MAX_REQUESTS,
         "max_seconds": 600.0,
     },
@@ -88,7 +101,7 @@ class Workload(_Strict):
     until_ci_pct: float | None = Field(
         default=None, gt=0, le=100, description="measure in rounds until the metric's 95 % CI half-width is <= this %"
     )
-    until_metric: UntilMetric = Field(default="tpot_ms.p50", description="the figure until_ci_pct watches")
+    until_metric: UntilMetric = Field(default="tpot_ms_p50", description="the figure until_ci_pct watches")
     max_requests: int | None = Field(default=None, ge=1, le=1_000_000, description="until_ci_pct: most requests")
     max_seconds: float | None = Field(default=None, gt=0, le=86_400, description="until_ci_pct: most seconds measured")
     soak_minutes: float | None = Field(
@@ -116,6 +129,13 @@ class Workload(_Strict):
     @property
     def has_slo(self) -> bool:
         return any(v is not None for v in (self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2el_ms))
+
+    @field_validator("until_metric", mode="before")
+    @classmethod
+    def _stored_until_metric(cls, value: Any) -> Any:
+        """The stored form (``tpot_ms.p50``) reads as its metric key."""
+        stored = {form: key for key, form in UNTIL_METRIC_STORED.items()}
+        return stored.get(value, value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _check_arrival(self) -> Workload:

@@ -188,3 +188,11 @@ def test_runs_parameter_limits_the_view(seeded):
     at = open_explore(runs=f"{seeded['base']},{seeded['fast']}", y="output_tokens_per_s")
     assert not at.exception
     assert run_ids(figure(at)) == {seeded["base"], seeded["fast"]}
+
+
+def test_a_link_with_an_older_metric_spelling_opens_the_same_axes(seeded):
+    at = open_explore(x="tpot_ms.p50", y="tokens_per_s")
+    assert not at.exception
+    assert at.selectbox(key="explore_x").value == "tpot_ms_p50"
+    assert at.selectbox(key="explore_y").value == "output_tokens_per_s"
+    assert at.query_params["x"] == "tpot_ms_p50"  # the link is rewritten in the one spelling

@@ -344,7 +344,7 @@ def test_decision_preset_queues_adaptive_stopping(app, db):
     _submit(app).click().run()
     [job] = jobs.list_jobs(db)
     wl = job.spec["workload"]
-    assert (wl["trials"], wl["until_ci_pct"], wl["until_metric"], wl["max_requests"]) == (3, 2.0, "tpot_ms.p50", 1000)
+    assert (wl["trials"], wl["until_ci_pct"], wl["until_metric"], wl["max_requests"]) == (3, 2.0, "tpot_ms_p50", 1000)
 
 
 def test_a_sweep_with_trials_interleaves_them(app, db):

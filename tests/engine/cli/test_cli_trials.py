@@ -14,7 +14,7 @@ def spec_of(*argv: str, verb: str = "run"):
 
 def test_decision_preset_and_overrides():
     wl = spec_of("--preset", "decision").workload
-    assert (wl.trials, wl.until_ci_pct, wl.until_metric, wl.max_requests) == (3, 2.0, "tpot_ms.p50", 1000)
+    assert (wl.trials, wl.until_ci_pct, wl.until_metric, wl.max_requests) == (3, 2.0, "tpot_ms_p50", 1000)
     wl = spec_of("--preset", "decision", "--until-ci", "5", "--max-requests", "200", verb="submit").workload
     assert (wl.until_ci_pct, wl.max_requests, wl.trials) == (5.0, 200, 3)
     assert spec_of("--preset", "quick").workload.trials == 1
@@ -23,8 +23,10 @@ def test_decision_preset_and_overrides():
 def test_trials_and_adaptive_flags():
     wl = spec_of("--trials", "4").workload
     assert wl.trials == 4 and wl.until_ci_pct is None
-    wl = spec_of("--until-ci", "3", "--until-metric", "ttft_ms.p90", "--max-seconds", "60").workload
-    assert (wl.until_ci_pct, wl.until_metric, wl.max_seconds, wl.request_cap) == (3.0, "ttft_ms.p90", 60.0, None)
+    wl = spec_of("--until-ci", "3", "--until-metric", "ttft_ms_p90", "--max-seconds", "60").workload
+    assert (wl.until_ci_pct, wl.until_metric, wl.max_seconds, wl.request_cap) == (3.0, "ttft_ms_p90", 60.0, None)
+    for older in ("ttft_ms.p90", "ttft_p90"):  # the spellings users typed before read the same
+        assert spec_of("--until-ci", "3", "--until-metric", older).workload.until_metric == "ttft_ms_p90"
 
 
 @pytest.mark.parametrize(

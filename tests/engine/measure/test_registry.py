@@ -77,3 +77,37 @@ def test_error_rate_from_counts_or_stored():
 
 def test_real_quality_is_the_stored_one():
     assert REAL_QUALITY["kl_top_k"] == 256 and REAL_QUALITY["window"] == 512
+
+
+def test_one_spelling_of_a_key_and_the_older_ones_read_as_it():
+    for older in ("tpot_ms_p50", "tpot_ms.p50", "tpot_p50", "TPOT_P50", " tpot.p50 "):
+        assert registry.canonical(older) == "tpot_ms_p50"
+    assert registry.canonical("tokens_per_s") == "output_tokens_per_s"
+    assert registry.canonical("kl_mean") == "quality.kl_mean"
+    assert registry.canonical("quality.task:hellaswag") == "quality.task:hellaswag"
+    assert registry.canonical("recipe.dtype") == "recipe.dtype"  # not a metric: unchanged, for the caller to refuse
+
+
+def test_the_places_keep_their_figures_in_display_order():
+    # the lists consumers kept by hand before, now asked of the declarations
+    assert registry.keys_in("compare")[:9] == [
+        "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
+        "itl_ms_p50", "itl_ms_p99", "e2el_ms_p50", "e2el_ms_p99",
+    ]  # fmt: skip
+    assert [k for k in registry.keys_in("compare")[9:] if not k.startswith("quality.")] == [
+        "output_tokens_per_s", "requests_per_s", "tokens_per_s_per_user", "output_tokens_per_s_per_gpu",
+        "goodput_requests_per_s", "error_rate", "peak_memory_bytes", "weights_memory_bytes", "load_s",
+        "energy_per_output_token_j", "avg_power_w",
+    ]  # fmt: skip
+    assert registry.keys_in("summary") == ["ttft_ms_p50", "tpot_ms_p50", "output_tokens_per_s", "quality.perplexity"]
+    assert set(registry.keys_in("trials")) == {
+        "ttft_ms_p50", "tpot_ms_p50", "itl_ms_p50", "e2el_ms_p50", "output_tokens_per_s", "requests_per_s",
+        "duration_s", "completed", "failed",
+    }  # fmt: skip
+    assert len(registry.keys_in("result")) == len(set(registry.keys_in("result")))  # each figure once
+    assert [m.key for m in registry.with_interval()] == [
+        "output_tokens_per_s",
+        "requests_per_s",
+        "tokens_per_s_per_user",
+    ]
+    assert all(m.compute is not None or m.source for m in registry.REGISTRY.values())  # a computation or a source

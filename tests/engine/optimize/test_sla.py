@@ -68,10 +68,12 @@ def test_a_noisy_pass_above_a_failure_does_not_widen_the_bracket() -> None:
 def test_slo_presets_and_custom_terms() -> None:
     name, bounds = parse_slo("mlperf-llama2-70b")
     assert name == "MLPerf llama2-70b Server"
-    assert [(b.key, b.limit_ms) for b in bounds] == [("ttft_ms.p99", 2000.0), ("tpot_ms.p99", 200.0)]
-    assert [(b.key, b.limit_ms) for b in parse_slo("chat")[1]] == [("ttft_ms.p99", 200.0), ("itl_ms.p99", 50.0)]
-    _, bounds = parse_slo("ttft_p90=300, itl=40")
-    assert [(b.key, b.limit_ms) for b in bounds] == [("ttft_ms.p90", 300.0), ("itl_ms.p99", 40.0)]
+    assert [(b.key, b.limit_ms) for b in bounds] == [("ttft_ms_p99", 2000.0), ("tpot_ms_p99", 200.0)]
+    assert [(b.key, b.limit_ms) for b in parse_slo("chat")[1]] == [("ttft_ms_p99", 200.0), ("itl_ms_p99", 50.0)]
+    _, bounds = parse_slo("ttft_p90=300, itl=40")  # the older spelling still reads
+    assert [(b.key, b.limit_ms) for b in bounds] == [("ttft_ms_p90", 300.0), ("itl_ms_p99", 40.0)]
+    _, flat = parse_slo("ttft_ms_p90=300,itl_ms.p99=40")  # the metric key (and the dotted form)
+    assert [(b.key, b.limit_ms) for b in flat] == [(b.key, b.limit_ms) for b in bounds]
     assert per_request_limits(parse_slo("chat")[1]) == {"slo_ttft_ms": 200.0}  # ITL has no per-request limit
     for bad in ("", "ttft", "foo_p99=1", "ttft_p42=1", "ttft_p99=-3", "ttft_p99=x", "ttft_p99=1,ttft_p99=2"):
         with pytest.raises(ValueError):

@@ -12,6 +12,9 @@ from engine.spec import SpecError
 def test_directions_and_the_accuracy_the_constraints_need():
     d = definition(objectives=["tpot_p50", "ppl_increase_pct"], constraints={"max_kl_mean": 0.1})
     assert d.objective_keys == ("tpot_ms_p50", "ppl_increase_pct")
+    assert d.objectives == d.objective_keys  # the older short spelling is stored as the metric key
+    slo = definition(constraints={"slo": {"ttft_p99": 300, "tpot_ms.p50": 20}}).constraints.slo
+    assert slo == {"ttft_ms_p99": 300, "tpot_ms_p50": 20}
     assert d.directions == ("minimize", "minimize")
     assert d.quality_metrics() == ("fidelity", "ppl")
     assert d.quality_keys() == ("kl_mean", "perplexity")

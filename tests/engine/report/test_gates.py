@@ -132,3 +132,8 @@ def test_a_significantly_faster_run_says_so_and_no_new_run_is_inconclusive(db):
     run = get_run(db, make_run(db, workload=WORKLOAD, n=30))
     (same,) = check_entries("s", "x", [EntryCheck("e", [Gate(**TPOT_GATE)], run, run)]).results
     assert same.status == INCONCLUSIVE and "no run since the baseline" in same.reason
+
+
+def test_a_gate_reads_the_older_spellings_as_the_metric_key():
+    assert Gate(metric="tpot_ms.p50", max_regression_pct=5).metric == "tpot_ms_p50"
+    assert Gate(metric="ttft_p99", max_regression_pct=5).metric == "ttft_ms_p99"

@@ -87,7 +87,7 @@ def test_adaptive_stopping_reaches_the_interval():
     assert half is None or half > 2.0  # one round fewer was not enough
     metrics = trials.trial_metrics(measured, [], None, wl.until_metric)
     assert metrics["stopped_because"] == measured.stopped_because
-    assert metrics["until_ci"]["metric"] == "tpot_ms.p50" and len(metrics["trials"]) == len(measured.trials)
+    assert metrics["until_ci"]["metric"] == "tpot_ms_p50" and len(metrics["trials"]) == len(measured.trials)
 
 
 def test_adaptive_stopping_hits_max_requests_and_cuts_the_last_round():
@@ -129,4 +129,4 @@ def test_the_watched_metric_and_too_few_samples():
 def test_measuring_note():
     assert trials.measuring_note(Workload(prompt_tokens=16, trials=2)) == "2 trials of 8 request(s) in batches of 1"
     note = trials.measuring_note(Workload(prompt_tokens=16, until_ci_pct=2))
-    assert note.endswith("rounds until tpot_ms.p50 is within +-2 %")
+    assert note.endswith("rounds until tpot_ms_p50 is within +-2 %")

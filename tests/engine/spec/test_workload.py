@@ -93,3 +93,15 @@ def test_adaptive_stopping_is_refused_with_tensor_parallelism() -> None:
     with pytest.raises(SpecError, match="same rounds; use a fixed number of trials"):
         parse_job_spec({**spec, "workload": {"prompt_tokens": 16, "until_ci_pct": 2}})
     assert parse_job_spec({**spec, "workload": {"prompt_tokens": 16, "trials": 3}}).workload.trials == 3
+
+
+def test_until_metric_is_a_metric_key_and_stored_specs_keep_their_fingerprint():
+    base = {"model": {"source": "demo"}, "workload": {"prompt_tokens": 16, "until_ci_pct": 2}}
+    specs = [
+        parse_job_spec({**base, "workload": {**base["workload"], "until_metric": m}})
+        for m in ("ttft_ms_p90", "ttft_ms.p90")
+    ]
+    assert {s.workload.until_metric for s in specs} == {"ttft_ms_p90"}
+    assert {s.fingerprint() for s in specs} == {"be421de03f7e488b"}  # as stored before keys had one spelling
+    assert '"until_metric":"ttft_ms.p90"' in specs[0].canonical_json()  # the stored form, byte for byte
+    assert parse_job_spec(base).fingerprint() == "3a1cf8c335a0422a"

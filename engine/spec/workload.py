@@ -114,6 +114,16 @@ class Workload(_Strict):
         return self.max_requests
 
     @property
+    def source(self) -> str:
+        """The request source that plans this workload's requests (engine.run.sources)."""
+        return "prompt_file" if self.prompt_file is not None else "synthetic"
+
+    @property
+    def source_label(self) -> str:
+        """The source in words, for messages: the prompt file's path, or ``synthetic prompts``."""
+        return f"prompt file {self.prompt_file}" if self.prompt_file is not None else "synthetic prompts"
+
+    @property
     def has_slo(self) -> bool:
         return any(v is not None for v in (self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2el_ms))
 

@@ -15,6 +15,17 @@ an arrival process) before it was sent** -- waiting for a concurrency slot, a la
 loop, or, in static batches, the batches before its own (every request of a static run
 is due at the phase start). The phase reports configured versus achieved rate.
 
+**Sessions** (multi-turn): a session's turns are sent in order by one task; each later turn is
+due when the reply to the one before has ended plus a think time (exponential, seeded per
+session), and its prompt is the conversation so far with the replies the engine actually
+returned (:attr:`~engine.run.plan.RequestPlan.chat_ids`). Sessions start by the arrival process
+(over sessions) and ``max_concurrency`` bounds the sessions in flight. A turn that fails ends its
+session: the later turns are recorded as failed ("not sent: ...").
+
+**Cancellations**: a planned request with ``cancel_after_s`` is cancelled that long after its send
+(the engine closes the connection or aborts the request); it is recorded as cancelled, not
+failed, and left out of the latency figures.
+
 Every engine is driven the same way (:class:`engine.backends.base.Backend`): the whole phase
 is one coroutine run on the backend's loop, each request (or static batch) one
 ``backend.stream`` call. A :class:`~engine.backends.base.RequestError` (connection, HTTP
@@ -30,15 +41,15 @@ import asyncio
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
 
-from engine.backends.base import Backend, RequestError
+from engine.backends.base import Backend, Message, Request, RequestError
 from engine.measure.metrics import SLO
 from engine.measure.records import RequestRecord
-from engine.run.plan import PlannedRequest
+from engine.run.plan import ChatIds, PlannedRequest
 from engine.spec import SpecError, Workload
 
 __all__ = ["LoadResult", "Progress", "arrival_offsets_s", "run_load", "slo_of", "validate_serving"]
@@ -124,6 +135,9 @@ class _Phase:
     state: Progress | None
     warmup: bool
     first_index: int
+    chat_ids: ChatIds | None = None
+    think_time_s: float = 0.0
+    seed: int = 0
 
     def records(self, offsets: Sequence[float], start_ns: int) -> list[RequestRecord]:
         """One record per planned request, due at the phase start plus its offset."""
@@ -143,12 +157,16 @@ class _Phase:
 
 
 def _offsets(planned: Sequence[PlannedRequest], workload: Workload, arrival: str) -> np.ndarray:
-    """Due times in seconds: the plan's own (a trace), else the arrival process's."""
+    """Due times in seconds: the plan's own (a trace), else the arrival process's (over sessions,
+    for a plan of sessions: a later turn's due time is set when it becomes due)."""
     if not planned:
         return np.zeros(0)
     if any(p.due_s is not None for p in planned) and arrival != "max":
         return np.asarray([p.due_s or 0.0 for p in planned], dtype=float)
-    return arrival_offsets_s(len(planned), arrival, workload.rate, workload.burstiness, workload.seed)
+    starts = [i for i, p in enumerate(planned) if not p.turn]  # single requests and sessions' first turns
+    offsets = np.zeros(len(planned))
+    offsets[starts] = arrival_offsets_s(len(starts), arrival, workload.rate, workload.burstiness, workload.seed)
+    return offsets
 
 
 def run_load(
@@ -158,17 +176,19 @@ def run_load(
     state: Progress | None = None,
     warmup: bool = False,
     first_index: int = 0,
+    chat_ids: ChatIds | None = None,
+    think_time_s: float = 0.0,
 ) -> LoadResult:
     """Drive ``planned`` through ``backend`` with the workload's arrival process (or the plan's schedule).
 
     Warm-up phases (``warmup=True``) send static batches as the measured phase would, and
     everything else at once (bounded by ``max_concurrency``), since their timing is not measured.
-    ``state`` gets ``requests_done``/``tokens_done`` updates.
+    ``state`` gets ``requests_done``/``tokens_done`` updates. Sessions need ``chat_ids`` (the plan's).
     """
     arrival = "batch" if workload.arrival == "batch" else ("max" if warmup else workload.arrival)
     offsets = _offsets(planned, workload, arrival)
     limit = None if arrival == "batch" else workload.max_concurrency
-    phase = _Phase(backend, planned, state, warmup, first_index)
+    phase = _Phase(backend, planned, state, warmup, first_index, chat_ids, think_time_s, workload.seed)
     batch_size = workload.batch_size if arrival == "batch" else None
     result = backend.run(_drive(phase, offsets, limit, batch_size))
     n = len(planned)
@@ -193,9 +213,39 @@ def _done(state: Progress | None, record: RequestRecord) -> None:
         state.tokens_done += record.output_tokens
 
 
+async def _stream(
+    phase: _Phase, batch: Sequence[Request], records: Sequence[RequestRecord], cancel_s: float | None
+) -> None:
+    """One ``backend.stream`` call: a RequestError is each request's recorded reason; a planned
+    cancellation cancels the call ``cancel_s`` after the send; anything else propagates."""
+    now = time.perf_counter_ns()
+    for rec in records:
+        rec.send_ns = now  # engines restamp it as the request goes out
+    try:
+        if cancel_s is None:
+            await phase.backend.stream(batch, records)
+        else:
+            async with asyncio.timeout(cancel_s) as window:
+                try:
+                    await phase.backend.stream(batch, records)
+                except asyncio.CancelledError:
+                    if not window.expired():
+                        raise
+            if window.expired():
+                for rec in records:
+                    rec.cancelled = True
+    except TimeoutError:
+        if cancel_s is None:
+            raise
+        for rec in records:
+            rec.cancelled = True
+    except RequestError as exc:  # request-level only; engine death and bugs end the run
+        for rec in records:
+            rec.error = rec.error or str(exc).strip() or type(exc).__name__
+
+
 async def _send(phase: _Phase, indices: range, records: list[RequestRecord], sem: asyncio.Semaphore | None) -> None:
-    """One request (or one static batch) when it is due: a RequestError is the recorded reason of
-    each of its requests; anything else propagates."""
+    """One request (or one static batch) when it is due."""
     batch = [records[i] for i in indices]
     delay = (batch[0].arrival_ns - time.perf_counter_ns()) / 1e9
     if delay > 0:
@@ -203,18 +253,69 @@ async def _send(phase: _Phase, indices: range, records: list[RequestRecord], sem
     if sem is not None:
         await sem.acquire()
     try:
-        now = time.perf_counter_ns()
-        for rec in batch:
-            rec.send_ns = now  # engines restamp it as the request goes out
-        await phase.backend.stream([phase.planned[i].request for i in indices], batch)
-    except RequestError as exc:  # request-level only; engine death and bugs end the run
-        for rec in batch:
-            rec.error = rec.error or str(exc).strip() or type(exc).__name__
+        cancel_s = phase.planned[indices[0]].cancel_after_s if len(indices) == 1 else None
+        await _stream(phase, [phase.planned[i].request for i in indices], batch, cancel_s)
     finally:
         if sem is not None:
             sem.release()
     for rec in batch:
         _done(phase.state, rec)
+
+
+async def _session(
+    phase: _Phase, turns: list[int], records: list[RequestRecord], sem: asyncio.Semaphore | None
+) -> None:
+    """One session's turns in order, each carrying the conversation so far with the real replies."""
+    first = records[turns[0]]
+    delay = (first.arrival_ns - time.perf_counter_ns()) / 1e9
+    if delay > 0:
+        await asyncio.sleep(delay)
+    if sem is not None:
+        await sem.acquire()  # a slot is held for the whole session
+    rng = np.random.default_rng((phase.seed, phase.planned[turns[0]].session or 0))
+    history: list[Message] = []
+    try:
+        for k, i in enumerate(turns):
+            planned, rec = phase.planned[i], records[i]
+            request = planned.request
+            if k > 0:
+                think = float(rng.exponential(phase.think_time_s)) if phase.think_time_s > 0 else 0.0
+                if think > 0:
+                    await asyncio.sleep(think)
+                rec.arrival_ns = time.perf_counter_ns()  # due now: the reply came and the user thought
+                messages = [*history, *(request.messages or ())]
+                if phase.chat_ids is None:
+                    raise RuntimeError("a plan of sessions needs its chat_ids")
+                request = replace(request, prompt=phase.chat_ids(messages), messages=tuple(messages))
+                rec.prompt_tokens = len(request.prompt)
+            await _stream(phase, [request], [rec], planned.cancel_after_s)
+            _done(phase.state, rec)
+            if rec.error is not None:
+                _abandon(phase, turns[k + 1 :], records, f"not sent: turn {k} of this session failed")
+                return
+            history = [*(request.messages or ()), {"role": "assistant", "content": rec.text or ""}]
+    finally:
+        if sem is not None:
+            sem.release()
+
+
+def _abandon(phase: _Phase, rest: list[int], records: list[RequestRecord], reason: str) -> None:
+    for i in rest:
+        records[i].error = reason
+        records[i].send_ns = records[i].arrival_ns = time.perf_counter_ns()
+        if phase.state is not None:
+            phase.state.requests_done += 1
+
+
+def _sessions(planned: Sequence[PlannedRequest]) -> list[list[int]] | None:
+    """Each session's request indices in turn order, or None for a plan without sessions."""
+    groups: dict[int, list[int]] = {}
+    for i, p in enumerate(planned):
+        if p.session is not None:
+            groups.setdefault(p.session, []).append(i)
+    if not groups:
+        return None
+    return [sorted(idx, key=lambda i: planned[i].turn or 0) for idx in groups.values()]
 
 
 async def _all_or_first_error(coros: list[Any]) -> None:
@@ -232,7 +333,11 @@ async def _drive(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_si
     start_ns = time.perf_counter_ns()
     records = phase.records(offsets.tolist(), start_ns)
     n = len(records)
-    if batch_size is not None:  # static batches: each sent when the previous one has finished
+    sessions = _sessions(phase.planned)
+    if sessions is not None:  # static batches of sessions: batch_size sessions at a time
+        sem = sem or (asyncio.Semaphore(batch_size) if batch_size else None)
+        await _all_or_first_error([_session(phase, turns, records, sem) for turns in sessions])
+    elif batch_size is not None:  # static batches: each sent when the previous one has finished
         for b in range(0, n, batch_size):
             await _send(phase, range(b, min(b + batch_size, n)), records, None)
     else:

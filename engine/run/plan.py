@@ -13,11 +13,13 @@ process decides), and optionally its session and turn.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine.backends.base import Request
+import numpy as np
+
+from engine.backends.base import Message, Request
 from engine.spec import SpecError
 
 
@@ -27,8 +29,9 @@ class PlannedRequest:
 
     request: Request
     due_s: float | None = None  # seconds after the phase start; None: the arrival process says
-    session: int | None = None
+    session: int | None = None  # a session's turns are sent in order, each after the reply to the one before
     turn: int | None = None
+    cancel_after_s: float | None = None  # the client closes the request this long after sending it
 
     @property
     def prompt_tokens(self) -> int:
@@ -39,14 +42,24 @@ class PlannedRequest:
         return self.request.max_new_tokens
 
 
+ChatIds = Callable[[Sequence[Message]], list[int]]  # a conversation as prompt token ids (chat template applied)
+
+
 @dataclass
 class RequestPlan:
-    """The warm-up and measured requests of a job, and what the source counted while making them."""
+    """The warm-up and measured requests of a job, and what the source counted while making them.
+
+    A session's later turns are planned with only their new user message; the driver builds
+    their prompts when they are due, from the conversation so far (with the replies actually
+    returned), through ``chat_ids``.
+    """
 
     source: str
     warmup: list[PlannedRequest]
     measured: list[PlannedRequest]
     facts: dict[str, Any] = field(default_factory=dict)  # e.g. rows skipped or clipped, a file's hash
+    chat_ids: ChatIds | None = None
+    think_time_s: float = 0.0  # sessions: mean of the exponential gap between a reply and the next turn
 
     @property
     def scheduled(self) -> bool:
@@ -88,3 +101,15 @@ def plan_of(
     length for all or one per prompt; due times left to the arrival process."""
     requests = planned(prompts, output_tokens, ignore_eos)
     return RequestPlan(source=source, warmup=requests[:warmup], measured=requests[warmup:], facts=dict(facts or {}))
+
+
+def with_cancellations(plan: RequestPlan, rate: float, after_ms: float | None, seed: int) -> RequestPlan:
+    """The plan with a seeded ``rate`` share of its measured requests cancelled ``after_ms`` after their send."""
+    if rate <= 0 or after_ms is None or not plan.measured:
+        return plan
+    rng = np.random.default_rng(seed + 7)
+    chosen = rng.random(len(plan.measured)) < rate
+    measured = [
+        replace(p, cancel_after_s=after_ms / 1000.0) if c else p for p, c in zip(plan.measured, chosen, strict=True)
+    ]
+    return replace(plan, measured=measured, facts={**plan.facts, "cancel_planned": int(chosen.sum())})

@@ -225,3 +225,74 @@ def test_recipes_for_serving_engines() -> None:
                 "recipe": {"engine": "openai", "base_url": "localhost:8000", "model_name": "m"},
             }
         )
+
+
+class Echo(FakeStreaming):
+    """Replies with the number of messages it was sent (so a test sees the history grow)."""
+
+    def __init__(self) -> None:
+        super().__init__(gap_s=0.001)
+        self.seen: list[tuple[int, ...]] = []
+
+    async def _one(self, request: Request, record: RequestRecord) -> None:
+        self.seen.append(tuple(request.prompt))
+        if request.messages and request.messages[-1]["content"] == "fail":
+            raise RequestError("refused")
+        await super()._one(request, record)
+        record.text = f"reply to {len(request.messages or ())} messages"
+
+
+def _session_plan(contents: list[list[str]]):  # type: ignore[no-untyped-def]
+    from engine.run.plan import PlannedRequest
+
+    out = []
+    for s, turns in enumerate(contents):
+        for t, text in enumerate(turns):
+            msg = ({"role": "user", "content": text},)
+            out.append(
+                PlannedRequest(Request(prompt=[t], max_new_tokens=2, messages=msg, want_text=True), session=s, turn=t)
+            )
+    return out
+
+
+def _chat_ids(messages):  # type: ignore[no-untyped-def]
+    return [len(messages)] + [len(m["content"]) for m in messages]
+
+
+def test_sessions_send_turns_in_order_with_the_real_replies() -> None:
+    backend = Echo()
+    wl = Workload(requests=4, arrival="concurrency", max_concurrency=1)
+    result = run_load(backend, _session_plan([["a", "bb"], ["c", "dd"]]), wl, chat_ids=_chat_ids)
+    assert [r.session for r in result.records] == [0, 0, 1, 1] and [r.turn for r in result.records] == [0, 1, 0, 1]
+    assert all(r.ok for r in result.records)
+    # turn 1 carries turn 0's user message, the reply actually returned, and its own message
+    assert backend.seen[1] == (3, 1, len("reply to 1 messages"), 2)
+    first, second = result.records[0], result.records[1]
+    assert second.arrival_ns >= first.chunk_ns[-1]  # due only after the reply ended
+    assert result.records[2].send_ns >= second.chunk_ns[-1]  # one session at a time
+
+
+def test_a_failed_turn_ends_its_session() -> None:
+    wl = Workload(requests=3, arrival="max")
+    result = run_load(Echo(), _session_plan([["a", "fail", "c"], ["x"]]), wl, chat_ids=_chat_ids)
+    errors = [r.error for r in result.records]
+    assert errors == [None, "refused", "not sent: turn 1 of this session failed", None]
+
+
+def test_think_time_spaces_the_turns() -> None:
+    wl = Workload(requests=2, arrival="max")
+    result = run_load(Echo(), _session_plan([["a", "b", "c"]]), wl, chat_ids=_chat_ids, think_time_s=0.05)
+    gaps = [(b.arrival_ns - a.chunk_ns[-1]) / 1e9 for a, b in zip(result.records, result.records[1:], strict=False)]
+    assert sum(gaps) > 0.02  # two exponential gaps of mean 50 ms (seeded)
+
+
+def test_planned_cancellations_are_cancelled_not_failed() -> None:
+    from dataclasses import replace
+
+    backend = FakeStreaming(gap_s=0.02)
+    reqs = plan([[1]] * 4, n=10)  # 200 ms each
+    reqs = [replace(p, cancel_after_s=0.05) if i % 2 else p for i, p in enumerate(reqs)]
+    result = run_load(backend, reqs, Workload(requests=4, arrival="max"))
+    assert [r.cancelled for r in result.records] == [False, True, False, True]
+    assert all(r.error is None for r in result.records) and [r.ok for r in result.records] == [True, False, True, False]
+    assert result.records[1].output_tokens < 10 and backend.in_flight == 0

@@ -52,27 +52,23 @@ def main() -> None:
 
     import torch
 
-    from engine.backends import GenerationParams, get_backend
+    from engine.backends.base import Request, get_backend
     from engine.measure.metrics import tpot_ns, ttft_ns
     from engine.measure.records import RequestRecord
-    from engine.run.prompts import make_prompts
-    from engine.run.runner import ProgressState, _Sink
+    from engine.run.sources.synthetic import synthetic_prompts
     from engine.spec import ModelSpec, TransformersRecipe, Workload
     from engine.weights.models import resolve
 
     backend = get_backend("transformers")
     backend.load(resolve(ModelSpec(source="demo")), TransformersRecipe(), "cpu", lambda *_: None)
     model = backend._model
-    prompts = make_prompts(Workload(prompt_tokens=a.prompt_tokens), a.repeats + 1, backend.tokenizer(), 49152)
-    params = GenerationParams(max_new_tokens=a.output_tokens)
+    prompts = synthetic_prompts(Workload(prompt_tokens=a.prompt_tokens), a.repeats + 1, backend.tokenizer(), 49152)
     ours_ttft, ours_tpot, plain_ttft, plain_tpot = [], [], [], []
     plain_loop(model, prompts[0], 4)  # warm-up both paths
-    backend.generate(
-        [prompts[0]], GenerationParams(max_new_tokens=4), _Sink([RequestRecord(0, 0, 0, 1)], ProgressState())
-    )
+    backend.run(backend.stream([Request(prompts[0], 4)], [RequestRecord(0, 0, 0, 1)]))
     for prompt in prompts[1:]:
         rec = RequestRecord(0, 0, 0, len(prompt))
-        rec.send_ns = backend.generate([prompt], params, _Sink([rec], ProgressState()))
+        backend.run(backend.stream([Request(prompt, a.output_tokens)], [rec]))
         ours_ttft.append(ttft_ns(rec) / 1e6)
         ours_tpot.append(tpot_ns(rec) / 1e6)
         t, p = plain_loop(model, prompt, a.output_tokens)

@@ -15,26 +15,38 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.backends.base import GenerationParams
+import asyncio
+
+from engine.backends.base import stamp_chunks
 from engine.measure.metrics import compute_metrics
 from engine.measure.records import RunRecord
-from engine.run.runner import ProgressState, _run_requests
+from engine.run.load import run_load
+from engine.run.plan import planned
+from engine.run.runner import ProgressState
 from engine.spec import parse_job_spec
 
 
 class InstantBackend:
-    """Test double (never registered): every step's chunks arrive at once."""
+    """Test double (never registered): every step's chunks of a batch arrive at once."""
 
     name = "instant"
 
-    def generate(self, prompts: list[list[int]], params: GenerationParams, sink) -> int:
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+
+    def run(self, coro):
+        return self.loop.run_until_complete(coro)
+
+    async def stream(self, batch, records) -> None:
         send = time.perf_counter_ns()
-        rows = range(len(prompts))
-        for _ in range(params.max_new_tokens):
+        chunk = stamp_chunks(records)
+        rows = range(len(batch))
+        for _ in range(batch[0].max_new_tokens):
             t = time.perf_counter_ns()
             for row in rows:
-                sink.chunk(row, t, 1)
-        return send
+                chunk(row, t, 1)
+        for rec in records:
+            rec.send_ns = send
 
 
 def main() -> None:
@@ -55,16 +67,16 @@ def main() -> None:
             },
         }
     )
-    prompts = [[1, 2, 3, 4]] * a.requests
+    prompts = planned([[1, 2, 3, 4]] * a.requests, a.output_tokens)
     chunks = a.requests * a.output_tokens
     per_chunk, metric_s = [], []
     for _ in range(a.repeats):
         state = ProgressState()
         t0 = time.perf_counter_ns()
-        records, start, end = _run_requests(InstantBackend(), prompts, spec, state, False, 0)
+        phase = run_load(InstantBackend(), prompts, spec.workload, state)
         per_chunk.append((time.perf_counter_ns() - t0) / chunks / 1000)
         t1 = time.perf_counter()
-        compute_metrics(RunRecord(start_ns=start, end_ns=end, requests=records))
+        compute_metrics(RunRecord(start_ns=phase.start_ns, end_ns=phase.end_ns, requests=phase.records))
         metric_s.append(time.perf_counter() - t1)
     print(f"chunks per repeat: {chunks:,} ({a.requests} requests x {a.output_tokens} tokens, batch {a.batch_size})")
     print(
@@ -79,14 +91,10 @@ def streamer_cost(batch: int, steps: int = 20000) -> None:
     """The transformers backend's streamer: what each decoding step costs it on the host."""
     import torch
 
-    from engine.backends.transformers.backend import _StampingStreamer
-
-    class Null:
-        def chunk(self, row, t_ns, n_tokens):
-            pass
+    from engine.backends.transformers.streaming import StampingStreamer
 
     tokens = torch.arange(batch)
-    streamer = _StampingStreamer(Null(), batch, None)
+    streamer = StampingStreamer(lambda row, t_ns, n_tokens: None, batch, None)
     streamer.put(torch.zeros((batch, 4), dtype=torch.long))  # the prompt
     t0 = time.perf_counter_ns()
     for _ in range(steps):

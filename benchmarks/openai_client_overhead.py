@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from engine.backends.base import GenerationParams
+from engine.backends.base import Request
 from engine.backends.openai.backend import OpenAIBackend
 from engine.measure.records import RequestRecord
 
@@ -138,16 +138,16 @@ def main() -> None:
         url = f"http://127.0.0.1:{q.get(timeout=30)}/v1"
         client = OpenAIBackend()
         client._configure(url, "instant", "completions", None)
-        params = GenerationParams(max_new_tokens=args.chunks)
+        request = Request(prompt=[1, 2, 3], max_new_tokens=args.chunks)
         ours, floor = [], []
         for i in range(args.repeats + 2):  # two warm-ups
             rec = RequestRecord(index=0, arrival_ns=0, send_ns=0, prompt_tokens=3)
             t0 = time.perf_counter_ns()
-            client.run_async(client.stream([1, 2, 3], params, rec))
+            client.run(client.stream([request], [rec]))
             t_ours = time.perf_counter_ns() - t0
             assert rec.output_tokens == args.chunks, rec.output_tokens
             t0 = time.perf_counter_ns()
-            bare = client.run_async(_bare(url, args.chunks))
+            bare = client.run(_bare(url, args.chunks))
             t_bare = time.perf_counter_ns() - t0
             assert len(bare) == args.chunks + 2
             if i >= 2:
@@ -161,15 +161,15 @@ def main() -> None:
         for i in range(max(3, args.repeats // 3) + 1):
             rec = RequestRecord(index=0, arrival_ns=0, send_ns=0, prompt_tokens=3)
             c0 = time.process_time_ns()
-            paced.run_async(paced.stream([1, 2, 3], GenerationParams(max_new_tokens=n_paced), rec))
+            paced.run(paced.stream([Request(prompt=[1, 2, 3], max_new_tokens=n_paced)], [rec]))
             c1 = time.process_time_ns()
-            stamps = client.run_async(_bare(url, n_paced, "paced"))
+            stamps = client.run(_bare(url, n_paced, "paced"))
             c2 = time.process_time_ns()
             assert rec.output_tokens == n_paced and len(stamps) == n_paced + 2
             if i >= 1:
                 cpu_ours.append((c1 - c0) / n_paced / 1000)
                 cpu_floor.append((c2 - c1) / n_paced / 1000)
-        client.run_async(_SESSION[0].close())
+        client.run(_SESSION[0].close())
         paced.unload()
         client.unload()
     finally:

@@ -27,7 +27,9 @@ from engine.backends.base import get_backend
 from engine.measure.metrics import tpot_ns
 from engine.measure.stats import percentile_ci
 from engine.measure.telemetry import TelemetrySampler
-from engine.run.runner import ProgressState, _run_requests
+from engine.run.load import run_load
+from engine.run.plan import planned
+from engine.run.runner import ProgressState
 from engine.spec import parse_job_spec
 from engine.weights import models
 
@@ -39,7 +41,7 @@ def _phase(backend, prompts, spec, sampled: bool) -> float:
     if sampler:
         sampler.start()
     try:
-        records, _, _ = _run_requests(backend, prompts, spec, state, False, 0)
+        records = run_load(backend, prompts, spec.workload, state).records
     finally:
         if sampler:
             sampler.stop()
@@ -75,7 +77,7 @@ def main() -> None:
     resolved = models.resolve(spec.model)
     backend = get_backend(spec.recipe.engine)
     backend.load(resolved, spec.recipe, spec.device, lambda *_: None)
-    prompts = [[1 + (i % 50) for i in range(16)]] * a.requests
+    prompts = planned([[1 + (i % 50) for i in range(16)]] * a.requests, a.output_tokens)
     _phase(backend, prompts, spec, False)  # warm-up
     diffs = []
     for pair in range(a.pairs):

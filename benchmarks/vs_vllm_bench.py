@@ -92,11 +92,11 @@ def ours(server, model_path: str, args: argparse.Namespace) -> dict:  # type: ig
     from transformers import AutoTokenizer
     from vllm.benchmarks.datasets import RandomDataset
 
-    from engine.backends.base import GenerationParams
     from engine.backends.openai.backend import OpenAIBackend
     from engine.measure.metrics import compute_metrics
     from engine.measure.records import RunRecord
     from engine.run.load import run_load
+    from engine.run.plan import planned
     from engine.spec import Workload
 
     tok = AutoTokenizer.from_pretrained(model_path)
@@ -110,11 +110,10 @@ def ours(server, model_path: str, args: argparse.Namespace) -> dict:  # type: ig
         prefix_len=0,
     )
     measured = [tok.encode(x.prompt, add_special_tokens=False) for x in samples]
-    prompts = measured[: args.warmup] + measured
+    prompts = planned(measured[: args.warmup] + measured, args.output_len, ignore_eos=True)
     backend = OpenAIBackend()
     backend._configure(server.base_url, server.served_name, "completions", None)
     backend._tokenizer = tok
-    params = GenerationParams(max_new_tokens=args.output_len, ignore_eos=True)
     try:
         wl = Workload(
             prompt_tokens=args.input_len,
@@ -125,8 +124,8 @@ def ours(server, model_path: str, args: argparse.Namespace) -> dict:  # type: ig
             seed=args.seed,
         )
         if args.warmup:
-            run_load(backend, prompts[: args.warmup], wl, params, warmup=True)
-        phase = run_load(backend, prompts[args.warmup :], wl, params)
+            run_load(backend, prompts[: args.warmup], wl, warmup=True)
+        phase = run_load(backend, prompts[args.warmup :], wl)
     finally:
         backend.unload()
     m = compute_metrics(RunRecord(phase.start_ns, phase.end_ns, phase.records))

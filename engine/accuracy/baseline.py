@@ -17,6 +17,7 @@ import numpy as np
 
 from engine.accuracy.context import PhaseContext, Progress
 from engine.accuracy.scoring import QualityError, Window, baseline_top_k, greedy_continuations
+from engine.backends.base import Backend
 from engine.spec import JobSpec, canonical_json
 
 QUALITY_VERSION = 1
@@ -151,7 +152,7 @@ def acquire(
 
 
 def baseline_pass(
-    backend: Any, windows: list[Window], flip_prompts: list[list[int]], flip_tokens: int, progress: Progress
+    backend: Backend, windows: list[Window], flip_prompts: list[list[int]], flip_tokens: int, progress: Progress
 ) -> Baseline:
     """The reference recipe's top-k, token log-probabilities and greedy continuations."""
     ids, lps, tok = [], [], []

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.backends.base import Backend
 from engine.spec import JobSpec
 
 Log = Callable[[str], None]
@@ -33,11 +34,11 @@ class PhaseContext:
     """
 
     spec: JobSpec
-    backend: Any
+    backend: Backend
     resolved: Any
     prompts: list[list[int]]
     progress: Progress
     log: Log
     context_length: int | None = None
-    load_reference: Callable[[], Any] | None = None
+    load_reference: Callable[[], Backend] | None = None
     notes: dict[str, str] = field(default_factory=dict)

@@ -52,7 +52,7 @@ from engine.accuracy.baseline import reference_recipe
 from engine.accuracy.context import Log, PhaseContext, Progress
 from engine.accuracy.scoring import BASELINE_TOP_K, QualityError, make_windows
 from engine.accuracy.sources import check_corpus, corpus_text, same_file
-from engine.backends.base import BackendError
+from engine.backends.base import Backend, BackendError
 from engine.data.corpus import calibration_source
 from engine.spec import JobSpec, SpecError
 
@@ -90,13 +90,13 @@ def check(spec: JobSpec) -> None:
 
 def evaluate(
     spec: JobSpec,
-    backend: Any,
+    backend: Backend,
     resolved: Any,
     prompts: list[list[int]],
     state: Any = None,
     log: Log = print,
     context_length: int | None = None,
-    load_reference: Callable[[], Any] | None = None,
+    load_reference: Callable[[], Backend] | None = None,
 ) -> dict[str, Any]:
     """Run the accuracy phase with an already loaded ``backend``; returns the quality dict.
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from engine.accuracy.names import is_lm_eval_yaml, task_key
 from engine.accuracy.scoring import QualityError, continuation_ids, encode, greedy_ids, make_windows
+from engine.backends.base import Backend
 from engine.spec import SpecError
 
 Progress = Callable[[int, int, str], None]
@@ -41,7 +42,7 @@ def check(name: str) -> None:
 class _Requests:
     """The three request kinds of lm-eval's ``LM``, answered with ``backend.score``."""
 
-    def __init__(self, backend: Any, progress: Progress | None) -> None:
+    def __init__(self, backend: Backend, progress: Progress | None) -> None:
         self.backend, self.progress = backend, progress
         self.tokenizer = backend.tokenizer()
         self.eos = getattr(self.tokenizer, "eos_token_id", None)
@@ -84,7 +85,7 @@ class _Requests:
         return text
 
 
-def engine_lm(backend: Any, progress: Progress | None) -> Any:
+def engine_lm(backend: Backend, progress: Progress | None) -> Any:
     """An lm-evaluation-harness ``LM`` whose every request goes through ``backend.score``."""
     from lm_eval.api.model import LM
 
@@ -115,7 +116,9 @@ def engine_lm(backend: Any, progress: Progress | None) -> Any:
     return EngineLM()
 
 
-def run(name: str, backend: Any = None, limit: int | None = None, progress: Progress | None = None) -> dict[str, Any]:
+def run(
+    name: str, backend: Backend | None = None, limit: int | None = None, progress: Progress | None = None
+) -> dict[str, Any]:
     """One lm-evaluation-harness task through the engine; data it cannot reach is a QualityError."""
     try:
         from lm_eval import simple_evaluate

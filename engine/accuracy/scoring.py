@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+
+from engine.backends.base import Backend, Tokenizer
 
 PLACEHOLDER_TOKEN = 0  # appended to read the next-token distribution after a sequence
 BASELINE_TOP_K = 256
@@ -69,7 +70,7 @@ def stderr_of_mean(values: np.ndarray) -> float | None:
     return float(values.std(ddof=1) / math.sqrt(values.size))
 
 
-def greedy_continuations(backend: Any, prompts: list[list[int]], n_tokens: int) -> np.ndarray:
+def greedy_continuations(backend: Backend, prompts: list[list[int]], n_tokens: int) -> np.ndarray:
     """Greedy continuations by repeated scoring (the Protocol's generate gives no ids)."""
     if not prompts:
         return np.zeros((0, n_tokens), dtype=np.int64)
@@ -85,7 +86,7 @@ def greedy_continuations(backend: Any, prompts: list[list[int]], n_tokens: int) 
 
 
 def greedy_ids(
-    backend: Any, prompt: list[int], max_tokens: int, stop: Callable[[list[int]], bool], eos: int | None
+    backend: Backend, prompt: list[int], max_tokens: int, stop: Callable[[list[int]], bool], eos: int | None
 ) -> list[int]:
     """Greedy continuation of ``prompt`` by repeated scoring, until EOS, ``stop`` or ``max_tokens``."""
     seq = list(prompt)
@@ -102,12 +103,12 @@ def greedy_ids(
     return seq[len(prompt) :]
 
 
-def encode(tokenizer: Any, text: str) -> list[int]:
+def encode(tokenizer: Tokenizer, text: str) -> list[int]:
     """Token ids of ``text`` without special tokens."""
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def continuation_ids(tokenizer: Any, context: str, continuation: str) -> tuple[list[int], list[int]]:
+def continuation_ids(tokenizer: Tokenizer, context: str, continuation: str) -> tuple[list[int], list[int]]:
     """Token ids of context and continuation, split where the joint tokenization allows."""
     ctx = encode(tokenizer, context)
     whole = encode(tokenizer, context + continuation)

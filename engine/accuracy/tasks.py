@@ -34,6 +34,7 @@ from engine.accuracy import lm_eval
 from engine.accuracy.lm_eval import Progress
 from engine.accuracy.names import is_lm_eval_yaml, is_local, task_key
 from engine.accuracy.scoring import QualityError, continuation_ids, encode, greedy_ids
+from engine.backends.base import Backend, Tokenizer
 from engine.spec import SpecError
 
 __all__ = ["check_task", "continuation_ids", "is_lm_eval_yaml", "is_local", "load_local_task", "run_task", "task_key"]
@@ -104,7 +105,7 @@ def check_task(name: str) -> None:
     lm_eval.check(name)
 
 
-def run_task(backend: Any, name: str, limit: int | None, progress: Progress | None = None) -> dict[str, Any]:
+def run_task(backend: Backend, name: str, limit: int | None, progress: Progress | None = None) -> dict[str, Any]:
     """Accuracy of the loaded recipe on one task: ``{"task:<name>": acc, ...}``."""
     if not is_local(name):
         return lm_eval.run(name, backend, limit, progress)
@@ -129,7 +130,7 @@ def run_task(backend: Any, name: str, limit: int | None, progress: Progress | No
     return {key: acc, f"{key}:stderr": stderr, f"{key}:n": n, f"{key}:kind": kind}
 
 
-def loglikelihood(backend: Any, tokenizer: Any, context: str, continuations: list[str]) -> list[float]:
+def loglikelihood(backend: Backend, tokenizer: Tokenizer, context: str, continuations: list[str]) -> list[float]:
     """Sum of log-probabilities of each continuation's tokens after ``context``."""
     pairs = [continuation_ids(tokenizer, context, c) for c in continuations]
     seqs = [ctx + cont for ctx, cont in pairs]
@@ -139,12 +140,12 @@ def loglikelihood(backend: Any, tokenizer: Any, context: str, continuations: lis
     return out
 
 
-def _choose(backend: Any, tokenizer: Any, ex: Example) -> int:
+def _choose(backend: Backend, tokenizer: Tokenizer, ex: Example) -> int:
     scores = loglikelihood(backend, tokenizer, ex.prompt, list(ex.choices or ()))
     return max(range(len(scores)), key=scores.__getitem__)
 
 
-def _greedy_text(backend: Any, tokenizer: Any, ex: Example) -> str:
+def _greedy_text(backend: Backend, tokenizer: Tokenizer, ex: Example) -> str:
     def stop(ids: list[int]) -> bool:
         return "\n" in tokenizer.decode(ids, skip_special_tokens=True).lstrip("\n")
 

@@ -1,9 +1,16 @@
 """The backend Protocol and its lazy registry.
 
-A backend loads a model for a recipe on a device, generates for a batch of prompts
-while handing every chunk to a :class:`ChunkSink` stamped with
-``time.perf_counter_ns()`` at the moment the tokens are available on the host, says
-what it ran, and unloads. Backends never compute metrics.
+A backend loads a model for a recipe on a device, streams batches of requests on its own
+event loop while appending every chunk's ``time.perf_counter_ns()`` stamp (taken when the
+tokens are available on the host) and token count to the request's record, says what it
+ran, and unloads. Backends never compute metrics.
+
+**One streaming contract** for every engine: :meth:`Backend.stream` sends one batch of
+:class:`Request` s and fills their :class:`~engine.measure.records.RequestRecord` s (the send
+stamp, then each chunk); :meth:`Backend.run` runs a coroutine on the loop the backend lives
+on (the load driver's whole phase). A serving engine sends a batch's requests concurrently
+and may be called again before an earlier call returns; the in-process transformers engine
+generates a batch in one ``model.generate`` (blocking its loop: arrivals queue behind it).
 
 The registry maps engine names to ``"module:Class"`` strings, so importing this
 module (as the UI does) never imports torch or vllm.
@@ -12,11 +19,17 @@ module (as the UI does) never imports torch or vllm.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from engine.measure.records import RequestRecord
 from engine.weights.models import ResolvedModel
+
+if TYPE_CHECKING:
+    from engine.spec.recipes import Recipe
+
+T = TypeVar("T")
 
 REGISTRY: dict[str, str] = {
     "transformers": "engine.backends.transformers.backend:TransformersBackend",
@@ -38,16 +51,32 @@ class RequestError(BackendError):
     exception from a backend (engine death, a bug) ends the run as failed."""
 
 
-class ChunkSink(Protocol):
-    """Receives chunks: batch row, stamp in perf_counter_ns, tokens in the chunk."""
-
-    def chunk(self, row: int, t_ns: int, n_tokens: int) -> None: ...
+Message = Mapping[str, str]  # one chat message as the OpenAI API and chat templates take it: role, content
 
 
-@dataclass(frozen=True)
-class GenerationParams:
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request as an engine receives it: the prompt's token ids (and its chat messages, where the
+    source has them: a chat endpoint sends those), how many tokens to generate, whether to stop at EOS,
+    and whether the reply's text is wanted back (the next turn of a session carries it)."""
+
+    prompt: list[int]
     max_new_tokens: int
     ignore_eos: bool = True
+    messages: tuple[Message, ...] | None = None
+    want_text: bool = False
+
+
+class Tokenizer(Protocol):
+    """What the harness asks of a tokenizer (a Hugging Face tokenizer is one)."""
+
+    eos_token_id: Any
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+
+    def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = ...) -> str: ...
+
+    def __len__(self) -> int: ...
 
 
 REMOTE_DEVICE = "remote server (unknown device)"
@@ -96,18 +125,24 @@ class TokenScores:
 
 @runtime_checkable
 class Backend(Protocol):
-    """One inference engine. Instances are single-use: load, generate..., unload."""
+    """One inference engine. Instances are single-use: load, run(stream...), unload."""
 
     name: str
 
-    def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport: ...
+    def load(self, model: ResolvedModel, recipe: Recipe, device: str, progress: Progress) -> LoadReport: ...
 
-    def tokenizer(self) -> Any | None:
+    def tokenizer(self) -> Tokenizer | None:
         """The tokenizer, or None for synthetic weights."""
         ...
 
-    def generate(self, prompts: list[list[int]], params: GenerationParams, sink: ChunkSink) -> int:
-        """Generate for one batch; returns the perf_counter_ns stamp taken at send."""
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` to completion on the event loop this backend lives on (open from load to unload)."""
+        ...
+
+    async def stream(self, batch: Sequence[Request], records: Sequence[RequestRecord]) -> None:
+        """Send one batch; stamp each record's ``send_ns`` as its request goes out and append every
+        token-bearing chunk (``record.add_chunk``). A request-level failure is a :class:`RequestError`
+        (the driver records it on that request); anything else ends the run as failed."""
         ...
 
     def info(self) -> dict[str, Any]:
@@ -162,6 +197,18 @@ def device_name(device: str) -> str:
     return " + ".join(names)
 
 
+def stamp_chunks(records: Sequence[RequestRecord]) -> Callable[[int, int, int], None]:
+    """``chunk(row, t_ns, n_tokens)`` appending to ``records[row]``: the one chunk path of in-process batches."""
+    chunk_ns = [r.chunk_ns for r in records]
+    chunk_tokens = [r.chunk_tokens for r in records]
+
+    def chunk(row: int, t_ns: int, n_tokens: int) -> None:
+        chunk_ns[row].append(t_ns)
+        chunk_tokens[row].append(n_tokens)
+
+    return chunk
+
+
 def get_backend(engine: str) -> Backend:
     """Instantiate the backend registered under ``engine`` (imports it now)."""
     target = REGISTRY.get(engine)
@@ -169,4 +216,5 @@ def get_backend(engine: str) -> Backend:
         raise BackendError(f"unknown engine {engine!r}; available: {', '.join(sorted(REGISTRY))}")
     module_name, class_name = target.split(":")
     cls = getattr(importlib.import_module(module_name), class_name)
-    return cls()
+    backend: Backend = cls()
+    return backend

@@ -27,10 +27,16 @@ class RequestRecord:
     error: str | None = None
     warmup: bool = False
     trial: int = 0  # which measured phase (trial or adaptive round) of the run sent it
+    requested_output_tokens: int | None = None  # the request's own max new tokens (None: runs stored before)
+    session: int | None = None  # multi-turn traffic: which session and turn it was
+    turn: int | None = None
+    cancelled: bool = False  # cancelled on purpose by the client (workload.cancel_rate): not a failure, no latency
+    text: str | None = field(default=None, repr=False)  # the reply's text, only when the plan needs it back
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        """Completed: neither failed nor cancelled."""
+        return self.error is None and not self.cancelled
 
     @property
     def output_tokens(self) -> int:

@@ -1,1 +1,1 @@
-"""One job start to finish: pre-flight, prompts, the load driver, failures, tensor-parallel ranks."""
+"""One job start to finish: pre-flight, the request plan and its sources, the load driver, failures, tensor-parallel ranks."""

@@ -1,9 +1,11 @@
-"""The serving load driver: requests arriving over time against a streaming engine.
+"""The load driver: a plan's requests sent to an engine, on the engine's own event loop.
 
 Arrival processes follow vLLM's ``bench serve``: Poisson (exponential gaps) at a rate,
 gamma gaps with a burstiness (shape; 1 = Poisson, < 1 burstier) at the same mean rate,
 a fixed maximum concurrency (everything due at once, at most N in flight), "as fast as
-possible", or the static batches of the measurement core. Gaps are seeded.
+possible", or static batches of ``batch_size`` (each batch sent when the one before has
+finished). Gaps are seeded. A plan whose requests carry due times (a trace) is sent on
+that schedule instead.
 
 Each request records when it was due (``arrival_ns``, the scheduled time) and when it
 was actually handed to the engine (``send_ns``); the difference is client-side
@@ -11,17 +13,26 @@ queueing, kept apart from TTFT. One definition for every engine: **queueing is t
 a request waited client-side after the measured phase started (from its due time, for
 an arrival process) before it was sent** -- waiting for a concurrency slot, a late event
 loop, or, in static batches, the batches before its own (every request of a static run
-is due at the phase start, as in the transformers static-batch loop of engine/run/runner.py).
-The phase reports configured versus achieved rate.
+is due at the phase start). The phase reports configured versus achieved rate.
 
-A *streaming backend* (vllm, vllm-server, openai) offers ``run_async(coro)`` (runs a
-coroutine on the backend's own event loop) and ``async stream(prompt, params, record)``
-(appends each chunk's ``perf_counter_ns`` stamp and token count to the record). Only a
-:class:`~engine.backends.base.RequestError` (connection, HTTP status, timeout, malformed
-or cut stream) is one failed request, recorded with its reason while the others go on;
-any other exception (the engine died, a bug) cancels the phase and ends the run as
-failed. Other backends (transformers) are driven one request at a time through
-``generate``, so their arrivals queue behind each other.
+**Sessions** (multi-turn): a session's turns are sent in order by one task; each later turn is
+due when the reply to the one before has ended plus a think time (exponential, seeded per
+session), and its prompt is the conversation so far with the replies the engine actually
+returned (:attr:`~engine.run.plan.RequestPlan.chat_ids`). Sessions start by the arrival process
+(over sessions) and ``max_concurrency`` bounds the sessions in flight. A turn that fails ends its
+session: the later turns are recorded as failed ("not sent: ...").
+
+**Cancellations**: a planned request with ``cancel_after_s`` is cancelled that long after its send
+(the engine closes the connection or aborts the request); it is recorded as cancelled, not
+failed, and left out of the latency figures.
+
+Every engine is driven the same way (:class:`engine.backends.base.Backend`): the whole phase
+is one coroutine run on the backend's loop, each request (or static batch) one
+``backend.stream`` call. A :class:`~engine.backends.base.RequestError` (connection, HTTP
+status, timeout, malformed or cut stream) is one failed request, recorded with its reason
+while the others go on; any other exception (the engine died, a bug) cancels the phase and
+ends the run as failed. The in-process transformers engine generates without yielding its
+loop, so under an arrival process its requests queue behind the one in flight.
 """
 
 from __future__ import annotations
@@ -30,25 +41,25 @@ import asyncio
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import numpy as np
 
-from engine.backends.base import GenerationParams, RequestError
+from engine.backends.base import Backend, Message, Request, RequestError
 from engine.measure.metrics import SLO
 from engine.measure.records import RequestRecord
+from engine.run.plan import ChatIds, PlannedRequest
 from engine.spec import SpecError, Workload
 
-__all__ = [
-    "LoadResult",
-    "arrival_offsets_s",
-    "is_streaming",
-    "make_serving_prompts",
-    "prompt_lengths",
-    "run_load",
-    "slo_of",
-]
+__all__ = ["LoadResult", "Progress", "arrival_offsets_s", "run_load", "slo_of", "validate_serving"]
+
+
+class Progress(Protocol):
+    """Where a phase reports requests and tokens done (the runner's ProgressState)."""
+
+    requests_done: int
+    tokens_done: int
 
 
 def slo_of(workload: Workload) -> SLO | None:
@@ -80,41 +91,6 @@ def arrival_offsets_s(
     gaps = rng.gamma(shape=shape, scale=1.0 / (rate * shape), size=n)
     offsets = np.cumsum(gaps)
     return offsets * ((n / rate) / offsets[-1])
-
-
-def prompt_lengths(workload: Workload, count: int) -> list[int]:
-    """Prompt lengths in tokens: fixed, or drawn (seeded) uniform/normal around ``prompt_tokens``."""
-    n = int(workload.prompt_tokens or 1)
-    spread = workload.prompt_length_spread
-    if workload.prompt_length == "fixed" or spread == 0:
-        return [n] * count
-    rng = np.random.default_rng(workload.seed + 1)
-    if workload.prompt_length == "uniform":
-        lo, hi = max(1, round(n * (1 - spread))), max(1, round(n * (1 + spread)))
-        return rng.integers(lo, hi + 1, size=count).tolist()
-    draws = rng.normal(n, n * spread, size=count)
-    return [max(1, round(v)) for v in draws]
-
-
-def make_serving_prompts(workload: Workload, count: int, tokenizer: Any | None, vocab_size: int) -> list[list[int]]:
-    """``count`` prompts as token ids: the workload's prompts, with drawn lengths when asked."""
-    from engine.run.prompts import corpus_token_ids, make_prompts
-
-    if workload.prompt_file is not None or workload.prompt_length == "fixed":
-        return make_prompts(workload, count, tokenizer, vocab_size)
-    lengths = prompt_lengths(workload, count)
-    rng = np.random.default_rng(workload.seed)
-    if tokenizer is None:
-        return [rng.integers(0, vocab_size, size=n).tolist() for n in lengths]
-    ids = corpus_token_ids(tokenizer)
-    while len(ids) < max(lengths) + 1:
-        ids = ids + ids
-    return [ids[(s := int(rng.integers(0, len(ids) - n))) : s + n] for n in lengths]
-
-
-def is_streaming(backend: Any) -> bool:
-    """Whether the backend can stream many requests at once (``stream`` + ``run_async``)."""
-    return callable(getattr(backend, "stream", None)) and callable(getattr(backend, "run_async", None))
 
 
 @dataclass
@@ -154,55 +130,72 @@ def _peak_concurrency(records: Sequence[RequestRecord]) -> int:
 class _Phase:
     """One phase to drive: what is sent, to whom, and where progress goes."""
 
-    backend: Any
-    prompts: list[list[int]]
-    params: GenerationParams
-    state: Any | None
+    backend: Backend
+    planned: Sequence[PlannedRequest]
+    state: Progress | None
     warmup: bool
     first_index: int
+    chat_ids: ChatIds | None = None
+    think_time_s: float = 0.0
+    seed: int = 0
 
-    def records(self, offsets: np.ndarray, start_ns: int) -> list[RequestRecord]:
-        """One record per prompt, due at the phase start plus its offset."""
+    def records(self, offsets: Sequence[float], start_ns: int) -> list[RequestRecord]:
+        """One record per planned request, due at the phase start plus its offset."""
         return [
             RequestRecord(
                 index=self.first_index + i,
                 arrival_ns=start_ns + int(off * 1e9),
                 send_ns=0,
-                prompt_tokens=len(p),
+                prompt_tokens=p.prompt_tokens,
                 warmup=self.warmup,
+                requested_output_tokens=p.output_tokens,
+                session=p.session,
+                turn=p.turn,
             )
-            for i, (p, off) in enumerate(zip(self.prompts, offsets, strict=True))
+            for i, (p, off) in enumerate(zip(self.planned, offsets, strict=True))
         ]
 
 
+def _offsets(planned: Sequence[PlannedRequest], workload: Workload, arrival: str) -> np.ndarray:
+    """Due times in seconds: the plan's own (a trace), else the arrival process's (over sessions,
+    for a plan of sessions: a later turn's due time is set when it becomes due)."""
+    if not planned:
+        return np.zeros(0)
+    if any(p.due_s is not None for p in planned) and arrival != "max":
+        return np.asarray([p.due_s or 0.0 for p in planned], dtype=float)
+    starts = [i for i, p in enumerate(planned) if not p.turn]  # single requests and sessions' first turns
+    offsets = np.zeros(len(planned))
+    offsets[starts] = arrival_offsets_s(len(starts), arrival, workload.rate, workload.burstiness, workload.seed)
+    return offsets
+
+
 def run_load(
-    backend: Any,
-    prompts: list[list[int]],
+    backend: Backend,
+    planned: Sequence[PlannedRequest],
     workload: Workload,
-    params: GenerationParams,
-    state: Any | None = None,
+    state: Progress | None = None,
     warmup: bool = False,
     first_index: int = 0,
+    chat_ids: ChatIds | None = None,
+    think_time_s: float = 0.0,
 ) -> LoadResult:
-    """Drive ``prompts`` through ``backend`` with the workload's arrival process.
+    """Drive ``planned`` through ``backend`` with the workload's arrival process (or the plan's schedule).
 
-    Warm-up phases (``warmup=True``) send everything at once (bounded by
-    ``max_concurrency``), since their timing is not measured. ``state`` (a
-    :class:`~engine.run.runner.ProgressState`) gets ``requests_done``/``tokens_done`` updates.
+    Warm-up phases (``warmup=True``) send static batches as the measured phase would, and
+    everything else at once (bounded by ``max_concurrency``), since their timing is not measured.
+    ``state`` gets ``requests_done``/``tokens_done`` updates. Sessions need ``chat_ids`` (the plan's).
     """
-    n = len(prompts)
-    arrival = "max" if warmup else workload.arrival
-    offsets = arrival_offsets_s(n, arrival, workload.rate, workload.burstiness, workload.seed)
+    arrival = "batch" if workload.arrival == "batch" else ("max" if warmup else workload.arrival)
+    offsets = _offsets(planned, workload, arrival)
     limit = None if arrival == "batch" else workload.max_concurrency
-    phase = _Phase(backend, prompts, params, state, warmup, first_index)
-    if is_streaming(backend):
-        batch_size = workload.batch_size if arrival == "batch" else None
-        result = backend.run_async(_drive_async(phase, offsets, limit, batch_size))
-    else:
-        result = _drive_sync(phase, offsets)
+    phase = _Phase(backend, planned, state, warmup, first_index, chat_ids, think_time_s, workload.seed)
+    batch_size = workload.batch_size if arrival == "batch" else None
+    result = backend.run(_drive(phase, offsets, limit, batch_size))
+    n = len(planned)
+    scheduled = any(p.due_s is not None for p in planned) and arrival != "max"
     result.stats.update(
-        arrival=arrival,
-        configured_rate=workload.rate if arrival in ("poisson", "gamma") else None,
+        arrival="trace" if scheduled else arrival,
+        configured_rate=workload.rate if arrival in ("poisson", "gamma") and not scheduled else None,
         scheduled_rate=(n / offsets[-1]) if n > 0 and offsets[-1] > 0 else None,
         achieved_rate=_achieved_rate(result.records, result.start_ns),
         max_concurrency=limit,
@@ -212,7 +205,7 @@ def run_load(
     return result
 
 
-def _done(state: Any | None, record: RequestRecord) -> None:
+def _done(state: Progress | None, record: RequestRecord) -> None:
     if record.error is None and record.output_tokens == 0:
         record.error = "no tokens returned"
     if state is not None:
@@ -220,22 +213,109 @@ def _done(state: Any | None, record: RequestRecord) -> None:
         state.tokens_done += record.output_tokens
 
 
-async def _send(phase: _Phase, rec: RequestRecord, prompt: list[int], sem: asyncio.Semaphore | None) -> None:
-    """One request when it is due: a RequestError is its recorded reason; anything else propagates."""
-    delay = (rec.arrival_ns - time.perf_counter_ns()) / 1e9
+async def _stream(
+    phase: _Phase, batch: Sequence[Request], records: Sequence[RequestRecord], cancel_s: float | None
+) -> None:
+    """One ``backend.stream`` call: a RequestError is each request's recorded reason; a planned
+    cancellation cancels the call ``cancel_s`` after the send; anything else propagates."""
+    now = time.perf_counter_ns()
+    for rec in records:
+        rec.send_ns = now  # engines restamp it as the request goes out
+    try:
+        if cancel_s is None:
+            await phase.backend.stream(batch, records)
+        else:
+            async with asyncio.timeout(cancel_s) as window:
+                try:
+                    await phase.backend.stream(batch, records)
+                except asyncio.CancelledError:
+                    if not window.expired():
+                        raise
+            if window.expired():
+                for rec in records:
+                    rec.cancelled = True
+    except TimeoutError:
+        if cancel_s is None:
+            raise
+        for rec in records:
+            rec.cancelled = True
+    except RequestError as exc:  # request-level only; engine death and bugs end the run
+        for rec in records:
+            rec.error = rec.error or str(exc).strip() or type(exc).__name__
+
+
+async def _send(phase: _Phase, indices: range, records: list[RequestRecord], sem: asyncio.Semaphore | None) -> None:
+    """One request (or one static batch) when it is due."""
+    batch = [records[i] for i in indices]
+    delay = (batch[0].arrival_ns - time.perf_counter_ns()) / 1e9
     if delay > 0:
         await asyncio.sleep(delay)
     if sem is not None:
         await sem.acquire()
     try:
-        rec.send_ns = time.perf_counter_ns()  # streaming backends restamp it as the request goes out
-        await phase.backend.stream(prompt, phase.params, rec)
-    except RequestError as exc:  # request-level only; engine death and bugs end the run
-        rec.error = rec.error or str(exc).strip() or type(exc).__name__
+        cancel_s = phase.planned[indices[0]].cancel_after_s if len(indices) == 1 else None
+        await _stream(phase, [phase.planned[i].request for i in indices], batch, cancel_s)
     finally:
         if sem is not None:
             sem.release()
-    _done(phase.state, rec)
+    for rec in batch:
+        _done(phase.state, rec)
+
+
+async def _session(
+    phase: _Phase, turns: list[int], records: list[RequestRecord], sem: asyncio.Semaphore | None
+) -> None:
+    """One session's turns in order, each carrying the conversation so far with the real replies."""
+    first = records[turns[0]]
+    delay = (first.arrival_ns - time.perf_counter_ns()) / 1e9
+    if delay > 0:
+        await asyncio.sleep(delay)
+    if sem is not None:
+        await sem.acquire()  # a slot is held for the whole session
+    rng = np.random.default_rng((phase.seed, phase.planned[turns[0]].session or 0))
+    history: list[Message] = []
+    try:
+        for k, i in enumerate(turns):
+            planned, rec = phase.planned[i], records[i]
+            request = planned.request
+            if k > 0:
+                think = float(rng.exponential(phase.think_time_s)) if phase.think_time_s > 0 else 0.0
+                if think > 0:
+                    await asyncio.sleep(think)
+                rec.arrival_ns = time.perf_counter_ns()  # due now: the reply came and the user thought
+                messages = [*history, *(request.messages or ())]
+                if phase.chat_ids is None:
+                    raise RuntimeError("a plan of sessions needs its chat_ids")
+                request = replace(request, prompt=phase.chat_ids(messages), messages=tuple(messages))
+                rec.prompt_tokens = len(request.prompt)
+            await _stream(phase, [request], [rec], planned.cancel_after_s)
+            _done(phase.state, rec)
+            if rec.error is not None:
+                _abandon(phase, turns[k + 1 :], records, f"not sent: turn {k} of this session failed")
+                return
+            history = [*(request.messages or ()), {"role": "assistant", "content": rec.text or ""}]
+    finally:
+        if sem is not None:
+            sem.release()
+
+
+def _abandon(phase: _Phase, rest: list[int], records: list[RequestRecord], reason: str) -> None:
+    for i in rest:
+        records[i].error = reason
+        records[i].send_ns = records[i].arrival_ns = time.perf_counter_ns()
+        if phase.state is not None:
+            phase.state.requests_done += 1
+
+
+def _sessions(planned: Sequence[PlannedRequest]) -> list[list[int]] | None:
+    """Each session's request indices in turn order, or None for a plan without sessions."""
+    groups: dict[int, list[int]] = {}
+    for i, p in enumerate(planned):
+        if p.session is not None:
+            groups.setdefault(p.session, []).append(i)
+    if not groups:
+        return None
+    return [sorted(idx, key=lambda i: planned[i].turn or 0) for idx in groups.values()]
 
 
 async def _all_or_first_error(coros: list[Any]) -> None:
@@ -248,41 +328,20 @@ async def _all_or_first_error(coros: list[Any]) -> None:
         raise eg.exceptions[0] from None
 
 
-async def _drive_async(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_size: int | None) -> LoadResult:
+async def _drive(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_size: int | None) -> LoadResult:
     sem = asyncio.Semaphore(limit) if limit else None
     start_ns = time.perf_counter_ns()
-    records = phase.records(offsets, start_ns)
-    prompts = phase.prompts
-    # static batches: each batch is sent when the previous one has finished; every request
-    # is due at the phase start, so its queueing includes the batches before its own
-    size = batch_size or max(len(records), 1)
-    for b in range(0, len(records), size):
-        batch = range(b, min(b + size, len(records)))
-        await _all_or_first_error([_send(phase, records[i], prompts[i], sem) for i in batch])
-    return LoadResult(records=records, start_ns=start_ns, end_ns=time.perf_counter_ns())
-
-
-class _RowSink:
-    __slots__ = ("record",)
-
-    def __init__(self, record: RequestRecord) -> None:
-        self.record = record
-
-    def chunk(self, row: int, t_ns: int, n_tokens: int) -> None:
-        self.record.chunk_ns.append(t_ns)
-        self.record.chunk_tokens.append(n_tokens)
-
-
-def _drive_sync(phase: _Phase, offsets: np.ndarray) -> LoadResult:
-    """One request at a time through ``generate``: arrivals queue behind the request in flight."""
-    start_ns = time.perf_counter_ns()
-    records = phase.records(offsets, start_ns)
-    for rec, p in zip(records, phase.prompts, strict=True):
-        delay = (rec.arrival_ns - time.perf_counter_ns()) / 1e9
-        if delay > 0:
-            time.sleep(delay)
-        rec.send_ns = phase.backend.generate([p], phase.params, _RowSink(rec))
-        _done(phase.state, rec)
+    records = phase.records(offsets.tolist(), start_ns)
+    n = len(records)
+    sessions = _sessions(phase.planned)
+    if sessions is not None:  # static batches of sessions: batch_size sessions at a time
+        sem = sem or (asyncio.Semaphore(batch_size) if batch_size else None)
+        await _all_or_first_error([_session(phase, turns, records, sem) for turns in sessions])
+    elif batch_size is not None:  # static batches: each sent when the previous one has finished
+        for b in range(0, n, batch_size):
+            await _send(phase, range(b, min(b + batch_size, n)), records, None)
+    else:
+        await _all_or_first_error([_send(phase, range(i, i + 1), records, sem) for i in range(n)])
     return LoadResult(records=records, start_ns=start_ns, end_ns=time.perf_counter_ns())
 
 

@@ -165,7 +165,7 @@ def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
 
 def _check_prompt_file(path: str) -> None:
     """Read the prompt file now (exists, UTF-8, at least one prompt), so a bad one fails before loading."""
-    from engine.run.prompts import read_prompt_file
+    from engine.run.sources.prompt_file import read_prompt_file
 
     try:
         read_prompt_file(path)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.backends.base import Backend
 from engine.settings import get_settings
 from engine.spec import JobSpec
 
@@ -39,7 +40,7 @@ def unavailable_reason(spec: JobSpec) -> str | None:
 
 
 def profile_phase(
-    spec: JobSpec, backend: Any, prompts: list[list[int]], state: Any, log: Callable[[str], None]
+    spec: JobSpec, backend: Backend, prompts: list[list[int]], state: Any, log: Callable[[str], None]
 ) -> dict[str, dict[str, Any]]:
     """``{"profile": record}`` for ``NewRun.series`` ({} without ``profile_steps``); ``prompts``: the measured ones."""
     steps = spec.workload.profile_steps

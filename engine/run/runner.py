@@ -24,14 +24,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.backends.base import GenerationParams, get_backend
+from engine.backends.base import Backend, LoadReport, get_backend
 from engine.measure import memory, provenance, server_metrics, telemetry
 from engine.measure.records import RequestRecord
 from engine.run.failures import RunRejected, check_failures, failure_reason
+from engine.run.plan import RequestPlan
 from engine.run.preflight import preflight
 from engine.run.profile import profile_phase
-from engine.spec import JobSpec, SpecError
+from engine.spec import JobSpec
 from engine.weights import models
+from engine.weights.models import ResolvedModel
 
 PHASES: tuple[str, ...] = ("loading", "warm-up", "measuring", "evaluating", "saving")
 
@@ -69,6 +71,8 @@ class BenchmarkFailed(RuntimeError):
 
 @dataclass
 class BenchmarkResult:
+    """What a run stores: its figures, provenance, every request's stamps, accuracy and side series."""
+
     run_id: int | None
     metrics: dict[str, Any]
     provenance: dict[str, Any]
@@ -76,57 +80,34 @@ class BenchmarkResult:
     quality: dict[str, Any] | None = None
     series: dict[str, dict[str, Any]] = field(default_factory=dict)  # side records by kind (storage/series.py)
 
-
-class _Sink:
-    """Appends each chunk to its request; the only code in the measuring hot path."""
-
-    __slots__ = ("chunk_ns", "chunk_tokens", "state")
-
-    def __init__(self, records: list[RequestRecord], state: ProgressState) -> None:
-        self.chunk_ns = [r.chunk_ns for r in records]
-        self.chunk_tokens = [r.chunk_tokens for r in records]
-        self.state = state
-
-    def chunk(self, row: int, t_ns: int, n_tokens: int) -> None:
-        self.chunk_ns[row].append(t_ns)
-        self.chunk_tokens[row].append(n_tokens)
-        self.state.tokens_done += n_tokens
+    def add_accuracy(self, quality: dict[str, Any]) -> None:
+        """The accuracy phase's result, and its time beside the other phase times."""
+        self.quality = quality
+        self.metrics["quality_s"] = quality.get("timings_s", {}).get("total_s")
 
 
-def _serving(spec: JobSpec) -> bool:
-    """Whether the load driver (engine/run/load.py) runs this job instead of the static-batch loop."""
-    from engine.spec import SERVING_ENGINES
+@dataclass
+class _Loaded:
+    """The loading phase's outcome: the weights, the engine holding them, and its report."""
 
-    return spec.recipe.engine in SERVING_ENGINES or spec.workload.arrival != "batch"
-
-
-def _batches(n: int, size: int) -> list[range]:
-    return [range(i, min(i + size, n)) for i in range(0, n, size)]
+    resolved: ResolvedModel
+    backend: Backend
+    report: LoadReport
 
 
-def _run_requests(
-    backend: Any, prompts: list[list[int]], spec: JobSpec, state: ProgressState, warmup: bool, first_index: int
-) -> tuple[list[RequestRecord], int, int]:
-    """Send ``prompts`` in static batches; returns records and the phase's bounds."""
-    wl = spec.workload
-    params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
-    start_ns = time.perf_counter_ns()
-    records: list[RequestRecord] = []
-    for batch in _batches(len(prompts), wl.batch_size):
-        batch_records = [
-            RequestRecord(
-                index=first_index + i, arrival_ns=start_ns, send_ns=0, prompt_tokens=len(prompts[i]), warmup=warmup
-            )
-            for i in batch
-        ]
-        sink = _Sink(batch_records, state)
-        send_ns = backend.generate([prompts[i] for i in batch], params, sink)
-        for r in batch_records:
-            r.send_ns = send_ns
-        records.extend(batch_records)
-        state.requests_done += len(batch)
-    end_ns = time.perf_counter_ns()
-    return records, start_ns, end_ns
+@dataclass
+class _Measured:
+    """Everything the warm-up and measured phases observed, before it becomes the result."""
+
+    phases: Any  # engine.run.trials.Measured
+    warm: list[RequestRecord]
+    warmup_s: float
+    load: dict[str, Any]  # configured vs achieved rate, concurrency (of the last trial)
+    rss_peak: int | None
+    machine: Any  # the noise sampler
+    tele: Any  # the device telemetry sampler
+    server: Any  # the server /metrics scraper
+    cpu_wall_ratio: float
 
 
 def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = print) -> BenchmarkResult:
@@ -142,156 +123,159 @@ def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = pr
     return _execute(spec, state, log)
 
 
-def _load(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> tuple[Any, Any, Any]:
-    """The loading phase: resolve the weights and load them; (resolved, backend, load report)."""
+def _serving(spec: JobSpec) -> bool:
+    """Whether the run reports its load (arrival process, rates, concurrency): streaming engines and arrivals."""
+    from engine.spec import SERVING_ENGINES
+
+    return spec.recipe.engine in SERVING_ENGINES or spec.workload.arrival != "batch"
+
+
+def _load(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> _Loaded:
+    """The loading phase: resolve the weights and load them."""
     state.enter("loading", "resolving weights")
     resolved = models.resolve(spec.model, progress=lambda msg, _f: (log(msg), setattr(state, "note", msg)))
     backend = get_backend(spec.recipe.engine)
     report = backend.load(resolved, spec.recipe, spec.device, lambda msg, _f: setattr(state, "note", msg))
     log(f"loaded {resolved.label} in {report.load_s:.1f} s on {report.device_name}")
-    return resolved, backend, report
+    return _Loaded(resolved, backend, report)
 
 
-def _prompts(spec: JobSpec, backend: Any, report: Any) -> list[list[int]]:
-    """Warm-up and measured prompts (exact lengths or drawn from the workload), checked against the context."""
-    from engine.run.load import make_serving_prompts
+def _plan(spec: JobSpec, loaded: _Loaded) -> RequestPlan:
+    """The job's requests, from the workload's request source, checked against the model's context."""
+    from engine.run.sources import PlanContext, plan_requests
 
-    wl = spec.workload
-    context = report.context_length
-    if context is not None and wl.prompt_tokens is not None and wl.prompt_tokens + wl.output_tokens > context:
-        raise SpecError(f"prompt + output tokens exceed the model's context of {context}")
-    prompts = make_serving_prompts(wl, wl.warmup + wl.requests, backend.tokenizer(), report.vocab_size or 32000)
-    if context is not None and any(len(p) + wl.output_tokens > context for p in prompts):
-        raise SpecError(f"a prompt from {wl.prompt_file} plus the output exceeds the model's context of {context}")
-    return prompts
+    report = loaded.report
+    ctx = PlanContext(loaded.backend.tokenizer(), report.vocab_size or 32000, report.context_length)
+    return plan_requests(spec.workload, ctx)
 
 
 def _warm_up(
-    spec: JobSpec, backend: Any, prompts: list[list[int]], state: ProgressState, serving: bool
+    spec: JobSpec, backend: Backend, plan: RequestPlan, state: ProgressState
 ) -> tuple[list[RequestRecord], float]:
     """The warm-up phase (excluded from every figure); its records and seconds."""
     from engine.run.load import run_load
 
-    wl = spec.workload
-    state.tokens_total = wl.warmup * wl.output_tokens
-    state.requests_total = wl.warmup
-    state.enter("warm-up", f"{wl.warmup} warm-up request(s)")
+    state.tokens_total = sum(p.output_tokens for p in plan.warmup)
+    state.requests_total = len(plan.warmup)
+    state.enter("warm-up", f"{len(plan.warmup)} warm-up request(s)")
     t0 = time.perf_counter()
-    if serving:
-        params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
-        warm = run_load(backend, prompts[: wl.warmup], wl, params, state, warmup=True).records
-    else:
-        warm, _, _ = _run_requests(backend, prompts[: wl.warmup], spec, state, True, 0)
+    warm = run_load(backend, plan.warmup, spec.workload, state, warmup=True).records
     return warm, time.perf_counter() - t0
 
 
-def _phase_runner(
-    spec: JobSpec, backend: Any, prompts: list[list[int]], state: ProgressState, serving: bool, load: dict[str, Any]
-) -> Callable[[int, int, int], tuple[list[RequestRecord], int, int]]:
-    """One measured phase (a trial) of ``count`` of the measured prompts; serving stats land in ``load``."""
+def _measure(
+    spec: JobSpec, backend: Backend, plan: RequestPlan, state: ProgressState, log: Callable[[str], None]
+) -> _Measured:
+    """Warm up, then the measured phase (its trials or rounds) with every sampler beside it."""
+    from engine.run import trials
     from engine.run.load import run_load
 
     wl = spec.workload
-    params = GenerationParams(max_new_tokens=wl.output_tokens, ignore_eos=wl.ignore_eos)
-    measured = prompts[wl.warmup :]
+    warm, warmup_s = _warm_up(spec, backend, plan, state)
+    state.tokens_done, state.requests_done = 0, 0
+    per_round = sum(p.output_tokens for p in plan.measured)
+    state.tokens_total, state.requests_total = per_round * wl.trials, len(plan.measured) * wl.trials
+    state.enter("measuring", trials.measuring_note(wl))
+    memory.release_freed_memory()  # freed load-time buffers are not the recipe's memory
+    backend.measuring_started()  # counters (CUDA peak, speculation) restart: the measured phase only
+    load: dict[str, Any] = {}
 
-    def run(_trial: int, first_index: int, count: int) -> tuple[list[RequestRecord], int, int]:
+    def run_phase(_trial: int, first_index: int, count: int) -> tuple[list[RequestRecord], int, int]:
         state.requests_total = max(state.requests_total, state.requests_done + count)
-        state.tokens_total = max(state.tokens_total, state.tokens_done + count * wl.output_tokens)
-        if serving:
-            phase = run_load(backend, measured[:count], wl, params, state, first_index=first_index)
-            load.update(phase.stats)  # configured vs achieved rate, concurrency (of the last trial)
-            return phase.records, phase.start_ns, phase.end_ns
-        return _run_requests(backend, measured[:count], spec, state, False, first_index)
+        state.tokens_total = max(
+            state.tokens_total, state.tokens_done + sum(p.output_tokens for p in plan.measured[:count])
+        )
+        phase = run_load(backend, plan.measured[:count], wl, state, first_index=first_index)
+        load.update(phase.stats)
+        return phase.records, phase.start_ns, phase.end_ns
 
-    return run
+    ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    with (
+        telemetry.phase_samplers(spec.device, lambda: state.requests_done) as (rss, machine, tele),
+        server_metrics.ServerScraper(getattr(backend, "metrics_url", None)) as server,
+    ):  # RSS, device telemetry; a serving engine's /metrics every 500 ms
+        phases = trials.measure(wl, run_phase, first_index=len(plan.warmup), per_round=len(plan.measured))
+    ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    if phases.stopped_because:
+        log(f"measured {len(phases.records)} requests in {len(phases.trials)} rounds: {phases.stopped_because}")
+    cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    return _Measured(
+        phases, warm, warmup_s, load, rss.peak_bytes, machine, tele, server, cpu_s / max(wall1 - wall0, 1e-9)
+    )
+
+
+def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, prov: dict[str, Any]) -> BenchmarkResult:
+    """The run's result, assembled in this one place from what the phases observed."""
+    from engine.run import noise, trials
+    from engine.run.load import slo_of
+
+    report, backend = loaded.report, loaded.backend
+    metrics = trials.trial_metrics(m.phases, m.warm, slo_of(spec.workload), spec.workload.until_metric)
+    metrics.update(
+        **({"load": m.load} if _serving(spec) else {}),
+        **memory.peak_metrics(backend.peak_memory(), m.rss_peak),
+        weights_memory_bytes=report.weights_memory_bytes,
+        load_s=report.load_s,
+        warmup_s=m.warmup_s,
+        output_tokens_per_s_per_gpu=per_gpu(metrics.get("output_tokens_per_s"), spec.device),
+        **m.tele.energy_metrics(int(metrics.get("total_output_tokens") or 0)),  # J per ok token
+    )
+    metrics["noise_flags"] = noise.noise_flags(m.machine.samples, metrics)
+    provenance_ = {
+        **prov,
+        **backend.info(),
+        **m.server.notes(),
+        "model_label": loaded.resolved.label,
+        "parameters": report.parameters,
+        "has_accuracy": loaded.resolved.has_accuracy,
+        "gguf_source": loaded.resolved.gguf_source,
+        "load_avg_after": list(os.getloadavg()),
+        "cpu_wall_ratio": m.cpu_wall_ratio,
+        "noise": m.machine.samples,
+        "request_source": {"name": plan.source, **plan.facts},
+    }
+    series = {**m.server.series(), "telemetry": m.tele.series()}
+    return BenchmarkResult(None, metrics, provenance_, m.warm + m.phases.records, series=series)
 
 
 def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> BenchmarkResult:
-    from engine.run import noise, trials
-
-    wl = spec.workload
     prov = provenance.collect()
-    resolved, backend, report = _load(spec, state, log)
+    loaded = _load(spec, state, log)
     try:
-        from engine.run.load import slo_of
-
-        serving = _serving(spec)  # arrival processes and streaming engines go through engine/run/load.py
-        prompts = _prompts(spec, backend, report)
-        warm, warmup_s = _warm_up(spec, backend, prompts, state, serving)
-        state.tokens_done, state.requests_done = 0, 0
-        state.tokens_total, state.requests_total = wl.requests * wl.output_tokens * wl.trials, wl.requests * wl.trials
-        state.enter("measuring", trials.measuring_note(wl))
-        memory.release_freed_memory()  # freed load-time buffers are not the recipe's memory
-        backend.measuring_started()  # counters (CUDA peak, speculation) restart: the measured phase only
-        load: dict[str, Any] = {}
-        run_phase = _phase_runner(spec, backend, prompts, state, serving, load)
-        ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        with (
-            telemetry.phase_samplers(spec.device, lambda: state.requests_done) as (rss, machine, tele),
-            server_metrics.ServerScraper(getattr(backend, "metrics_url", None)) as server,
-        ):  # RSS, device telemetry; a serving engine's /metrics every 500 ms
-            measured = trials.measure(wl, run_phase, first_index=wl.warmup)
-        ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        if measured.stopped_because:
-            log(
-                f"measured {len(measured.records)} requests in {len(measured.trials)} rounds: {measured.stopped_because}"
-            )
-        # goodput against the workload's SLOs (none: goodput is None, "no SLO set")
-        metrics = trials.trial_metrics(measured, warm, slo_of(wl), wl.until_metric)
-        if serving:
-            metrics["load"] = load
-        metrics.update(memory.peak_metrics(backend.peak_memory(), rss.peak_bytes))
-        metrics.update(weights_memory_bytes=report.weights_memory_bytes, load_s=report.load_s, warmup_s=warmup_s)
-        metrics["output_tokens_per_s_per_gpu"] = per_gpu(metrics.get("output_tokens_per_s"), spec.device)
-        metrics["noise_flags"] = noise.noise_flags(machine.samples, metrics)
-        metrics.update(tele.energy_metrics(int(metrics.get("total_output_tokens") or 0)))  # J per ok token
-        cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-        prov.update(
-            {**backend.info(), **server.notes()},
-            model_label=resolved.label,
-            parameters=report.parameters,
-            has_accuracy=resolved.has_accuracy,
-            gguf_source=resolved.gguf_source,
-            load_avg_after=list(os.getloadavg()),
-            cpu_wall_ratio=cpu_s / max(wall1 - wall0, 1e-9),
-            noise=machine.samples,
-        )
-        result = BenchmarkResult(None, metrics, prov, warm + measured.records, series=server.series())
-        result.series["telemetry"] = tele.series()
+        plan = _plan(spec, loaded)
+        result = _result(spec, loaded, plan, _measure(spec, loaded.backend, plan, state, log), prov)
         check_failures(spec, result, log)  # before any accuracy phase: a rejected run is not scored
-        result.series.update(profile_phase(spec, backend, prompts[wl.warmup :], state, log))  # after measuring
+        measured_prompts = [p.request.prompt for p in plan.measured]
+        result.series.update(profile_phase(spec, loaded.backend, measured_prompts, state, log))  # after measuring
         if spec.quality.enabled:  # after the latency numbers are taken; timed apart
-            result.quality = _evaluate(spec, backend, resolved, prompts[wl.warmup :], state, log, report)
-            metrics["quality_s"] = result.quality.get("timings_s", {}).get("total_s")
+            result.add_accuracy(_evaluate(spec, loaded, measured_prompts, state, log))
         return result
     finally:
-        backend.unload()
+        loaded.backend.unload()
 
 
 def _evaluate(
-    spec: JobSpec,
-    backend: Any,
-    resolved: Any,
-    prompts: list[list[int]],
-    state: ProgressState,
-    log: Callable[[str], None],
-    report: Any,
+    spec: JobSpec, loaded: _Loaded, prompts: list[list[int]], state: ProgressState, log: Callable[[str], None]
 ) -> dict[str, Any]:
     """The evaluating phase: accuracy of the same recipe through the same backend."""
     from engine.accuracy import evaluate
 
-    def load_reference() -> Any:
+    def load_reference() -> Backend:
         ref = get_backend(spec.recipe.engine)
         ref.load(
-            resolved, evaluate.reference_recipe(spec.recipe), spec.device, lambda msg, _f: setattr(state, "note", msg)
+            loaded.resolved,
+            evaluate.reference_recipe(spec.recipe),
+            spec.device,
+            lambda msg, _f: setattr(state, "note", msg),
         )
         return ref
 
     state.tokens_done, state.tokens_total, state.requests_done, state.requests_total = 0, 0, 0, 0
     state.enter("evaluating", ", ".join(spec.quality.metrics))
     t0 = time.perf_counter()
-    result = evaluate.evaluate(spec, backend, resolved, prompts, state, log, report.context_length, load_reference)
+    result = evaluate.evaluate(
+        spec, loaded.backend, loaded.resolved, prompts, state, log, loaded.report.context_length, load_reference
+    )
     result.setdefault("timings_s", {})["total_s"] = time.perf_counter() - t0
     log(f"accuracy: {evaluate.summary_line(result)} ({result['timings_s']['total_s']:.1f} s)")
     return result

@@ -111,12 +111,14 @@ def stop_reason(wl: Workload, measured: Measured, elapsed_s: float) -> str | Non
     return None
 
 
-def measure(wl: Workload, run_phase: PhaseFn, first_index: int) -> Measured:
-    """Run ``wl.trials`` trials, then (with ``until_ci_pct``) rounds until the interval is narrow enough."""
+def measure(wl: Workload, run_phase: PhaseFn, first_index: int, per_round: int | None = None) -> Measured:
+    """Run ``wl.trials`` trials, then (with ``until_ci_pct``) rounds until the interval is narrow enough.
+
+    A round is ``per_round`` requests (the plan's measured requests; default ``wl.requests``)."""
     out = Measured()
     started = time.monotonic()
     while True:
-        count = wl.requests
+        count = wl.requests if per_round is None else per_round
         cap = wl.request_cap
         if cap is not None:
             count = min(count, cap - len(out.records))

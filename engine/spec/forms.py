@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from engine.spec.recipes import TransformersRecipe
 from engine.spec.rules import job_problems, unused_knobs
+from engine.spec.traffic import TRAFFIC_LABELS
 
 # Knobs that only matter with another knob (engine.spec.rules.KNOB_DEPENDENCIES) are checked with it set.
 _ENABLERS: dict[str, dict[str, Any]] = {
@@ -134,6 +135,7 @@ LABELS: dict[str, str] = {
     "max_seconds": "Most seconds measured (adaptive)",
     "soak_minutes": "Soak: keep sending for (minutes)",
     "profile_steps": "Profile decode steps (0: off)",
+    **TRAFFIC_LABELS,
 }
 # The fields shown at once; every other field of the section sits in the form's "Advanced" expander.
 BASIC: dict[str, tuple[str, ...]] = {

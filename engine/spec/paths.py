@@ -2,7 +2,7 @@
 
 :func:`input_paths` is the one list of a spec's inputs that the operator's allowed roots
 govern (checked by :mod:`engine.run.policy`): the model, the draft model (transformers
-``assistant_model``, vLLM ``speculative_model``), the prompt file, the accuracy corpus,
+``assistant_model``, vLLM ``speculative_model``), the prompt file, a local dataset, a trace, the accuracy corpus,
 the GPTQ calibration file and local task files. A value that names a Hugging Face hub id
 is marked ``hub_id``: it is a path only if such a folder exists where the job runs
 (transformers and vLLM load an existing local folder before they look at the hub).
@@ -54,6 +54,10 @@ def input_paths(spec: JobSpec) -> list[InputPath]:
         out.append(InputPath("gptq_calibration_file", calibration))
     if spec.workload.prompt_file is not None:
         out.append(InputPath("prompt_file", spec.workload.prompt_file))
+    if spec.workload.dataset is not None and not spec.workload.dataset.startswith("hf:"):
+        out.append(InputPath("dataset", spec.workload.dataset))
+    if spec.workload.trace is not None:
+        out.append(InputPath("trace", spec.workload.trace))
     corpus = spec.quality.corpus
     if corpus != "default" and not corpus.startswith("hf:"):
         out.append(InputPath("corpus", corpus))

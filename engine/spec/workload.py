@@ -6,8 +6,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
-from engine.spec.base import _Strict
 from engine.spec.rules import unused_knob_problems
+from engine.spec.traffic import TRAFFIC_DEFAULTS, TrafficFields
 
 Arrival = Literal["batch", "poisson", "gamma", "concurrency", "max"]
 PromptLength = Literal["fixed", "uniform", "normal"]
@@ -30,6 +30,7 @@ SERVING_DEFAULTS: dict[str, Any] = {
     "max_requests": None,
     "max_seconds": None,
     "soak_minutes": None,  # a soak: rounds of `requests` until the time is up (engine/run/trials.py)
+    **TRAFFIC_DEFAULTS,  # datasets, sessions, shared prefixes, traces, cancellations (engine/spec/traffic.py)
 }
 # The figure adaptive stopping watches: a per-request latency group's percentile, by its metric key.
 UntilMetric = Literal[
@@ -72,8 +73,13 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-class Workload(_Strict):
-    """What is sent: prompts, output length, how many requests, in what batches."""
+class Workload(TrafficFields):
+    """What is sent: prompts, output length, how many requests, in what batches.
+
+    The prompts come from one source: synthetic lengths (``prompt_tokens``), a ``prompt_file``,
+    a ``dataset`` (single requests, or sessions with ``multi_turn``) or a ``trace`` (its own
+    schedule and lengths); :attr:`source` names the request source that plans them.
+    """
 
     prompt_tokens: int | None = Field(default=128, ge=1, le=1_000_000)
     prompt_file: str | None = None
@@ -127,6 +133,24 @@ class Workload(_Strict):
         return self.max_requests
 
     @property
+    def source(self) -> str:
+        """The request source that plans this workload's requests (engine.run.sources)."""
+        if self.trace is not None:
+            return "trace"
+        if self.dataset is not None:
+            return "sessions" if self.multi_turn else "dataset"
+        return "prompt_file" if self.prompt_file is not None else "synthetic"
+
+    @property
+    def source_label(self) -> str:
+        """The source in words, for messages: the file or dataset, or ``synthetic prompts``."""
+        if self.trace is not None:
+            return f"trace {self.trace}"
+        if self.dataset is not None:
+            return f"dataset {self.dataset}"
+        return f"prompt file {self.prompt_file}" if self.prompt_file is not None else "synthetic prompts"
+
+    @property
     def has_slo(self) -> bool:
         return any(v is not None for v in (self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2el_ms))
 
@@ -162,12 +186,27 @@ class Workload(_Strict):
             raise ValueError("; ".join(problems))
         return self
 
+    @model_validator(mode="before")
+    @classmethod
+    def _source_replaces_synthetic_lengths(cls, data: Any) -> Any:
+        """A dataset or a trace brings its own prompts: ``prompt_tokens`` then defaults to none."""
+        if isinstance(data, dict) and (data.get("dataset") or data.get("trace")) and "prompt_tokens" not in data:
+            return {**data, "prompt_tokens": None}
+        return data
+
     @model_validator(mode="after")
     def _one_prompt_source(self) -> Workload:
         if self.prompt_file is not None and self.prompt_tokens is not None:
             raise ValueError("give either prompt_tokens or prompt_file, not both")
-        if self.prompt_file is None and self.prompt_tokens is None:
-            raise ValueError("give prompt_tokens (a synthetic prompt of that length) or a prompt_file")
+        problems = self.traffic_problems(self.prompt_tokens, self.prompt_file, self.arrival)
+        if problems:
+            raise ValueError("; ".join(problems))
+        if self.prompt_file is None and self.prompt_tokens is None and not (self.dataset or self.trace):
+            raise ValueError(
+                "give prompt_tokens (a synthetic prompt of that length), a prompt_file, a dataset or a trace"
+            )
+        if self.prefix_count is not None and (self.prompt_file or self.trace):
+            raise ValueError("shared prefixes apply to synthetic prompts and datasets")
         return self
 
 

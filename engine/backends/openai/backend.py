@@ -22,15 +22,17 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 
 from engine.backends.asyncloop import EventLoop
-from engine.backends.base import REMOTE_DEVICE, BackendError, GenerationParams, LoadReport, Progress, TokenScores
+from engine.backends.base import REMOTE_DEVICE, BackendError, LoadReport, Progress, Request, Tokenizer, TokenScores
 from engine.backends.openai.sse import EventStream, RequestFailed, http_reason
 from engine.measure.records import RequestRecord
 from engine.secrets import register
 from engine.weights.models import ResolvedModel
+
+T = TypeVar("T")
 
 
 class OpenAIBackend:
@@ -69,7 +71,7 @@ class OpenAIBackend:
         )
         self._tokenizer = _load_tokenizer(model, progress)
         progress(f"probing {self._base_url}/models", None)
-        self.run_async(self._probe_models())
+        self.run(self._probe_models())
         return LoadReport(
             load_s=time.perf_counter() - t0,
             device_name=REMOTE_DEVICE,
@@ -98,9 +100,10 @@ class OpenAIBackend:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._loop.open()
 
-    def run_async(self, coro: Coroutine[Any, Any, Any]) -> Any:
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on this backend's own event loop (one loop for its whole life)."""
-        return self._loop.run(coro)
+        result: T = self._loop.run(coro)
+        return result
 
     async def _ensure_session(self) -> Any:
         import aiohttp
@@ -129,7 +132,7 @@ class OpenAIBackend:
         except (TimeoutError, aiohttp.ClientError, ValueError):
             self._server_models = None  # requests will say why they fail
 
-    def tokenizer(self) -> Any | None:
+    def tokenizer(self) -> Tokenizer | None:
         return self._tokenizer
 
     def info(self) -> dict[str, Any]:
@@ -166,34 +169,53 @@ class OpenAIBackend:
         self._loop.close(session.close() if session is not None and not session.closed else None)
 
     # -- requests ------------------------------------------------------------------
-    def _payload(self, prompt: list[int], params: GenerationParams) -> tuple[dict[str, Any], str | list[int]]:
-        text: str | list[int]
-        if self._tokenizer is not None:
-            text = self._tokenizer.decode(prompt)
-        else:
-            text = prompt  # token ids: vLLM's completions endpoint accepts them
+    def _payload(self, request: Request) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self._model_name,
-            "max_tokens": params.max_new_tokens,
+            "max_tokens": request.max_new_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
             "temperature": 0.0,
         }
-        if params.ignore_eos and self._send_ignore_eos:
+        if request.ignore_eos and self._send_ignore_eos:
             body["ignore_eos"] = True
+        if self._endpoint == "chat" and request.messages is not None:
+            body["messages"] = [dict(m) for m in request.messages]
+            return body
+        text: str | list[int]
+        if self._tokenizer is not None:
+            text = self._tokenizer.decode(request.prompt)
+        else:
+            text = request.prompt  # token ids: vLLM's completions endpoint accepts them
         if self._endpoint == "chat":
             if not isinstance(text, str):
                 raise RequestFailed("the chat endpoint needs text prompts; this model has no tokenizer")
             body["messages"] = [{"role": "user", "content": text}]
         else:
             body["prompt"] = text
-        return body, text
+        return body
 
-    async def stream(self, prompt: list[int], params: GenerationParams, record: RequestRecord) -> None:
+    async def stream(self, batch: Sequence[Request], records: Sequence[RequestRecord]) -> None:
+        """The batch's requests at once (each its own HTTP stream); raise RequestFailed for one alone.
+
+        In a batch of several, a failed request's reason is kept on its record and the others go on."""
+        if len(batch) == 1:
+            await self._one(batch[0], records[0])
+            return
+        outcomes = await asyncio.gather(
+            *(self._one(r, rec) for r, rec in zip(batch, records, strict=True)), return_exceptions=True
+        )
+        for rec, out in zip(records, outcomes, strict=True):
+            if isinstance(out, RequestFailed):
+                rec.error = rec.error or str(out)
+            elif isinstance(out, BaseException):
+                raise out
+
+    async def _one(self, request: Request, record: RequestRecord) -> None:
         """Send one request and append each content chunk's stamp to ``record``; raise RequestFailed."""
         import aiohttp
 
-        body, _ = self._payload(prompt, params)
+        body = self._payload(request)
         session = await self._ensure_session()
         events = EventStream(record, chat=self._endpoint == "chat")
         try:
@@ -207,6 +229,8 @@ class OpenAIBackend:
         if not events.done:
             raise RequestFailed(f"stream closed early (no [DONE]) after {len(record.chunk_ns)} chunk(s)")
         self._count_tokens(record, events.usage, events.texts)
+        if request.want_text:
+            record.text = "".join(events.texts)
 
     def _failure(self, exc: BaseException) -> RequestFailed:
         """The request-level reason for a timeout or an aiohttp error."""
@@ -242,27 +266,6 @@ class OpenAIBackend:
         base, extra = divmod(total, n_chunks)
         record.chunk_tokens[:] = [base + (1 if i < extra else 0) for i in range(n_chunks)]
 
-    def generate(self, prompts: list[list[int]], params: GenerationParams, sink: Any) -> int:
-        """One batch sent at once; chunks go to ``sink`` after the batch (stamps are unchanged)."""
-        send_ns = time.perf_counter_ns()
-        records = [
-            RequestRecord(index=i, arrival_ns=send_ns, send_ns=send_ns, prompt_tokens=len(p))
-            for i, p in enumerate(prompts)
-        ]
-
-        async def all_() -> list[BaseException | None]:
-            return await asyncio.gather(
-                *(self.stream(p, params, r) for p, r in zip(prompts, records, strict=True)), return_exceptions=True
-            )
-
-        outcomes = self.run_async(all_())
-        for row, (rec, out) in enumerate(zip(records, outcomes, strict=True)):
-            if isinstance(out, BaseException):
-                raise BackendError(f"request {row} failed: {out}")
-            for t, n in zip(rec.chunk_ns, rec.chunk_tokens, strict=True):
-                sink.chunk(row, t, n)
-        return send_ns
-
     def score(self, sequences: list[list[int]], top_k: int = 0, full: bool = False) -> list[TokenScores]:
         """Prompt log-likelihoods via the completions endpoint's ``echo`` + ``logprobs``.
 
@@ -272,7 +275,7 @@ class OpenAIBackend:
         """
         if full:
             raise BackendError("full next-token distributions are not available over the OpenAI API")
-        return self.run_async(_score_echo(self, sequences, top_k))
+        return self.run(_score_echo(self, sequences, top_k))
 
 
 async def _score_echo(backend: OpenAIBackend, sequences: list[list[int]], top_k: int) -> list[TokenScores]:

@@ -1,24 +1,31 @@
 """Hugging Face transformers engine: ``model.generate`` with a streamer that stamps
 every decoding step for every row of the batch (:mod:`.streaming`), loaded step by step
 (:mod:`.loading`), knobs applied by :mod:`.knobs`.
+
+Behind the one streaming contract (:class:`engine.backends.base.Backend`): ``stream`` runs a
+batch through ``model.generate`` on the backend's loop without yielding, so a second request
+waits until the batch in flight is done (in-process transformers serves one batch at a time).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 
 import torch
 
-from engine.backends.base import BackendError, ChunkSink, GenerationParams, LoadReport, Progress
+from engine.backends.asyncloop import EventLoop
+from engine.backends.base import BackendError, LoadReport, Progress, Request, Tokenizer, stamp_chunks
 from engine.backends.transformers import loading
 from engine.backends.transformers.memory import weights_memory_bytes
-from engine.backends.transformers.streaming import StampingStreamer, continuous_manager, stream_continuous
+from engine.backends.transformers.streaming import Chunk, StampingStreamer, continuous_manager, stream_continuous
 from engine.measure.memory import CUDA_KIND
+from engine.measure.records import RequestRecord
 from engine.spec import TransformersRecipe
 from engine.weights.models import ResolvedModel
 
-_StampingStreamer = StampingStreamer  # the name benchmarks/harness_overhead.py uses
+T = TypeVar("T")
 
 
 class TransformersBackend:
@@ -27,6 +34,7 @@ class TransformersBackend:
     name = "transformers"
 
     def __init__(self) -> None:
+        self._loop = EventLoop()
         self._model: Any = None
         self._tokenizer: Any = None
         self._device = torch.device("cpu")
@@ -71,6 +79,7 @@ class TransformersBackend:
             self._assistant = loading.load_assistant(recipe, self._model, self._device, dtype, attn, progress)
         self._model.eval()
         self._sync()
+        self._loop.open()
         load_s = time.perf_counter() - start
         loading.greedy(self._model.generation_config)
         self._applied = {
@@ -144,28 +153,62 @@ class TransformersBackend:
             torch.cuda.synchronize(self._device)
 
     # -- running -----------------------------------------------------------------
-    def tokenizer(self) -> Any | None:
+    def tokenizer(self) -> Tokenizer | None:
         return self._tokenizer
 
-    def generate(self, prompts: list[list[int]], params: GenerationParams, sink: ChunkSink) -> int:
-        """Generate for one batch with the recipe's generation knobs; returns the send stamp."""
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine (the load driver's phase) on this backend's loop."""
+        result: T = self._loop.run(coro)
+        return result
+
+    async def stream(self, batch: Sequence[Request], records: Sequence[RequestRecord]) -> None:
+        """Generate one batch in one ``model.generate`` (blocking the loop); chunks go to the records."""
+        texts: list[list[int]] | None = [[] for _ in batch] if any(r.want_text for r in batch) else None
+        send_ns = self.generate_batch(
+            [r.prompt for r in batch],
+            [r.max_new_tokens for r in batch],
+            all(r.ignore_eos for r in batch),
+            stamp_chunks(records),
+            texts,
+        )
+        for i, rec in enumerate(records):
+            rec.send_ns = send_ns
+            if texts is not None and batch[i].want_text and self._tokenizer is not None:
+                rec.text = self._tokenizer.decode(texts[i], skip_special_tokens=True)
+
+    def generate_batch(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: Sequence[int],
+        ignore_eos: bool,
+        chunk: Chunk,
+        texts: list[list[int]] | None = None,
+    ) -> int:
+        """Generate for one batch with the recipe's generation knobs; returns the send stamp.
+
+        Each row ends after its own ``max_new_tokens`` (the batch runs to the longest);
+        ``texts`` (a list per row), when given, receives the rows' new token ids."""
         if self._model is None:
             raise BackendError("generate() called before load()")
         if self._recipe is not None and self._recipe.batching == "continuous":
-            return self._generate_continuous(prompts, params, sink)
+            return self._generate_continuous(prompts, max_new_tokens, ignore_eos, chunk, texts)
         input_ids, attention_mask = self._batch_tensors(prompts)
         gen = self._model.generation_config
         eos = gen.eos_token_id
-        eos_ids = None if params.ignore_eos or eos is None else set(eos if isinstance(eos, list) else [eos])
-        streamer = StampingStreamer(sink, len(prompts), eos_ids)
+        eos_ids = None if ignore_eos or eos is None else set(eos if isinstance(eos, list) else [eos])
+        longest = max(max_new_tokens)
+        uniform = all(n == longest for n in max_new_tokens)
+        streamer = StampingStreamer(
+            chunk, len(prompts), eos_ids, None if uniform else max_new_tokens, texts is not None
+        )
         kwargs: dict[str, Any] = {
             **self._gen_kwargs,
-            "max_new_tokens": params.max_new_tokens,
+            "max_new_tokens": longest,
             "streamer": streamer,
             "do_sample": False,
         }
-        if params.ignore_eos:
-            kwargs["min_new_tokens"] = params.max_new_tokens
+        if ignore_eos:
+            kwargs["min_new_tokens"] = longest
         self._sync()
         send_ns = time.perf_counter_ns()
         try:
@@ -173,16 +216,28 @@ class TransformersBackend:
                 self._model.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         except torch.OutOfMemoryError as exc:
             raise BackendError(f"CUDA out of memory during generation: {str(exc).splitlines()[0]}") from exc
+        if texts is not None and streamer.ids is not None:
+            for row, ids in enumerate(streamer.ids):
+                texts[row].extend(ids)
         return send_ns
 
-    def _generate_continuous(self, prompts: list[list[int]], params: GenerationParams, sink: ChunkSink) -> int:
+    def _generate_continuous(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: Sequence[int],
+        ignore_eos: bool,
+        chunk: Chunk,
+        texts: list[list[int]] | None,
+    ) -> int:
         """Submit the batch to transformers' continuous-batching manager and stamp streamed tokens."""
         if self._cb_manager is None:
-            self._cb_manager, sizes = continuous_manager(self._model, prompts, params, self._device.type == "cuda")
+            self._cb_manager, sizes = continuous_manager(
+                self._model, prompts, max(max_new_tokens), self._device.type == "cuda"
+            )
             self._applied["attn_implementation"] = self._model.config._attn_implementation
             self._applied["continuous_batching"] = sizes
         self._cb_calls += 1
-        return stream_continuous(self._cb_manager, prompts, params, sink, self._cb_calls)
+        return stream_continuous(self._cb_manager, prompts, max_new_tokens, ignore_eos, chunk, self._cb_calls, texts)
 
     def _batch_tensors(self, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(p) for p in prompts)
@@ -229,6 +284,7 @@ class TransformersBackend:
         torch.set_num_threads(n)
 
     def unload(self) -> None:
+        self._loop.close()
         if self._cb_manager is not None:
             try:
                 self._cb_manager.stop(block=True, timeout=10)

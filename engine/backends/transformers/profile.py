@@ -1,7 +1,7 @@
 """N decode steps of the loaded transformers recipe under ``torch.profiler``: top operators and a trace.
 
 One batch of the run's measured prompts is generated again for ``steps + 2`` tokens with the
-recipe's own generation knobs (``backend.generate``). Every token of the batch's first row
+recipe's own generation knobs (``backend.generate_batch``). Every token of the batch's first row
 steps the profiler: the prefill step is skipped (``wait=1``), the first decode step warms the
 profiler up, and the next ``steps`` decode steps are recorded. CPU activities always; CUDA
 activities too on a GPU, where the table ranks operators and kernels by their device time.
@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from engine.backends.base import GenerationParams
+from engine.backends.transformers.backend import TransformersBackend
 
 TOP = 20
 OUTSIDE = "(outside operators)"
@@ -35,7 +35,7 @@ class _StepSink:
         self.prof = prof
         self.stamps: list[int] = []
 
-    def chunk(self, row: int, t_ns: int, n_tokens: int) -> None:
+    def __call__(self, row: int, t_ns: int, n_tokens: int) -> None:
         if row == 0:
             self.stamps.append(t_ns)
             self.prof.step()
@@ -70,7 +70,9 @@ def top_operators(events: Any, on_cuda: bool, limit: int = TOP) -> list[dict[str
     ]
 
 
-def profile_decode(backend: Any, prompts: list[list[int]], steps: int, trace_path: Path | None) -> dict[str, Any]:
+def profile_decode(
+    backend: TransformersBackend, prompts: list[list[int]], steps: int, trace_path: Path | None
+) -> dict[str, Any]:
     """Profile ``steps`` decode steps of ``prompts`` (one batch) on the loaded backend; the ``profile`` record."""
     device = str(backend.info().get("device", "cpu"))
     on_cuda = device.startswith("cuda")
@@ -88,7 +90,7 @@ def profile_decode(backend: Any, prompts: list[list[int]], steps: int, trace_pat
     plan = schedule(wait=1, warmup=1, active=steps, repeat=1)
     with profile(activities=activities, schedule=plan, on_trace_ready=ready) as prof:
         sink = _StepSink(prof)
-        backend.generate(prompts, GenerationParams(max_new_tokens=steps + 2, ignore_eos=True), sink)
+        backend.generate_batch(prompts, [steps + 2] * len(prompts), True, sink)
     recorded = sink.stamps[2 : steps + 2]
     step_ms = (recorded[-1] - sink.stamps[1]) / 1e6 / len(recorded) if len(recorded) >= 1 else None
     return {

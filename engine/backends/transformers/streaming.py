@@ -1,5 +1,6 @@
-"""How the transformers engine hands tokens to a ChunkSink: a stamping streamer for
-``model.generate`` and the continuous-batching manager's streamed results.
+"""How the transformers engine hands tokens to the records: a stamping streamer for
+``model.generate`` and the continuous-batching manager's streamed results, both calling
+``chunk(row, t_ns, n_tokens)`` (:func:`engine.backends.base.stamp_chunks`).
 
 The streamer receives each step's tokens already copied to the host (``.cpu()`` inside
 ``generate``), so the stamp marks the moment the token exists for a client, on CUDA as
@@ -9,50 +10,70 @@ on the CPU. The first ``put`` is the prompt and is not a chunk.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from engine.backends.base import BackendError, ChunkSink, GenerationParams
+from engine.backends.base import BackendError
+
+Chunk = Callable[[int, int, int], None]  # (row, t_ns, n_tokens)
 
 
 class StampingStreamer:
-    """A transformers streamer that forwards every step to a ChunkSink."""
+    """A transformers streamer that forwards every step of every unfinished row to ``chunk``.
 
-    __slots__ = ("_sink", "_prompt_seen", "_finished", "_eos", "_rows")
+    ``limits`` (one per row) ends a row after its own number of new tokens: a static batch
+    generates to its longest request, and each shorter request is done when its last token
+    arrives. ``keep_ids`` keeps every row's new token ids (:attr:`ids`) for replies wanted back.
+    """
 
-    def __init__(self, sink: ChunkSink, rows: int, eos_ids: set[int] | None) -> None:
-        self._sink = sink
+    __slots__ = ("_chunk", "_prompt_seen", "_finished", "_eos", "_rows", "_left", "ids")
+
+    def __init__(
+        self,
+        chunk: Chunk,
+        rows: int,
+        eos_ids: set[int] | None,
+        limits: Sequence[int] | None = None,
+        keep_ids: bool = False,
+    ) -> None:
+        self._chunk = chunk
         self._prompt_seen = False
         self._rows = rows
         self._finished = [False] * rows
         self._eos = eos_ids
+        self._left = list(limits) if limits is not None else None
+        self.ids: list[list[int]] | None = [[] for _ in range(rows)] if keep_ids else None
 
     def put(self, value: torch.Tensor) -> None:
         t_ns = time.perf_counter_ns()
         if not self._prompt_seen:
             self._prompt_seen = True
             return
-        if value.dim() == 1:  # one token per row
-            tokens = value.tolist()
-            counts = [1] * len(tokens)
-        else:  # assisted decoding: several tokens in one step (batch 1)
-            tokens = [row[-1] for row in value.tolist()]
-            counts = [value.shape[-1]] * value.shape[0]
-        sink = self._sink
+        steps = [[t] for t in value.tolist()] if value.dim() == 1 else value.tolist()  # assisted: several a step
         for row in range(self._rows):
             if self._finished[row]:
                 continue
-            sink.chunk(row, t_ns, counts[row])
-            if self._eos is not None and tokens[row] in self._eos:
+            new = steps[row]
+            if self._left is not None:
+                new = new[: self._left[row]]
+                self._left[row] -= len(new)
+                self._finished[row] = self._left[row] <= 0
+            if self._eos is not None and any(t in self._eos for t in new):
+                new = new[: next(i for i, t in enumerate(new) if t in self._eos) + 1]
                 self._finished[row] = True
+            if new:
+                self._chunk(row, t_ns, len(new))
+                if self.ids is not None:
+                    self.ids[row].extend(new)
 
     def end(self) -> None:
         return None
 
 
 def continuous_manager(
-    model: Any, prompts: list[list[int]], params: GenerationParams, on_cuda: bool
+    model: Any, prompts: list[list[int]], max_new_tokens: int, on_cuda: bool
 ) -> tuple[Any, dict[str, Any]]:
     """Start transformers' continuous-batching manager sized for this batch; returns it and its sizes.
 
@@ -61,7 +82,7 @@ def continuous_manager(
     from transformers import ContinuousBatchingConfig
 
     page = 64
-    longest = max(len(p) for p in prompts) + params.max_new_tokens
+    longest = max(len(p) for p in prompts) + max_new_tokens
     per_request = -(-longest // page)
     config = ContinuousBatchingConfig(
         page_size=page,
@@ -80,16 +101,24 @@ def continuous_manager(
 
 
 def stream_continuous(
-    manager: Any, prompts: list[list[int]], params: GenerationParams, sink: ChunkSink, call: int
+    manager: Any,
+    prompts: list[list[int]],
+    max_new_tokens: Sequence[int],
+    ignore_eos: bool,
+    chunk: Chunk,
+    call: int,
+    texts: list[list[int]] | None = None,
 ) -> int:
-    """Submit one batch to the manager and stamp every streamed result; returns the send stamp."""
+    """Submit one batch to the manager and stamp every streamed result; returns the send stamp.
+
+    ``texts`` (one list per row), when given, receives every row's generated token ids."""
     rows = {f"c{call}_{i}": i for i in range(len(prompts))}
     seen = [0] * len(prompts)
-    eos = -1 if params.ignore_eos else None
+    eos = -1 if ignore_eos else None
     send_ns = time.perf_counter_ns()
     for rid, row in rows.items():
         manager.add_request(
-            prompts[row], request_id=rid, max_new_tokens=params.max_new_tokens, streaming=True, eos_token_id=eos
+            prompts[row], request_id=rid, max_new_tokens=max_new_tokens[row], streaming=True, eos_token_id=eos
         )
     pending = set(rows)
     deadline = time.monotonic() + 600.0
@@ -107,7 +136,9 @@ def stream_continuous(
             raise BackendError(f"continuous batching: {out.error}")
         n = len(out.generated_tokens)
         if n > seen[row]:
-            sink.chunk(row, t_ns, n - seen[row])
+            chunk(row, t_ns, n - seen[row])
+            if texts is not None:
+                texts[row].extend(out.generated_tokens[seen[row] : n])
             seen[row] = n
         if out.is_finished():
             pending.discard(out.request_id)

@@ -18,13 +18,15 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 
 from engine.backends.asyncloop import EventLoop
-from engine.backends.base import BackendError, GenerationParams, LoadReport, Progress, TokenScores, device_name
+from engine.backends.base import BackendError, LoadReport, Progress, Request, Tokenizer, TokenScores, device_name
 from engine.measure.records import RequestRecord
 from engine.weights.models import ResolvedModel
+
+T = TypeVar("T")
 
 
 def resolved_dtype(recipe: Any, device: str) -> str:
@@ -188,7 +190,7 @@ class VllmBackend:
         self._detokenize = not synthetic
         progress("starting the vLLM engine", None)
         self._start_engine()
-        self._tokenizer = self.run_async(_get_tokenizer(self._engine)) if not synthetic else None
+        self._tokenizer = self.run(_get_tokenizer(self._engine)) if not synthetic else None
         cfg = self._engine.model_config
         return LoadReport(
             load_s=time.perf_counter() - t0,
@@ -215,59 +217,55 @@ class VllmBackend:
 
         self._loop.open()
         try:
-            self._engine = self.run_async(start())
+            self._engine = self.run(start())
         except Exception as exc:
             self._loop.close()
             raise BackendError(f"vLLM failed to start: {str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
 
-    def run_async(self, coro: Coroutine[Any, Any, Any]) -> Any:
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the engine's event loop."""
-        return self._loop.run(coro)
+        result: T = self._loop.run(coro)
+        return result
 
-    def _sampling(self, params: GenerationParams, **extra: Any) -> Any:
+    def _sampling(self, max_new_tokens: int, ignore_eos: bool, **extra: Any) -> Any:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
         return SamplingParams(
-            max_tokens=params.max_new_tokens,
-            ignore_eos=params.ignore_eos,
+            max_tokens=max_new_tokens,
+            ignore_eos=ignore_eos,
             temperature=0.0,
             output_kind=RequestOutputKind.DELTA,
             detokenize=self._detokenize,
             **extra,
         )
 
-    async def stream(self, prompt: list[int], params: GenerationParams, record: RequestRecord) -> None:
-        """One request; each delta's stamp and new-token count go into ``record``."""
+    async def stream(self, batch: Sequence[Request], records: Sequence[RequestRecord]) -> None:
+        """The batch's requests at once; each delta's stamp and new-token count go into its record."""
+        if len(batch) == 1:
+            await self._one(batch[0], records[0])
+        else:
+            await asyncio.gather(*(self._one(r, rec) for r, rec in zip(batch, records, strict=True)))
+
+    async def _one(self, request: Request, record: RequestRecord) -> None:
         from vllm.inputs import TokensPrompt
 
-        sampling = self._sampling(params)
+        sampling = self._sampling(request.max_new_tokens, request.ignore_eos)
         perf = time.perf_counter_ns
+        texts: list[str] = []
         record.send_ns = perf()
         async for out in self._engine.generate(
-            TokensPrompt(prompt_token_ids=prompt), sampling, request_id=uuid.uuid4().hex
+            TokensPrompt(prompt_token_ids=request.prompt), sampling, request_id=uuid.uuid4().hex
         ):
             t = perf()
             n = len(out.outputs[0].token_ids) if out.outputs else 0
             if n:
                 record.chunk_ns.append(t)
                 record.chunk_tokens.append(n)
-
-    def generate(self, prompts: list[list[int]], params: GenerationParams, sink: Any) -> int:
-        """One batch submitted at once; chunks reach ``sink`` as they stream."""
-        send_ns = time.perf_counter_ns()
-
-        async def one(row: int, prompt: list[int]) -> None:
-            rec = RequestRecord(index=row, arrival_ns=send_ns, send_ns=send_ns, prompt_tokens=len(prompt))
-            await self.stream(prompt, params, rec)
-            for t, n in zip(rec.chunk_ns, rec.chunk_tokens, strict=True):
-                sink.chunk(row, t, n)
-
-        async def all_() -> None:
-            await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
-
-        self.run_async(all_())
-        return send_ns
+                if request.want_text:
+                    texts.append(out.outputs[0].text)
+        if request.want_text:
+            record.text = "".join(texts)
 
     def score(self, sequences: list[list[int]], top_k: int = 0, full: bool = False) -> list[TokenScores]:
         """Prompt log-likelihoods from ``prompt_logprobs`` (top-k up to vLLM's cap; no full distributions)."""
@@ -275,7 +273,7 @@ class VllmBackend:
         from vllm.inputs import TokensPrompt
 
         k = max(top_k, 0)
-        sampling = self._sampling(GenerationParams(max_new_tokens=1, ignore_eos=True), prompt_logprobs=k)
+        sampling = self._sampling(1, True, prompt_logprobs=k)
 
         async def one(seq: list[int]) -> TokenScores:
             final = None
@@ -303,9 +301,9 @@ class VllmBackend:
         async def all_() -> list[TokenScores]:
             return [await one(s) for s in sequences]
 
-        return self.run_async(all_())
+        return self.run(all_())
 
-    def tokenizer(self) -> Any | None:
+    def tokenizer(self) -> Tokenizer | None:
         return self._tokenizer
 
     def info(self) -> dict[str, Any]:

@@ -190,7 +190,7 @@ class VllmServerBackend(OpenAIBackend):
             from engine.backends.openai.backend import _load_tokenizer
 
             self._tokenizer = _load_tokenizer(model, progress, trust_remote_code=recipe.trust_remote_code)
-            self.run_async(self._probe_models())
+            self.run(self._probe_models())
         except BaseException:
             self.unload()
             raise

@@ -118,9 +118,9 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _prompts(backend, spec):
-    from engine.run.prompts import make_prompts
+    from engine.run.sources.synthetic import synthetic_prompts
 
-    return make_prompts(spec.workload, 2, backend.tokenizer(), 49152)
+    return synthetic_prompts(spec.workload, 2, backend.tokenizer(), 49152)
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from engine.backends.asyncloop import EventLoop
-from engine.backends.base import GenerationParams
+from engine.backends.base import Request
 from engine.backends.openai.backend import OpenAIBackend
 from engine.measure.records import RequestRecord
 
@@ -52,7 +52,7 @@ def test_a_connection_the_server_closed_while_idle_is_not_reused(keepalive_serve
     try:
         for _ in range(2):
             record = RequestRecord(index=0, arrival_ns=0, send_ns=0, prompt_tokens=2)
-            backend.run_async(backend.stream([1, 2], GenerationParams(max_new_tokens=1), record))
+            backend.run(backend.stream([Request(prompt=[1, 2], max_new_tokens=1)], [record]))
             assert record.output_tokens == 1
             time.sleep(0.8)  # the loop is stopped while the server closes the idle connection
     finally:

@@ -11,10 +11,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from engine.backends.base import BackendError, GenerationParams
+from engine.backends.base import BackendError, Request
 from engine.backends.openai.backend import OpenAIBackend, RequestFailed
 from engine.measure.records import RequestRecord
 from engine.run.load import run_load
+from engine.run.plan import planned
 from engine.spec import ModelSpec, OpenAIRecipe, Workload, parse_job_spec
 from engine.weights.models import ResolvedModel
 
@@ -96,7 +97,7 @@ def _backend(url: str, model: str = "ok", endpoint: str = "completions", key: st
 
 def _one(b: OpenAIBackend, prompt: list[int], n: int = 6) -> RequestRecord:
     rec = RequestRecord(index=0, arrival_ns=0, send_ns=0, prompt_tokens=len(prompt))
-    b.run_async(b.stream(prompt, GenerationParams(max_new_tokens=n), rec))
+    b.run(b.stream([Request(prompt=prompt, max_new_tokens=n)], [rec]))
     return rec
 
 
@@ -200,7 +201,7 @@ def test_unreachable_url_fails_every_request_and_the_run_completes() -> None:
     b = _backend(f"http://127.0.0.1:{_free_port()}/v1")
     wl = Workload(requests=3, arrival="max")
     try:
-        result = run_load(b, [[1], [2], [3]], wl, GenerationParams(max_new_tokens=4))
+        result = run_load(b, planned([[1], [2], [3]], 4), wl)
     finally:
         b.unload()
     assert len(result.records) == 3
@@ -211,7 +212,7 @@ def test_mixed_run_counts_failures(fake_server) -> None:
     b = _backend(fake_server[0])
     wl = Workload(requests=4, arrival="poisson", rate=200.0, max_concurrency=2)
     try:
-        result = run_load(b, [[1], [666], [2], [3]], wl, GenerationParams(max_new_tokens=3))
+        result = run_load(b, planned([[1], [666], [2], [3]], 3), wl)
     finally:
         b.unload()
     errors = [r.error for r in result.records]

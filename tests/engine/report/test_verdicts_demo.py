@@ -34,18 +34,19 @@ def _spec(name: str, recipe: dict | None = None):
 def _loaded(spec):
     """(backend, measured prompts) of a spec, loaded and warmed up (its warm-up requests thrown away)."""
     from engine.run import runner
+    from engine.run.load import run_load
 
     state = runner.ProgressState()
-    _resolved, backend, report = runner._load(spec, state, lambda _m: None)
-    prompts = runner._prompts(spec, backend, report)
-    warmup = spec.workload.warmup
-    runner._run_requests(backend, prompts[:warmup], spec, state, True, 0)
-    return backend, prompts[warmup:]
+    loaded = runner._load(spec, state, lambda _m: None)
+    plan = runner._plan(spec, loaded)
+    run_load(loaded.backend, plan.warmup, spec.workload, state, warmup=True)
+    return loaded.backend, plan.measured
 
 
 def _interleaved(specs: list) -> list[SimpleNamespace]:
     """One measured phase per spec, their requests interleaved (a spec given twice loads once)."""
     from engine.run import runner
+    from engine.run.load import run_load
 
     state = runner.ProgressState()
     loaded: dict[str, tuple] = {}
@@ -58,8 +59,7 @@ def _interleaved(specs: list) -> list[SimpleNamespace]:
         order = [(i + k) % len(specs) for k in range(len(specs))]
         for spec, phase in ((specs[k], records[k]) for k in order):
             backend, prompts = loaded[spec.fingerprint()]
-            done, _start, _end = runner._run_requests(backend, [prompts[i]], spec, state, False, i)
-            phase.extend(done)
+            phase.extend(run_load(backend, [prompts[i]], spec.workload, state, first_index=i).records)
     runs = []
     for k, (spec, phase) in enumerate(zip(specs, records, strict=True)):
         # each phase's duration: the sum of its own requests' spans (its share of the wall time)

@@ -141,7 +141,7 @@ def test_an_engine_error_that_is_not_a_request_error_ends_the_run(server, db, mo
     from engine.spec import parse_job_spec
     from storage.runs import get_run
 
-    async def dead(self, prompt, params, record):  # type: ignore[no-untyped-def]
+    async def dead(self, batch, records):  # type: ignore[no-untyped-def]
         raise RuntimeError("engine core died")
 
     monkeypatch.setattr(OpenAIBackend, "stream", dead)

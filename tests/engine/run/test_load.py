@@ -8,12 +8,16 @@ import time
 import numpy as np
 import pytest
 
-from engine.backends.base import GenerationParams, RequestError
+from engine.backends.base import Request, RequestError
 from engine.measure.records import RequestRecord
-from engine.run.load import arrival_offsets_s, make_serving_prompts, prompt_lengths, run_load, slo_of
+from engine.run.load import arrival_offsets_s, run_load, slo_of
+from engine.run.plan import planned
+from engine.run.sources.synthetic import prompt_lengths, synthetic_prompts
 from engine.spec import SpecError, Workload, parse_job_spec
 
-PARAMS = GenerationParams(max_new_tokens=4)
+
+def plan(prompts: list[list[int]], n: int = 4):  # type: ignore[no-untyped-def]
+    return planned(prompts, n)
 
 
 class FakeStreaming:
@@ -25,18 +29,22 @@ class FakeStreaming:
         self.in_flight = 0
         self.peak = 0
 
-    def run_async(self, coro):  # type: ignore[no-untyped-def]
+    def run(self, coro):  # type: ignore[no-untyped-def]
         return self.loop.run_until_complete(coro)
 
-    async def stream(self, prompt: list[int], params: GenerationParams, record: RequestRecord) -> None:
+    async def stream(self, batch: list[Request], records: list[RequestRecord]) -> None:
+        await asyncio.gather(*(self._one(r, rec) for r, rec in zip(batch, records, strict=True)))
+
+    async def _one(self, request: Request, record: RequestRecord) -> None:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         try:
+            prompt = request.prompt
             if prompt and prompt[0] < 0:
                 raise RequestError("refused")
             if prompt and prompt[0] == 999:
                 raise RuntimeError("engine died")
-            for _ in range(params.max_new_tokens):
+            for _ in range(request.max_new_tokens):
                 await asyncio.sleep(self.gap_s)
                 record.add_chunk(time.perf_counter_ns(), 1)
         finally:
@@ -44,14 +52,22 @@ class FakeStreaming:
 
 
 class FakeSync:
-    """A transformers-like backend: one batch at a time, blocking."""
+    """A transformers-like backend: one batch at a time, blocking its loop."""
 
-    def generate(self, prompts, params, sink):  # type: ignore[no-untyped-def]
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+
+    def run(self, coro):  # type: ignore[no-untyped-def]
+        return self.loop.run_until_complete(coro)
+
+    async def stream(self, batch: list[Request], records: list[RequestRecord]) -> None:
         send = time.perf_counter_ns()
-        for _ in range(params.max_new_tokens):
+        for _ in range(batch[0].max_new_tokens):
             time.sleep(0.001)
-            sink.chunk(0, time.perf_counter_ns(), 1)
-        return send
+            for rec in records:
+                rec.add_chunk(time.perf_counter_ns(), 1)
+        for rec in records:
+            rec.send_ns = send
 
 
 def test_offsets_are_seeded_and_hit_the_mean_rate() -> None:
@@ -87,14 +103,14 @@ def test_prompt_length_distributions() -> None:
     assert prompt_lengths(uni, 500) == lengths  # seeded
     normal = prompt_lengths(Workload(prompt_tokens=10, prompt_length="normal", prompt_length_spread=1.0), 300)
     assert min(normal) >= 1
-    prompts = make_serving_prompts(uni, 20, None, vocab_size=1000)
+    prompts = synthetic_prompts(uni, 20, None, vocab_size=1000)
     assert [len(p) for p in prompts] == prompt_lengths(uni, 20)
 
 
 def test_poisson_load_keeps_the_configured_rate() -> None:
     backend = FakeStreaming()
     wl = Workload(requests=40, arrival="poisson", rate=100.0, seed=2)
-    result = run_load(backend, [[1]] * 40, wl, PARAMS)
+    result = run_load(backend, plan([[1]] * 40), wl)
     stats = result.stats
     assert stats["configured_rate"] == 100.0 and stats["scheduled_rate"] == pytest.approx(100.0)
     assert stats["achieved_rate"] == pytest.approx(100.0, rel=0.15)
@@ -106,7 +122,7 @@ def test_poisson_load_keeps_the_configured_rate() -> None:
 def test_max_concurrency_bounds_in_flight_and_records_queueing() -> None:
     backend = FakeStreaming(gap_s=0.003)
     wl = Workload(requests=12, arrival="concurrency", max_concurrency=3)
-    result = run_load(backend, [[1]] * 12, wl, PARAMS)
+    result = run_load(backend, plan([[1]] * 12), wl)
     assert backend.peak == 3 and result.stats["peak_concurrency"] == 3
     queued = sorted((r.send_ns - r.arrival_ns) / 1e6 for r in result.records)
     assert queued[:3] == pytest.approx([0, 0, 0], abs=2) and queued[-1] > 20  # last ones waited ~3 rounds
@@ -116,7 +132,7 @@ def test_max_concurrency_bounds_in_flight_and_records_queueing() -> None:
 def test_max_sends_everything_at_once_and_failures_are_records() -> None:
     backend = FakeStreaming()
     wl = Workload(requests=6, arrival="max")
-    result = run_load(backend, [[1], [-1], [1], [1], [-1], [1]], wl, PARAMS)
+    result = run_load(backend, plan([[1], [-1], [1], [1], [-1], [1]]), wl)
     assert backend.peak >= 4  # all sent at once (the refused ones leave at once)
     errors = [r.error for r in result.records]
     assert errors.count("refused") == 2 and errors.count(None) == 4
@@ -126,14 +142,14 @@ def test_only_request_errors_are_per_request_anything_else_ends_the_phase() -> N
     backend = FakeStreaming(gap_s=0.01)
     wl = Workload(requests=4, arrival="max")
     with pytest.raises(RuntimeError, match="engine died"):
-        run_load(backend, [[1], [999], [1], [1]], wl, PARAMS)
+        run_load(backend, plan([[1], [999], [1], [1]]), wl)
     assert backend.in_flight == 0  # the other requests were cancelled, not left running
 
 
 def test_batch_arrival_sends_batches_in_turn_and_queues_from_the_phase_start() -> None:
     backend = FakeStreaming()
     wl = Workload(requests=6, batch_size=2)
-    result = run_load(backend, [[1]] * 6, wl, PARAMS)
+    result = run_load(backend, plan([[1]] * 6), wl)
     assert backend.peak == 2
     assert (
         len({r.arrival_ns for r in result.records})
@@ -150,13 +166,13 @@ def test_warmup_ignores_the_arrival_process() -> None:
     backend = FakeStreaming()
     wl = Workload(requests=4, arrival="poisson", rate=0.5)  # 8 s if it were honoured
     t0 = time.perf_counter()
-    result = run_load(backend, [[1]] * 4, wl, PARAMS, warmup=True)
+    result = run_load(backend, plan([[1]] * 4), wl, warmup=True)
     assert time.perf_counter() - t0 < 2 and all(r.warmup for r in result.records)
 
 
 def test_sync_backends_serve_one_at_a_time_and_queue() -> None:
     wl = Workload(requests=5, arrival="poisson", rate=1000.0)
-    result = run_load(FakeSync(), [[1]] * 5, wl, PARAMS)
+    result = run_load(FakeSync(), plan([[1]] * 5), wl)
     assert all(r.output_tokens == 4 for r in result.records)
     assert result.records[-1].send_ns - result.records[-1].arrival_ns > 5e6  # waited behind the others
     assert result.stats["peak_concurrency"] == 1
@@ -209,3 +225,74 @@ def test_recipes_for_serving_engines() -> None:
                 "recipe": {"engine": "openai", "base_url": "localhost:8000", "model_name": "m"},
             }
         )
+
+
+class Echo(FakeStreaming):
+    """Replies with the number of messages it was sent (so a test sees the history grow)."""
+
+    def __init__(self) -> None:
+        super().__init__(gap_s=0.001)
+        self.seen: list[tuple[int, ...]] = []
+
+    async def _one(self, request: Request, record: RequestRecord) -> None:
+        self.seen.append(tuple(request.prompt))
+        if request.messages and request.messages[-1]["content"] == "fail":
+            raise RequestError("refused")
+        await super()._one(request, record)
+        record.text = f"reply to {len(request.messages or ())} messages"
+
+
+def _session_plan(contents: list[list[str]]):  # type: ignore[no-untyped-def]
+    from engine.run.plan import PlannedRequest
+
+    out = []
+    for s, turns in enumerate(contents):
+        for t, text in enumerate(turns):
+            msg = ({"role": "user", "content": text},)
+            out.append(
+                PlannedRequest(Request(prompt=[t], max_new_tokens=2, messages=msg, want_text=True), session=s, turn=t)
+            )
+    return out
+
+
+def _chat_ids(messages):  # type: ignore[no-untyped-def]
+    return [len(messages)] + [len(m["content"]) for m in messages]
+
+
+def test_sessions_send_turns_in_order_with_the_real_replies() -> None:
+    backend = Echo()
+    wl = Workload(requests=4, arrival="concurrency", max_concurrency=1)
+    result = run_load(backend, _session_plan([["a", "bb"], ["c", "dd"]]), wl, chat_ids=_chat_ids)
+    assert [r.session for r in result.records] == [0, 0, 1, 1] and [r.turn for r in result.records] == [0, 1, 0, 1]
+    assert all(r.ok for r in result.records)
+    # turn 1 carries turn 0's user message, the reply actually returned, and its own message
+    assert backend.seen[1] == (3, 1, len("reply to 1 messages"), 2)
+    first, second = result.records[0], result.records[1]
+    assert second.arrival_ns >= first.chunk_ns[-1]  # due only after the reply ended
+    assert result.records[2].send_ns >= second.chunk_ns[-1]  # one session at a time
+
+
+def test_a_failed_turn_ends_its_session() -> None:
+    wl = Workload(requests=3, arrival="max")
+    result = run_load(Echo(), _session_plan([["a", "fail", "c"], ["x"]]), wl, chat_ids=_chat_ids)
+    errors = [r.error for r in result.records]
+    assert errors == [None, "refused", "not sent: turn 1 of this session failed", None]
+
+
+def test_think_time_spaces_the_turns() -> None:
+    wl = Workload(requests=2, arrival="max")
+    result = run_load(Echo(), _session_plan([["a", "b", "c"]]), wl, chat_ids=_chat_ids, think_time_s=0.05)
+    gaps = [(b.arrival_ns - a.chunk_ns[-1]) / 1e9 for a, b in zip(result.records, result.records[1:], strict=False)]
+    assert sum(gaps) > 0.02  # two exponential gaps of mean 50 ms (seeded)
+
+
+def test_planned_cancellations_are_cancelled_not_failed() -> None:
+    from dataclasses import replace
+
+    backend = FakeStreaming(gap_s=0.02)
+    reqs = plan([[1]] * 4, n=10)  # 200 ms each
+    reqs = [replace(p, cancel_after_s=0.05) if i % 2 else p for i, p in enumerate(reqs)]
+    result = run_load(backend, reqs, Workload(requests=4, arrival="max"))
+    assert [r.cancelled for r in result.records] == [False, True, False, True]
+    assert all(r.error is None for r in result.records) and [r.ok for r in result.records] == [True, False, True, False]
+    assert result.records[1].output_tokens < 10 and backend.in_flight == 0

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from engine.backends import GenerationParams, get_backend
-from engine.backends.base import BackendError
+from engine.backends.base import BackendError, Request, get_backend
+from engine.measure.records import RequestRecord
 from engine.spec import ModelSpec, TransformersRecipe
 from engine.weights.models import resolve
 
 pytestmark = pytest.mark.slow
 
 
-class Collect:
-    def __init__(self):
-        self.chunks = []
-
-    def chunk(self, row, t_ns, n_tokens):
-        self.chunks.append((row, t_ns, n_tokens))
+def stream(backend, prompts, max_new_tokens, **kw):
+    """One batch through the streaming contract; the records it filled."""
+    lengths = max_new_tokens if isinstance(max_new_tokens, list) else [max_new_tokens] * len(prompts)
+    batch = [Request(prompt=p, max_new_tokens=n, **kw) for p, n in zip(prompts, lengths, strict=True)]
+    records = [RequestRecord(index=i, arrival_ns=0, send_ns=0, prompt_tokens=len(p)) for i, p in enumerate(prompts)]
+    backend.run(backend.stream(batch, records))
+    return records
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +42,20 @@ def test_load_reports_what_ran(demo_backend):
 
 def test_every_row_gets_a_stamp_per_token(demo_backend):
     backend, _ = demo_backend
-    sink = Collect()
     prompts = [[1, 2, 3, 4, 5], [6, 7, 8]]  # different lengths: left padding
-    send_ns = backend.generate(prompts, GenerationParams(max_new_tokens=6), sink)
-    for row in (0, 1):
-        stamps = [t for r, t, _ in sink.chunks if r == row]
-        assert len(stamps) == 6  # fixed length: no early EOS
-        assert stamps == sorted(stamps) and stamps[0] > send_ns
-    assert all(n == 1 for _, _, n in sink.chunks)
+    records = stream(backend, prompts, 6)
+    for rec in records:
+        assert len(rec.chunk_ns) == 6  # fixed length: no early EOS
+        assert rec.chunk_ns == sorted(rec.chunk_ns) and rec.chunk_ns[0] > rec.send_ns > 0
+        assert rec.chunk_tokens == [1] * 6
+
+
+def test_each_row_of_a_batch_ends_at_its_own_length_and_can_return_its_text(demo_backend):
+    backend, _ = demo_backend
+    records = stream(backend, [[1, 2, 3, 4, 5], [6, 7, 8]], [2, 5], want_text=True)
+    assert [r.output_tokens for r in records] == [2, 5]
+    assert records[0].chunk_ns[-1] < records[1].chunk_ns[-1]  # the short row is done first
+    assert all(isinstance(r.text, str) and r.text for r in records)
 
 
 def test_synthetic_weights_need_no_tokenizer():
@@ -57,9 +64,8 @@ def test_synthetic_weights_need_no_tokenizer():
     report = backend.load(resolved, TransformersRecipe(), "cpu", lambda *_: None)
     try:
         assert backend.tokenizer() is None and report.vocab_size == 49152
-        sink = Collect()
-        backend.generate([[5] * 8], GenerationParams(max_new_tokens=3), sink)
-        assert len(sink.chunks) == 3
+        (rec,) = stream(backend, [[5] * 8], 3)
+        assert len(rec.chunk_ns) == 3
     finally:
         backend.unload()
 

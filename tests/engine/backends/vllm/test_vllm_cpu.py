@@ -45,10 +45,10 @@ if _WHY:
         pytest.skip(_WHY + " (LATENCYLAB_WITHOUT_VLLM=1)", allow_module_level=True)
     pytest.fail(_WHY + " (set LATENCYLAB_WITHOUT_VLLM=1 only where vLLM is not meant to be)", pytrace=False)
 
-from engine.backends.base import GenerationParams  # noqa: E402
 from engine.measure.metrics import compute_metrics  # noqa: E402
 from engine.measure.records import RunRecord  # noqa: E402
 from engine.run.load import run_load, slo_of  # noqa: E402
+from engine.run.plan import planned  # noqa: E402
 from engine.spec import ModelSpec, VllmRecipe, VllmServerRecipe, Workload, parse_job_spec  # noqa: E402
 
 
@@ -72,7 +72,7 @@ def test_in_process_engine_streams_and_scores(demo_resolved) -> None:  # type: i
         assert report.device_name == backend.info()["device_name"] == cpu_model()  # as transformers records it
         prompts = [[300 + i] * 20 for i in range(3)]
         wl = Workload(prompt_tokens=20, output_tokens=10, requests=3, arrival="max")
-        phase = run_load(backend, prompts, wl, GenerationParams(max_new_tokens=10))
+        phase = run_load(backend, planned(prompts, 10), wl)
         assert [r.output_tokens for r in phase.records] == [10, 10, 10]
         assert all(len(r.chunk_ns) >= 2 for r in phase.records)
         tok = backend.tokenizer()
@@ -140,7 +140,7 @@ def test_managed_server_streams_with_goodput(managed) -> None:  # type: ignore[n
         slo_ttft_ms=60_000,
         slo_tpot_ms=0.001,
     )
-    phase = run_load(managed, prompts, wl, GenerationParams(max_new_tokens=12))
+    phase = run_load(managed, planned(prompts, 12), wl)
     assert all(r.ok for r in phase.records), [r.error for r in phase.records]
     assert all(r.output_tokens == 12 for r in phase.records)
     assert phase.stats["peak_concurrency"] <= 2
@@ -162,7 +162,7 @@ def test_the_servers_metrics_are_scraped_under_stable_names(managed) -> None:  #
     prompts = [[300 + i] * 32 for i in range(16)]
     wl = Workload(prompt_tokens=32, output_tokens=32, requests=16, arrival="max")
     with ServerScraper(managed.metrics_url, interval_s=0.2) as scraper:
-        phase = run_load(managed, prompts, wl, GenerationParams(max_new_tokens=32))
+        phase = run_load(managed, planned(prompts, 32), wl)
     assert all(r.ok for r in phase.records), [r.error for r in phase.records]
     body = scraper.series().get("server_metrics")
     assert body is not None and body["source"] == "vllm", scraper.notes()
@@ -177,7 +177,7 @@ def test_rate_sweep_against_the_server(managed) -> None:  # type: ignore[no-unty
     achieved = {}
     for rate in (1.0, 4.0):
         wl = Workload(prompt_tokens=16, output_tokens=8, requests=6, arrival="poisson", rate=rate)
-        phase = run_load(managed, prompts, wl, GenerationParams(max_new_tokens=8))
+        phase = run_load(managed, planned(prompts, 8), wl)
         assert all(r.ok for r in phase.records), [r.error for r in phase.records]
         achieved[rate] = phase.stats["achieved_rate"]
         assert abs(phase.stats["scheduled_rate"] - rate) < 1e-6

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -224,24 +224,22 @@ async def _stream(
     try:
         if cancel_s is None:
             await phase.backend.stream(batch, records)
-        else:
-            async with asyncio.timeout(cancel_s) as window:
-                try:
-                    await phase.backend.stream(batch, records)
-                except asyncio.CancelledError:
-                    if not window.expired():
-                        raise
-            if window.expired():
-                for rec in records:
-                    rec.cancelled = True
-    except TimeoutError:
-        if cancel_s is None:
-            raise
-        for rec in records:
-            rec.cancelled = True
+        elif await _cancelled_after(phase.backend.stream(batch, records), cancel_s):
+            for rec in records:
+                rec.cancelled = True
     except RequestError as exc:  # request-level only; engine death and bugs end the run
         for rec in records:
             rec.error = rec.error or str(exc).strip() or type(exc).__name__
+
+
+async def _cancelled_after(call: Coroutine[Any, Any, None], seconds: float) -> bool:
+    """Await ``call``, cancelling it after ``seconds``; whether it was cancelled (the client closed it)."""
+    try:
+        async with asyncio.timeout(seconds):
+            await call
+    except TimeoutError:
+        return True
+    return False
 
 
 async def _send(phase: _Phase, indices: range, records: list[RequestRecord], sem: asyncio.Semaphore | None) -> None:

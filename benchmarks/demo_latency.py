@@ -52,12 +52,13 @@ def main() -> None:
 
     import torch
 
-    from engine.backends import GenerationParams, get_backend
+    from engine.backends.base import GenerationParams, get_backend
+    from engine.backends.transformers.recipe import TransformersRecipe
     from engine.measure.metrics import tpot_ns, ttft_ns
     from engine.measure.records import RequestRecord
     from engine.run.prompts import make_prompts
     from engine.run.runner import ProgressState, _Sink
-    from engine.spec import ModelSpec, TransformersRecipe, Workload
+    from engine.spec import ModelSpec, Workload
     from engine.weights.models import resolve
 
     backend = get_backend("transformers")

@@ -5,8 +5,9 @@ while handing every chunk to a :class:`ChunkSink` stamped with
 ``time.perf_counter_ns()`` at the moment the tokens are available on the host, says
 what it ran, and unloads. Backends never compute metrics.
 
-The registry maps engine names to ``"module:Class"`` strings, so importing this
-module (as the UI does) never imports torch or vllm.
+Each engine's descriptor (:mod:`engine.spec.engines`) names its backend as a
+``"module:Class"`` string, so importing this module (as the UI does) never imports torch
+or vllm; :func:`get_backend` imports it when a job needs it.
 """
 
 from __future__ import annotations
@@ -17,13 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from engine.weights.models import ResolvedModel
-
-REGISTRY: dict[str, str] = {
-    "transformers": "engine.backends.transformers.backend:TransformersBackend",
-    "vllm": "engine.backends.vllm.inprocess:VllmBackend",
-    "vllm-server": "engine.backends.vllm.server:VllmServerBackend",
-    "openai": "engine.backends.openai.backend:OpenAIBackend",
-}
 
 Progress = Callable[[str, float | None], None]
 
@@ -163,10 +157,12 @@ def device_name(device: str) -> str:
 
 
 def get_backend(engine: str) -> Backend:
-    """Instantiate the backend registered under ``engine`` (imports it now)."""
-    target = REGISTRY.get(engine)
-    if target is None:
-        raise BackendError(f"unknown engine {engine!r}; available: {', '.join(sorted(REGISTRY))}")
-    module_name, class_name = target.split(":")
+    """Instantiate the backend of the engine registered under ``engine`` (its descriptor names it; imports it now)."""
+    from engine.spec import engines
+
+    descriptor = engines.find(engine)
+    if descriptor is None:
+        raise BackendError(engines.unknown_engine(engine))
+    module_name, class_name = descriptor.backend.split(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     return cls()

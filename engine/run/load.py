@@ -288,8 +288,11 @@ def _drive_sync(phase: _Phase, offsets: np.ndarray) -> LoadResult:
 
 def validate_serving(workload: Workload, engine: str) -> None:
     """Raise SpecError for loads an engine cannot drive (pure)."""
-    if engine == "transformers" and workload.arrival != "batch" and (workload.max_concurrency or 1) > 1:
+    from engine.spec import engines
+
+    serving = engines.get(engine).capabilities.serving  # a serving engine takes many requests at once
+    if not serving and workload.arrival != "batch" and (workload.max_concurrency or 1) > 1:
         raise SpecError(
-            "the transformers engine serves one request at a time under an arrival process; "
-            "drop max_concurrency or use a serving engine (vllm, vllm-server, openai)"
+            f"the {engine} engine serves one request at a time under an arrival process; "
+            f"drop max_concurrency or use a serving engine ({', '.join(engines.with_capability('serving'))})"
         )

@@ -95,9 +95,9 @@ class _Sink:
 
 def _serving(spec: JobSpec) -> bool:
     """Whether the load driver (engine/run/load.py) runs this job instead of the static-batch loop."""
-    from engine.spec import SERVING_ENGINES
+    from engine.spec import engines
 
-    return spec.recipe.engine in SERVING_ENGINES or spec.workload.arrival != "batch"
+    return engines.get(spec.recipe.engine).capabilities.serving or spec.workload.arrival != "batch"
 
 
 def _batches(n: int, size: int) -> list[range]:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from engine.spec.base import _Strict
-from engine.spec.rules import unused_knob_problems
+from engine.spec.rules import WORKLOAD_DEPENDENCIES, unused_knob_problems
 
 Arrival = Literal["batch", "poisson", "gamma", "concurrency", "max"]
 PromptLength = Literal["fixed", "uniform", "normal"]
@@ -129,7 +129,7 @@ class Workload(_Strict):
             raise ValueError("burstiness applies to arrival=gamma only")
         if self.prompt_length != "fixed" and self.prompt_file is not None:
             raise ValueError("prompt_length distributions apply to prompt_tokens, not to a prompt file")
-        problems = unused_knob_problems("workload", dict(self), self.field_defaults())
+        problems = unused_knob_problems(WORKLOAD_DEPENDENCIES, dict(self), self.field_defaults())
         if self.until_ci_pct is None:
             problems += [
                 f"{knob} is only used with until_ci_pct"

@@ -13,9 +13,9 @@ import torch
 from engine.backends.base import BackendError, ChunkSink, GenerationParams, LoadReport, Progress
 from engine.backends.transformers import loading
 from engine.backends.transformers.memory import weights_memory_bytes
+from engine.backends.transformers.recipe import TransformersRecipe
 from engine.backends.transformers.streaming import StampingStreamer, continuous_manager, stream_continuous
 from engine.measure.memory import CUDA_KIND
-from engine.spec import TransformersRecipe
 from engine.weights.models import ResolvedModel
 
 _StampingStreamer = StampingStreamer  # the name benchmarks/harness_overhead.py uses

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.backends import GenerationParams, get_backend
-from engine.backends.base import BackendError
-from engine.spec import ModelSpec, TransformersRecipe
+from engine.backends.base import BackendError, GenerationParams, get_backend
+from engine.backends.transformers.recipe import TransformersRecipe
+from engine.spec import ModelSpec
 from engine.weights.models import resolve
 
 pytestmark = pytest.mark.slow

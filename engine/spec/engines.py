@@ -131,21 +131,22 @@ def _tagged(exc: ValidationError, name: str) -> ValidationError:
 
 
 def _validate_recipe(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> EngineRecipe:
+    """A recipe section as the class of the engine it names (a recipe object as it is)."""
     if isinstance(value, EngineRecipe):
         return value
     if not isinstance(value, Mapping):
         raise ValueError("Input should be a valid dictionary or object to extract fields from")
     if "engine" not in value:
         raise ValueError(f"give the engine: one of {', '.join(names())}")
-    cls = find(value["engine"])
-    if cls is None:
+    descriptor = find(value["engine"])
+    if descriptor is None:
         raise ValueError(unknown_engine(value["engine"]))
     try:
         if info.mode == "json":  # validated as JSON, as the rest of the spec is
-            return cls.recipe.model_validate_json(json.dumps(dict(value)))
-        return cls.recipe.model_validate(value)
+            return descriptor.recipe.model_validate_json(json.dumps(dict(value)))
+        return descriptor.recipe.model_validate(value)
     except ValidationError as exc:
-        raise _tagged(exc, cls.name) from None
+        raise _tagged(exc, descriptor.name) from exc
 
 
 Recipe = Annotated[SerializeAsAny[EngineRecipe], WrapValidator(_validate_recipe)]

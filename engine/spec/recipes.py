@@ -28,11 +28,13 @@ REMOTE_CODE_HELP = (
 class EngineRecipe(_Strict):
     """The knobs of one engine: every field a flat, typed knob with a description, so forms are built generically.
 
-    A subclass sets ``engine`` to a one-value ``Literal`` with that value as its default, and
+    A subclass declares the field ``engine``, a one-value ``Literal`` with that value as its
+    default (declared there, not here, so that each class keeps its own field order), and
     overrides the methods below where its engine has something to say (pure: no environment).
     """
 
-    engine: str
+    if TYPE_CHECKING:
+        engine: str
 
     def describe(self) -> str:
         """The recipe in words, naming only the knobs that differ from the defaults."""

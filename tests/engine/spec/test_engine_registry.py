@@ -128,3 +128,18 @@ def test_a_descriptor_that_names_a_missing_knob_is_refused():
         EngineDescriptor("openai", OpenAIRecipe, "s", "m:C", form=FormGroups(basic=("warp",)))
     with pytest.raises(ValueError, match="must default to 'other'"):
         EngineDescriptor("other", OpenAIRecipe, "s", "m:C")
+
+
+@pytest.mark.parametrize(
+    ("recipe", "fingerprint"),
+    [
+        ({"engine": "openai", "model_name": "m"}, "6358714276e83a9e"),
+        ({"engine": "vllm", "speculative": "ngram"}, "1a2b69a2be4dc41a"),
+        ({"engine": "transformers", "dtype": "bfloat16", "drop_layers": 2}, "717be275d65b19f7"),
+    ],
+)
+def test_the_registry_keeps_the_fingerprints_of_the_union_it_replaced(recipe, fingerprint):
+    """Pinned from the closed recipe union's code: the dispatch dumps the same JSON."""
+    spec = parse_job_spec({"model": {"source": "demo"}, "recipe": recipe})
+    assert spec.fingerprint() == fingerprint
+    assert parse_job_spec(spec.canonical_json()).canonical_json() == spec.canonical_json()

@@ -53,10 +53,11 @@ def main() -> None:
     import torch
 
     from engine.backends.base import Request, get_backend
+    from engine.backends.transformers.recipe import TransformersRecipe
     from engine.measure.metrics import tpot_ns, ttft_ns
     from engine.measure.records import RequestRecord
     from engine.run.sources.synthetic import synthetic_prompts
-    from engine.spec import ModelSpec, TransformersRecipe, Workload
+    from engine.spec import ModelSpec, Workload
     from engine.weights.models import resolve
 
     backend = get_backend("transformers")

@@ -145,8 +145,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternating vLLM/ours rounds")
     args = ap.parse_args()
 
+    from engine.backends.vllm.recipe import VllmServerRecipe
     from engine.backends.vllm.server import ManagedServer
-    from engine.spec import ModelSpec, VllmServerRecipe
+    from engine.spec import ModelSpec
     from engine.weights import models
 
     model_path = models.resolve(ModelSpec(source="demo")).path

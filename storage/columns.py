@@ -55,20 +55,22 @@ def column_values(spec: Any, metrics: Any, quality: Any, engine: str | None = No
 
 
 # -- recipe knobs and workload fields that differ from the defaults ---------------------------
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=32)
+def _class_defaults(cls: type) -> tuple[tuple[str, Any], ...]:
+    fields = cls.model_fields  # type: ignore[attr-defined]
+    return tuple((n, f.get_default(call_default_factory=True)) for n, f in fields.items() if not f.is_required())
+
+
 def _defaults(part: str, engine: str) -> tuple[tuple[str, Any], ...]:
-    """The defaults of a recipe class (by engine) or of the workload, as (field, value) pairs."""
-    from engine.spec.recipes import OpenAIRecipe, TransformersRecipe, VllmRecipe, VllmServerRecipe
+    """The defaults of the workload, or of the recipe class of a registered engine (its descriptor names it), as
+    (field, value) pairs; none for an engine no longer registered."""
+    from engine.spec import engines
     from engine.spec.workload import Workload
 
-    classes = [Workload] if part == "workload" else [TransformersRecipe, VllmRecipe, VllmServerRecipe, OpenAIRecipe]
-    for cls in classes:
-        fields = cls.model_fields
-        if part == "workload" or fields["engine"].default == engine:
-            return tuple(
-                (n, f.get_default(call_default_factory=True)) for n, f in fields.items() if not f.is_required()
-            )
-    return ()
+    if part == "workload":
+        return _class_defaults(Workload)
+    descriptor = engines.find(engine)
+    return _class_defaults(descriptor.recipe) if descriptor else ()
 
 
 def _as_json(value: Any) -> Any:

@@ -12,8 +12,8 @@ from typing import Any
 
 import streamlit as st
 
-from engine.spec import RECIPE_CLASSES
-from engine.spec.presets import PRESETS_BY_KEY, RecipePreset, preset_of, presets_for
+from engine.spec import engines
+from engine.spec.presets import RecipePreset, preset_by_key, preset_of, presets_for
 from ui.launch_form import field_kind
 
 COLUMNS = 3
@@ -24,7 +24,7 @@ def apply_preset(preset: RecipePreset) -> None:
     state = st.session_state
     state["engine"] = preset.engine
     state["recipe_preset"] = preset.key
-    for name, info in RECIPE_CLASSES[preset.engine].model_fields.items():
+    for name, info in engines.recipe_class(preset.engine).model_fields.items():
         if name == "engine":
             continue
         value = preset.recipe.get(name, info.get_default(call_default_factory=True))
@@ -65,7 +65,7 @@ def preset_picker(device: str, source: str, disabled: bool) -> None:
 def picked_line(recipe: dict[str, Any]) -> str | None:
     """ "Preset: bfloat16 — ..." for the recipe in the form; says when the fields were edited after picking."""
     now = preset_of(recipe)
-    picked = PRESETS_BY_KEY.get(st.session_state.get("recipe_preset", ""))
+    picked = preset_by_key(st.session_state.get("recipe_preset", ""))
     if now is not None:
         return f"Preset **{now.name}**: {now.description}"
     if picked is not None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import streamlit as st
 
-from engine.spec import RECIPE_CLASSES, Workload, forms
+from engine.spec import Workload, engines, forms
 from engine.spec.sweep import Axis, concurrency_axis, field_axis, rate_axis
 from ui.launch_form import field_kind, sweep_values_widget
 
@@ -58,7 +58,7 @@ def load_sweep_form(disabled: bool) -> tuple[Axis | None, str | None]:
 
 def sweep_form(engine: str, disabled: bool) -> tuple[list[Axis], str | None, str | None]:
     """(axes, the sweep's name, the first problem with the values) for the fields chosen to sweep."""
-    sweepable = {("recipe", n): f for n, f in RECIPE_CLASSES[engine].model_fields.items() if n != "engine"}
+    sweepable = {("recipe", n): f for n, f in engines.recipe_class(engine).model_fields.items() if n != "engine"}
     sweepable.update(
         {
             ("workload", n): f

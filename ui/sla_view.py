@@ -17,7 +17,7 @@ import streamlit as st
 
 from engine.optimize import sla
 from engine.optimize.slo import PRESETS, parse_slo
-from engine.spec import ENGINES, SERVING_ENGINES, SpecError, parse_job_spec
+from engine.spec import SpecError, engines, parse_job_spec
 from storage import StorageError
 from storage import sla as store
 from ui import auth
@@ -71,13 +71,29 @@ def _probe_rows(search: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _engine_choices() -> list[str]:
+    """Serving engines first (the SLA finder drives concurrent load), then the others."""
+    serving = engines.with_capability("serving")
+    return [*serving, *(e for e in engines.names() if e not in serving)]
+
+
+def _default_engine(choices: list[str]) -> int:
+    """The first engine whose server the job manages and reads the /metrics of (its descriptor says)."""
+    managed = [
+        i
+        for i, e in enumerate(choices)
+        if (d := engines.get(e)).capabilities.server_metrics and not d.capabilities.remote
+    ]
+    return managed[0] if managed else 0
+
+
 def _form_values() -> dict[str, Any] | None:
     """The definition form; its values when submitted."""
     with st.form("sla_form", border=True):
         c1, c2, c3 = st.columns(3)
         model = c1.text_input("Model", value="demo", help="demo | synthetic:<arch> | org/name | ./folder")
-        serving = [e for e in ENGINES if e in SERVING_ENGINES] + [e for e in ENGINES if e not in SERVING_ENGINES]
-        engine = c2.selectbox("Engine", serving, index=serving.index("vllm-server"))
+        serving = _engine_choices()
+        engine = c2.selectbox("Engine", serving, index=_default_engine(serving))
         device = c3.text_input("Device", value="cpu", help="cpu | cuda:N | cuda:N,M")
         w1, w2, w3 = st.columns(3)
         prompt = w1.number_input("Prompt (tokens)", min_value=1, max_value=1_000_000, value=128)

@@ -26,7 +26,7 @@ from engine.report.figures import (
 )
 from engine.report.listing import EXPLORE_POINTS, axis_choices, colour_columns, default_colour, plural
 from engine.settings import get_settings
-from engine.spec.forms import LABELS as KNOB_LABELS
+from engine.spec.forms import label as knob_label
 from storage.frames import RunQuery, count, distinct_values, query_frame
 from ui.common import query_int_list
 from ui.run_view import current_params, results_page, share_link
@@ -51,7 +51,7 @@ def _label(column: str, hints: dict[str, str] | None = None) -> str:
         return column.replace("_", " ")
     if column.startswith(("recipe.", "workload.")):  # a knob: its label in words, as on Launch
         field = column.split(".", 1)[1]
-        return KNOB_LABELS.get(field, field.replace("_", " "))
+        return knob_label(field)
     return metric_name(column, hints)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import streamlit as st
 
 from engine.measure.devices import detect_devices
-from engine.spec import RECIPE_CLASSES, JobSpec, SpecError, Workload
+from engine.spec import JobSpec, SpecError, Workload, engines
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
 from engine.spec.sweep import Axis, SweepPoint, build_grid, grid_size, grid_specs
 from engine.spec.workload import PRESETS as MEASUREMENT_PRESETS
@@ -96,13 +96,13 @@ def prefill_from_link() -> None:
     state: dict[str, Any] = {}
     if params.get("model"):
         state.update(_model_state(params["model"]))
-    engine = params.get("engine") if params.get("engine") in RECIPE_CLASSES else st.session_state.get("engine")
-    engine = engine or next(iter(RECIPE_CLASSES))
+    engine = params.get("engine") if params.get("engine") in engines.names() else st.session_state.get("engine")
+    engine = engine if engine in engines.names() else engines.default().name
     state["engine"] = engine
     if params.get("device"):
         state["device"] = params["device"]
     preset = st.session_state.get("preset", next(iter(PRESETS)))
-    state.update(_field_state(RECIPE_CLASSES[engine].model_fields, f"recipe_{engine}_", params))
+    state.update(_field_state(engines.recipe_class(engine).model_fields, f"recipe_{engine}_", params))
     state.update(_field_state(Workload.model_fields, f"wl_{preset}_", params))
     st.session_state.update(state)
 
@@ -227,11 +227,16 @@ def _fields(cls: Any) -> dict[str, Any]:
     return {n: f for n, f in (cls.model_fields.items() if cls else []) if n != "engine"}
 
 
+def _engine_help() -> str:
+    """Each engine in a line: its one-line summary (from its descriptor)."""
+    return "\n\n".join(f"**{d.name}**: {d.summary}" for d in engines.all_engines())
+
+
 def recipe_form(engine: str, device: str, source: str, disabled: bool) -> tuple[dict[str, Any], list[str]]:
     """Presets, then the engine's knobs (dependent ones only when used); the recipe as a dict and its problems."""
     st.subheader("Recipe")
     preset_picker(device, source, disabled)
-    cls = RECIPE_CLASSES[engine]
+    cls = engines.recipe_class(engine)
     defaults = {n: f.get_default(call_default_factory=True) for n, f in _fields(cls).items()}
     values, problems = section_form(engine, cls, defaults, f"recipe_{engine}_", disabled, device)
     recipe = {"engine": engine, **values}
@@ -300,7 +305,7 @@ def page() -> None:
         st.subheader("Model and hardware")
         source = model_picker(read_only)
         device, here = device_picker(db, read_only)
-        engine = st.selectbox("Engine", list(RECIPE_CLASSES), key="engine", disabled=read_only)
+        engine = st.selectbox("Engine", engines.names(), key="engine", disabled=read_only, help=_engine_help())
         recipe, problems = recipe_form(engine, device, source, read_only)
     with right:
         workload, workload_problems = workload_form(read_only, device)

@@ -29,7 +29,7 @@ from engine.optimize.study import (
     parse_definition,
 )
 from engine.optimize.summary import best_sentence, front_rows, trial_rows
-from engine.spec import RECIPE_CLASSES, SpecError
+from engine.spec import SpecError, engines
 from storage import StorageError, studies
 from ui import auth
 from ui.common import database
@@ -37,7 +37,6 @@ from ui.sla_view import render_sla_section
 from ui.text import escape_markdown
 
 REFRESH_S = 2.0
-DEFAULT_KNOBS = ("dtype", "quantization", "drop_layers", "speculative", "attn_implementation")
 COLUMNS = {
     "trial": "trial",
     "recipe": "recipe",
@@ -224,12 +223,11 @@ def define_form() -> tuple[dict[str, Any] | None, str | None]:
     left, right = st.columns(2)
     with left:
         st.subheader("Model, hardware, engine")
-        engine = st.selectbox("Engine", list(RECIPE_CLASSES), key="opt_engine")
+        engine = st.selectbox("Engine", engines.names(), key="opt_engine")
         base = _base(engine)
-        fields = [n for n in RECIPE_CLASSES[engine].model_fields if n != "engine"]
-        knobs = st.multiselect(
-            "Knobs to search", fields, default=[k for k in DEFAULT_KNOBS if k in fields], key="knobs"
-        )
+        descriptor = engines.get(engine)
+        fields = [n for n in descriptor.recipe.model_fields if n != "engine"]
+        knobs = st.multiselect("Knobs to search", fields, default=list(descriptor.search.knobs), key="knobs")
         values = _pairs(
             st.text_area("Values per knob (knob=a,b per line)", placeholder="drop_layers=0,2", key="values"), True
         )

@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
+from engine.spec import engines
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
 from engine.whatif.calibrate import Calibration, calibrate
 from engine.whatif.estimate import (
@@ -36,7 +37,7 @@ MODELS = ["demo"] + [f"synthetic:{a}" for a in SYNTHETIC_ARCHITECTURES]
 LOCAL_FOLDER = "local folder..."
 DEFAULTS: dict[str, Any] = {
     "model": "synthetic:llama-3-8b",
-    "engine": "transformers",
+    "engine": ENGINES[0],
     "dtype": "auto",
     "kv": "auto",
     "bs": 1,
@@ -55,6 +56,12 @@ INTS = {
     "conc": (0, 100_000),
 }
 LAUNCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "auto": "auto"}
+
+
+def _families_help() -> str:
+    """Each estimator engine in words: the summary of the engine its what-if family is named after."""
+    words = {d.name: d.summary for d in engines.all_engines()}
+    return "; ".join(f"{e}: {words.get(e, 'bare roofline (data-sheet peaks, no overhead)')}" for e in ENGINES)
 
 
 def read_params(hardware_keys: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -127,9 +134,7 @@ def inputs(entries: dict[str, Any]) -> dict[str, Any]:
     if model == LOCAL_FOLDER:
         model = c1.text_input("Folder with config.json", key="wi_folder").strip()
     values: dict[str, Any] = {"model": model}
-    values["engine"] = c2.selectbox(
-        "Engine", list(ENGINES), key="wi_engine", help="transformers: eager HF (launch-bound); ideal: bare roofline"
-    )
+    values["engine"] = c2.selectbox("Engine", list(ENGINES), key="wi_engine", help=_families_help())
     values["dtype"] = c3.selectbox("Weights", list(WEIGHT_DTYPES), key="wi_dtype")
     values["kv"] = c4.selectbox("KV cache", list(KV_DTYPES), key="wi_kv")
     c1, c2, c3, c4, c5, c6 = st.columns(6)
@@ -201,6 +206,11 @@ def calibration_notes(rows: list[dict[str, Any]], result: Any) -> None:
             st.dataframe(pd.DataFrame(skipped, columns=["run", "reason"]), hide_index=True)
 
 
+def _launch_engine(family: str) -> str:
+    """The engine a Launch link runs for an estimator engine: the first of that what-if family, else the default."""
+    return next((d.name for d in engines.all_engines() if d.whatif.family == family), engines.default().name)
+
+
 def measure_here(db: Any, values: dict[str, Any]) -> None:
     """A Launch link for the real benchmark and the CPU micro-benchmark button."""
     st.subheader("Measure here")
@@ -208,7 +218,7 @@ def measure_here(db: Any, values: dict[str, Any]) -> None:
     launch = urlencode(
         {
             "model": values["model"],
-            "engine": engine if engine != "ideal" else "transformers",
+            "engine": _launch_engine(engine),
             "dtype": LAUNCH_DTYPE.get(values["dtype"], "auto"),
             "batch_size": values["bs"],
             **({"drop_layers": values["drop"]} if values["drop"] else {}),

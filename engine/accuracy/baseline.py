@@ -18,7 +18,7 @@ import numpy as np
 from engine.accuracy.context import PhaseContext, Progress
 from engine.accuracy.scoring import QualityError, Window, baseline_top_k, greedy_continuations
 from engine.backends.base import Backend
-from engine.spec import JobSpec, canonical_json
+from engine.spec import JobSpec, canonical_json, engines
 
 QUALITY_VERSION = 1
 
@@ -51,7 +51,9 @@ def baseline_key(
         "path": resolved_path,
         "device": spec.device,
         "recipe": reference_recipe(spec.recipe).model_dump(mode="json"),
-        "engine": {k: engine_info.get(k) for k in ("engine", "torch", "transformers", "vllm", "cuda", "device_name")},
+        "engine": {
+            k: engine_info.get(k) for k in ("engine", *engines.packages(versions_only=True), "cuda", "device_name")
+        },
         "windows": _digest([w.tokens for w in windows]),
         "skips": [w.skip for w in windows],
         "flip_prompts": _digest(flip_prompts),

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.backends.base import Backend, Tokenizer
+from engine.spec import engines
 
 PLACEHOLDER_TOKEN = 0  # appended to read the next-token distribution after a sequence
 BASELINE_TOP_K = 256
-FULL_DISTRIBUTION_ENGINES = frozenset({"transformers"})  # engines whose score() gives full distributions
 
 
 class QualityError(RuntimeError):
@@ -49,7 +49,8 @@ def make_windows(ids: list[int], window: int, stride: int) -> list[Window]:
 def baseline_top_k(engine: str) -> int:
     """Tokens the reference keeps per position: many where the engine gives full
     distributions (for KL), one elsewhere (enough for top-1 agreement and flips)."""
-    return BASELINE_TOP_K if engine in FULL_DISTRIBUTION_ENGINES else 1
+    descriptor = engines.find(engine)  # its capabilities say whether score() gives full distributions
+    return BASELINE_TOP_K if descriptor is not None and descriptor.capabilities.full_distributions else 1
 
 
 def kl_rows(base_ids: np.ndarray, base_lp: np.ndarray, full: np.ndarray) -> np.ndarray:

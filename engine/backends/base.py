@@ -12,8 +12,9 @@ on (the load driver's whole phase). A serving engine sends a batch's requests co
 and may be called again before an earlier call returns; the in-process transformers engine
 generates a batch in one ``model.generate`` (blocking its loop: arrivals queue behind it).
 
-The registry maps engine names to ``"module:Class"`` strings, so importing this
-module (as the UI does) never imports torch or vllm.
+Each engine's descriptor (:mod:`engine.spec.engines`) names its backend as a
+``"module:Class"`` string, so importing this module (as the UI does) never imports torch
+or vllm; :func:`get_backend` imports it when a job needs it.
 """
 
 from __future__ import annotations
@@ -27,16 +28,9 @@ from engine.measure.records import RequestRecord
 from engine.weights.models import ResolvedModel
 
 if TYPE_CHECKING:
-    from engine.spec.recipes import Recipe
+    from engine.spec.recipes import EngineRecipe
 
 T = TypeVar("T")
-
-REGISTRY: dict[str, str] = {
-    "transformers": "engine.backends.transformers.backend:TransformersBackend",
-    "vllm": "engine.backends.vllm.inprocess:VllmBackend",
-    "vllm-server": "engine.backends.vllm.server:VllmServerBackend",
-    "openai": "engine.backends.openai.backend:OpenAIBackend",
-}
 
 Progress = Callable[[str, float | None], None]
 
@@ -129,7 +123,7 @@ class Backend(Protocol):
 
     name: str
 
-    def load(self, model: ResolvedModel, recipe: Recipe, device: str, progress: Progress) -> LoadReport: ...
+    def load(self, model: ResolvedModel, recipe: EngineRecipe, device: str, progress: Progress) -> LoadReport: ...
 
     def tokenizer(self) -> Tokenizer | None:
         """The tokenizer, or None for synthetic weights."""
@@ -210,11 +204,13 @@ def stamp_chunks(records: Sequence[RequestRecord]) -> Callable[[int, int, int], 
 
 
 def get_backend(engine: str) -> Backend:
-    """Instantiate the backend registered under ``engine`` (imports it now)."""
-    target = REGISTRY.get(engine)
-    if target is None:
-        raise BackendError(f"unknown engine {engine!r}; available: {', '.join(sorted(REGISTRY))}")
-    module_name, class_name = target.split(":")
+    """Instantiate the backend of the engine registered under ``engine`` (its descriptor names it; imports it now)."""
+    from engine.spec import engines
+
+    descriptor = engines.find(engine)
+    if descriptor is None:
+        raise BackendError(engines.unknown_engine(engine))
+    module_name, class_name = descriptor.backend.split(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     backend: Backend = cls()
     return backend

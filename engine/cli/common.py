@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from engine.cli.values import read_spec_file, shown, spec_section, whole_number
 from engine.settings import database_url
-from engine.spec import ENGINES, JobSpec, SpecError, parse_job_spec
+from engine.spec import JobSpec, SpecError, engines, parse_job_spec
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -153,7 +153,9 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("job")
     g.add_argument("--spec", metavar="FILE", help="a JSON job spec; other options override its fields")
     g.add_argument("--model", help="demo | synthetic:<arch> | org/name | ./folder | file.gguf")
-    g.add_argument("--engine", help=f"inference engine ({', '.join(ENGINES)})")
+    g.add_argument(
+        "--engine", help=f"inference engine ({', '.join(engines.names())}; default {engines.default().name})"
+    )
     g.add_argument("--dtype", help="auto | float32 | bfloat16 | float16")
     g.add_argument("--attn", dest="attn_implementation", help="auto | eager | sdpa | flash_attention_2")
     g.add_argument(
@@ -175,10 +177,15 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--warmup", dest="warmup_requests", type=int_arg, help="warm-up requests, excluded (default 1)")
     w.add_argument("--seed", type=int_arg, help="prompt seed (default 0)")
     w.add_argument("--stop-at-eos", action="store_true", help="let requests end at EOS (default: fixed length)")
-    w.add_argument("--profile-steps", type=int_arg, metavar="N", help="then profile N decode steps (transformers)")
+    w.add_argument(
+        "--profile-steps",
+        type=int_arg,
+        metavar="N",
+        help=f"then profile N decode steps ({', '.join(engines.with_capability('profiles'))})",
+    )
     _add_serving_arguments(p)
     _add_trial_arguments(p)
-    e = p.add_argument_group("servers (engines vllm, vllm-server, openai)")
+    e = p.add_argument_group(f"servers (engines {', '.join(engines.with_capability('serving'))})")
     e.add_argument("--base-url", help="openai: server base URL, e.g. http://127.0.0.1:8000/v1")
     e.add_argument("--served-model", dest="model_name", help="openai: the model name the server knows")
     e.add_argument("--endpoint", help="openai/vllm-server: completions | chat")
@@ -291,7 +298,7 @@ def _recipe_from_args(args: argparse.Namespace, recipe: dict[str, Any]) -> dict[
         if args.engine != recipe.get("engine", args.engine):
             recipe = {}
         recipe["engine"] = args.engine
-    recipe.setdefault("engine", "transformers")
+    recipe.setdefault("engine", engines.default().name)
     recipe.update({k: getattr(args, k) for k in ("dtype", "attn_implementation") if getattr(args, k, None) is not None})
     for item in getattr(args, "knob", None) or []:
         name, sep, value = item.partition("=")
@@ -299,8 +306,7 @@ def _recipe_from_args(args: argparse.Namespace, recipe: dict[str, Any]) -> dict[
             raise SpecError(f"--knob {item!r} is not NAME=VALUE (list the knobs with: python -m engine knobs)")
         recipe[name.strip().replace("-", "_")] = _knob_value(value.strip())
     recipe.update({k: getattr(args, k) for k in _SERVER_OPTIONS if getattr(args, k, None) is not None})
-    if recipe["engine"] not in ENGINES:
-        raise SpecError(f"unknown engine {recipe['engine']!r}; available: {', '.join(ENGINES)}")
+    engines.get(recipe["engine"])  # SpecError naming the registered engines
     return recipe
 
 
@@ -343,7 +349,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
     spec: dict[str, Any] = dict(data)
     spec.update(
         model=model,
-        recipe=_recipe_from_args(args, spec_section(data, "recipe", '{"engine": "transformers"}')),
+        recipe=_recipe_from_args(args, spec_section(data, "recipe", f'{{"engine": "{engines.default().name}"}}')),
         workload=_workload_from_args(args, spec_section(data, "workload", '{"requests": 8}')),
     )
     quality = _quality_from_args(args, spec_section(data, "quality", '{"metrics": ["ppl"]}'))

@@ -14,6 +14,8 @@ from engine.whatif.hardware import DEFAULT_COMPARISON, UnknownHardware, catalog,
 
 def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``estimate`` and ``calibrate`` verbs to ``python -m engine``."""
+    from engine.whatif.roofline import ENGINES, IDEAL
+
     p = sub.add_parser(
         "estimate",
         parents=[common, as_json],
@@ -25,7 +27,7 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
         default=None,
         help=f"comma-separated keys (default {','.join(DEFAULT_COMPARISON)} + measured local devices)",
     )
-    p.add_argument("--engine", default="transformers", help="transformers | vllm | ideal (bare roofline)")
+    p.add_argument("--engine", default=ENGINES[0], help=f"{' | '.join(ENGINES)} ({IDEAL}: bare roofline)")
     p.add_argument("--dtype", default="auto", help="weights: auto | fp32 | bf16 | fp16 | fp8 | int8 | int4")
     p.add_argument("--kv-dtype", default="auto", help="KV cache: auto | fp32 | bf16 | fp16 | fp8 | int8 | int4 | int2")
     p.add_argument("--batch-size", type=int_arg, default=1)

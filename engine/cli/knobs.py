@@ -7,17 +7,15 @@ import argparse
 from typing import Any
 
 from engine.cli.common import emit_json
-from engine.spec import SpecError
+from engine.spec import SpecError, engines
 
 
 def knob_table(engine: str, device: str) -> list[dict[str, Any]]:
     """One row per knob: name, type, default, description, and per-choice availability."""
-    from engine.spec import RECIPE_CLASSES, forms
+    from engine.spec import engines, forms
 
-    recipe_cls = RECIPE_CLASSES.get(engine)
-    if recipe_cls is None:
-        raise SpecError(f"unknown engine {engine!r}; available: {', '.join(RECIPE_CLASSES)}")
-    choices = forms.options(device) if engine == "transformers" else {}
+    recipe_cls = engines.recipe_class(engine)  # SpecError naming the registered engines
+    choices = forms.options(engine, device)  # per-device choices, where the engine's form offers them
     rows = []
     for name, info in recipe_cls.model_fields.items():
         if name == "engine":
@@ -51,6 +49,6 @@ def cmd_knobs(args: argparse.Namespace) -> int:
 
 def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     p = sub.add_parser("knobs", parents=[common, as_json], help="list recipe knobs and what a device can run")
-    p.add_argument("--engine", default="transformers")
+    p.add_argument("--engine", default=engines.default().name, help=f"one of {', '.join(engines.names())}")
     p.add_argument("--device", default="cpu", help="cpu | cuda:N (whose rules to apply)")
     p.set_defaults(func=cmd_knobs)

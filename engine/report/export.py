@@ -23,6 +23,7 @@ from engine.report.distributions import cdf_figure, latency_samples
 from engine.report.figures import explore_scatter, front_run_ids
 from engine.report.results import result_object
 from engine.report.timeseries import throughput_overlay
+from engine.spec import engines
 
 REPORT_CDF_POINTS = 150  # order statistics per CDF line in a report: 8 runs stay well under 5 MB
 
@@ -120,7 +121,7 @@ def environment_frame(runs: Sequence[Any]) -> pd.DataFrame:
     for r in runs:
         prov = r.provenance or {}
         packages = prov.get("packages") or {}
-        versions = ", ".join(f"{k} {packages[k]}" for k in ("torch", "transformers", "vllm") if k in packages)
+        versions = ", ".join(f"{k} {packages[k]}" for k in engines.packages(versions_only=True) if k in packages)
         rows.append(
             {
                 "run": r.id,

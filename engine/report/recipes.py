@@ -6,23 +6,22 @@ Works on run-like objects with ``spec`` (the job spec as a dict), ``engine`` and
 
 from __future__ import annotations
 
-import typing
 from functools import lru_cache
 from typing import Any
 
 
-@lru_cache(maxsize=16)
-def _recipe_defaults(engine: str) -> tuple[tuple[str, Any], ...]:
-    from engine.spec import Recipe
+@lru_cache(maxsize=32)
+def _class_defaults(cls: type) -> tuple[tuple[str, Any], ...]:
+    fields = cls.model_fields  # type: ignore[attr-defined]
+    return tuple((name, f.get_default(call_default_factory=True)) for name, f in fields.items() if not f.is_required())
 
-    union = typing.get_args(Recipe)[0]
-    for cls in typing.get_args(union) or (union,):
-        fields = getattr(cls, "model_fields", {})
-        if "engine" in fields and fields["engine"].default == engine:
-            return tuple(
-                (name, f.get_default(call_default_factory=True)) for name, f in fields.items() if not f.is_required()
-            )
-    return ()
+
+def _recipe_defaults(engine: str) -> tuple[tuple[str, Any], ...]:
+    """The knob defaults of a registered engine's recipe (none for an engine no longer registered)."""
+    from engine.spec import engines
+
+    descriptor = engines.find(engine)
+    return _class_defaults(descriptor.recipe) if descriptor else ()
 
 
 def changed_knobs(recipe: dict[str, Any] | None) -> dict[str, Any]:

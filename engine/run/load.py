@@ -345,8 +345,16 @@ async def _drive(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_si
 
 def validate_serving(workload: Workload, engine: str) -> None:
     """Raise SpecError for loads an engine cannot drive (pure)."""
-    if engine == "transformers" and workload.arrival != "batch" and (workload.max_concurrency or 1) > 1:
+    from engine.spec import engines
+
+    serving = engines.get(engine).capabilities.serving  # a serving engine takes many requests at once
+    if not serving and workload.arrival != "batch" and (workload.max_concurrency or 1) > 1:
         raise SpecError(
-            "the transformers engine serves one request at a time under an arrival process; "
-            "drop max_concurrency or use a serving engine (vllm, vllm-server, openai)"
+            f"the {engine} engine serves one request at a time under an arrival process; "
+            f"drop max_concurrency or use a serving engine ({', '.join(engines.with_capability('serving'))})"
+        )
+    if not serving and workload.cancel_rate > 0:
+        raise SpecError(
+            f"the {engine} engine cannot cancel a request it is generating; cancellations need a serving engine "
+            f"({', '.join(engines.with_capability('serving'))})"
         )

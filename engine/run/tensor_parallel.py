@@ -12,8 +12,8 @@ rank 0 (PR_SET_PDEATHSIG) and share its process group, so a worker's cancel or t
 stops them all.
 
 Only the static-batch loop runs tensor-parallel (arrival processes depend on timing, so
-the ranks' batches would differ); the accuracy phase is not offered with it (see
-engine.spec.rules).
+the ranks' batches would differ); the accuracy phase is not offered with it (the recipe's
+``quality_problems`` say so).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from typing import Any
 from engine.backends.base import BackendError
 from engine.processes import die_with_parent, free_port
 from engine.spec import JobSpec, SpecError
-from engine.spec.rules import tensor_parallel_world_size
 
 FOLLOWER_ENV = "LATENCYLAB_TP_FOLLOWER"
 _ENV_KEYS = (
@@ -52,8 +51,8 @@ _ENV_KEYS = (
 
 
 def world_size(spec: JobSpec) -> int:
-    """Processes the run needs (1 unless the recipe is tensor-parallel)."""
-    return tensor_parallel_world_size(spec.recipe, spec.device)
+    """Processes the run needs (1 unless the recipe is tensor-parallel: its engine launches one per rank)."""
+    return spec.recipe.world_size(spec.device)
 
 
 def is_follower() -> bool:

@@ -4,44 +4,40 @@ Validation here never touches the file system, the environment or the network: i
 checks shapes and ranges and says what is allowed. Whether a path exists or a model
 fits its context is checked later by :mod:`engine.weights.models` (still before anything is
 queued or stored).
+
+The public names below are imported when first asked for (``from engine.spec import
+JobSpec`` reads as before): an engine's recipe module imports :mod:`engine.spec.base`, and
+this package's ``__init__`` runs first, so it must not import the registry of engines
+(:mod:`engine.spec.engines`), which imports every engine's descriptor, itself.
 """
 
-from engine.spec.base import SpecError, canonical_json, format_validation_error
-from engine.spec.job import JobSpec, parse_job_spec
-from engine.spec.model import ModelKind, ModelSpec
-from engine.spec.quality import QUALITY_METRICS_HELP, QualitySpec
-from engine.spec.recipes import (
-    ENGINES,
-    RECIPE_CLASSES,
-    SERVING_ENGINES,
-    TRANSFORMERS_KNOB_DEFAULTS,
-    OpenAIRecipe,
-    Recipe,
-    TransformersRecipe,
-    VllmRecipe,
-    VllmServerRecipe,
-)
-from engine.spec.workload import SERVING_DEFAULTS, Workload
+from __future__ import annotations
 
-__all__ = [
-    "ENGINES",
-    "QUALITY_METRICS_HELP",
-    "RECIPE_CLASSES",
-    "SERVING_DEFAULTS",
-    "SERVING_ENGINES",
-    "TRANSFORMERS_KNOB_DEFAULTS",
-    "JobSpec",
-    "ModelKind",
-    "ModelSpec",
-    "OpenAIRecipe",
-    "QualitySpec",
-    "Recipe",
-    "SpecError",
-    "TransformersRecipe",
-    "VllmRecipe",
-    "VllmServerRecipe",
-    "Workload",
-    "canonical_json",
-    "format_validation_error",
-    "parse_job_spec",
-]
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "SpecError": "engine.spec.base",
+    "canonical_json": "engine.spec.base",
+    "format_validation_error": "engine.spec.base",
+    "JobSpec": "engine.spec.job",
+    "parse_job_spec": "engine.spec.job",
+    "ModelKind": "engine.spec.model",
+    "ModelSpec": "engine.spec.model",
+    "QUALITY_METRICS_HELP": "engine.spec.quality",
+    "QualitySpec": "engine.spec.quality",
+    "EngineRecipe": "engine.spec.recipes",
+    "Recipe": "engine.spec.engines",
+    "SERVING_DEFAULTS": "engine.spec.workload",
+    "Workload": "engine.spec.workload",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine.spec' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -8,21 +8,25 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from engine.spec import engines
 from engine.spec.base import SpecError, _Strict, canonical_json, format_validation_error
+from engine.spec.engines import Recipe
 from engine.spec.model import ModelSpec
 from engine.spec.quality import QualitySpec
-from engine.spec.recipes import TRANSFORMERS_KNOB_DEFAULTS, Recipe, TransformersRecipe
-from engine.spec.rules import job_problems
 from engine.spec.workload import SERVING_DEFAULTS, Workload, stored_form
 
 _DEVICE = re.compile(r"^(cpu|cuda:\d+(,\d+)*)$")
 
 
 class JobSpec(_Strict):
-    """One benchmark: a model, an engine recipe, a workload, on a device."""
+    """One benchmark: a model, an engine recipe, a workload, on a device.
+
+    ``recipe`` is the recipe of any registered engine (:mod:`engine.spec.engines`), the
+    default engine's when left out; it says itself what it cannot run.
+    """
 
     model: ModelSpec
-    recipe: Recipe = Field(default_factory=TransformersRecipe)
+    recipe: Recipe = Field(default_factory=engines.default_recipe)
     workload: Workload = Field(default_factory=Workload)
     device: str = "cpu"
     name: str | None = Field(default=None, max_length=200)
@@ -38,17 +42,11 @@ class JobSpec(_Strict):
 
     @model_validator(mode="after")
     def _check_combination(self) -> JobSpec:
-        if isinstance(self.recipe, TransformersRecipe):
-            problems = job_problems(self.recipe, self.device, self.workload, self.model.kind)
-        else:  # the serving engines' recipes say what they cannot run themselves
-            problems = self.recipe.job_problems(self.device, self.workload, self.model.kind)
+        problems = self.recipe.job_problems(self.device, self.workload, self.model.kind)
         if problems:
             raise ValueError("; ".join(problems))
-        if self.quality.enabled and isinstance(self.recipe, TransformersRecipe) and self.recipe.tensor_parallel:
-            raise ValueError(
-                "accuracy is not measured with tensor parallelism (sharding changes only the order of float sums); "
-                "measure it on the same recipe without tensor_parallel, or drop the quality metrics"
-            )
+        if self.quality.enabled and (problems := self.recipe.quality_problems()):
+            raise ValueError("; ".join(problems))
         if self.quality.enabled and not self.model.has_accuracy:
             raise ValueError(
                 "synthetic weights have no accuracy: random weights make perplexity, fidelity and task scores "
@@ -72,12 +70,12 @@ class JobSpec(_Strict):
             if data["workload"].get(key) == default:
                 data["workload"].pop(key, None)
         stored_form(data["workload"])  # until_metric as stored specs wrote it (tpot_ms.p50)
-        if data["recipe"].get("trust_remote_code") is False:  # the knob came later: off keeps old fingerprints
-            data["recipe"].pop("trust_remote_code")
-        if data["recipe"].get("engine") == "transformers":  # recipe knobs at their defaults keep old fingerprints
-            for key, default in TRANSFORMERS_KNOB_DEFAULTS.items():
-                if data["recipe"].get(key) == default:
-                    data["recipe"].pop(key, None)
+        # recipe knobs added after runs were stored: at their defaults (the engine's descriptor says) they keep
+        # the old fingerprints
+        descriptor = engines.find(self.recipe.engine)
+        for key, default in (descriptor.fingerprint_defaults if descriptor else {}).items():
+            if key in data["recipe"] and data["recipe"][key] == default:
+                data["recipe"].pop(key)
         return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:16]
 
 

@@ -6,7 +6,7 @@ point sets the arrival process with its value). Both build the grid with
 :func:`build_grid` and validate it with :func:`grid_specs`.
 
 A knob that only matters with another one (``gptq_bits`` with ``quantization=gptq``, see
-:data:`engine.spec.rules.KNOB_DEPENDENCIES`) is put back to its default on the points that
+:func:`engine.spec.engines.knob_dependencies`) is put back to its default on the points that
 do not use it, unless it is swept itself: sweeping ``quantization`` over ``none, gptq``
 with ``gptq_bits=8`` gives a plain ``none`` point (same fingerprint as any plain run), not
 a refused one.
@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.spec import engines
 from engine.spec.base import SpecError
 from engine.spec.job import JobSpec, parse_job_spec
-from engine.spec.recipes import RECIPE_CLASSES
 from engine.spec.rules import unused_knobs
 from engine.spec.workload import Workload
 
@@ -173,14 +173,18 @@ def _copy(data: dict[str, Any]) -> dict[str, Any]:
 def _reset_unused(spec: dict[str, Any], swept: set[tuple[str, str]]) -> None:
     """Put knobs this point does not use back to their defaults (unless swept: validation then says why)."""
     recipe = spec.get("recipe") or {}
-    engine = recipe.get("engine", "transformers")
-    for section, name, cls in (("workload", "workload", Workload), ("recipe", engine, RECIPE_CLASSES.get(engine))):
+    engine = recipe.get("engine", engines.default().name)
+    descriptor = engines.find(engine)
+    for section, name, cls in (
+        ("workload", "workload", Workload),
+        ("recipe", engine, descriptor and descriptor.recipe),
+    ):
         values = spec.get(section)
         if cls is None or not isinstance(values, dict):
             continue
         defaults = cls.field_defaults()
         try:
-            unused = unused_knobs(name, {**defaults, **values})
+            unused = unused_knobs(engines.knob_dependencies(name), {**defaults, **values})
         except (TypeError, KeyError):  # a malformed value: validation will name it
             continue
         for knob, _ in unused:

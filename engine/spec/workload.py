@@ -6,7 +6,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
-from engine.spec.rules import unused_knob_problems
+from engine.spec.rules import WORKLOAD_DEPENDENCIES, unused_knob_problems
 from engine.spec.traffic import TRAFFIC_DEFAULTS, TrafficFields
 
 Arrival = Literal["batch", "poisson", "gamma", "concurrency", "max"]
@@ -173,7 +173,7 @@ class Workload(TrafficFields):
             raise ValueError("burstiness applies to arrival=gamma only")
         if self.prompt_length != "fixed" and self.prompt_file is not None:
             raise ValueError("prompt_length distributions apply to prompt_tokens, not to a prompt file")
-        problems = unused_knob_problems("workload", dict(self), self.field_defaults())
+        problems = unused_knob_problems(WORKLOAD_DEPENDENCIES, dict(self), self.field_defaults())
         if self.until_ci_pct is None:
             problems += [
                 f"{knob} is only used with until_ci_pct"

@@ -13,9 +13,11 @@ Pure: spec and provenance dicts in, no storage, no torch.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from engine.spec import engines
 from engine.whatif.recipe import normalize_dtype
 from engine.whatif.shapes import EstimateError
 
@@ -129,21 +131,35 @@ def workload_reason(wl: dict[str, Any]) -> str | None:
     return None
 
 
+# How each what-if family reads a recipe (an engine's descriptor names its family, ``WhatIf.family``).
+FAMILIES: dict[str, Callable[[dict[str, Any], dict[str, Any], str], RunRecipe | str]] = {
+    "transformers": _transformers,
+    "vllm": _vllm,
+}
+
+
+def family_terms(family: str, recipe: dict[str, Any], prov: dict[str, Any], kind: str) -> RunRecipe | str:
+    """A recipe in the terms of the what-if ``family``, or the reason it is not modelled."""
+    terms = FAMILIES.get(family)
+    if terms is None:
+        return f"{family}: {NOT_MODELLED}"
+    try:
+        return terms(recipe, prov, kind)
+    except (EstimateError, ValueError, TypeError) as exc:
+        return f"recipe not understood: {exc}"
+
+
 def admit(spec: dict[str, Any], prov: dict[str, Any], kind: str) -> RunRecipe | str:
-    """The run's recipe in the estimator's terms, or the reason it is not modelled."""
+    """The run's recipe in the estimator's terms, or the reason it is not modelled (or calibrates nothing)."""
     reason = workload_reason(spec.get("workload") or {})
     if reason:
         return reason
     recipe = spec.get("recipe") or {}
-    engine = recipe.get("engine", "transformers")
-    try:
-        if engine == "transformers":
-            return _transformers(recipe, prov, kind)
-        if engine == "vllm":
-            return _vllm(recipe, prov, kind)
-    except (EstimateError, ValueError, TypeError) as exc:
-        return f"recipe not understood: {exc}"
-    return f"{engine}: served over HTTP {NOT_MODELLED}"
+    engine = recipe.get("engine", engines.default().name)
+    whatif = descriptor.whatif if (descriptor := engines.find(engine)) else None
+    if whatif is None or not whatif.calibrates or whatif.family not in FAMILIES:
+        return f"{engine}: {whatif.left_out if whatif else 'not a registered engine'} {NOT_MODELLED}"
+    return family_terms(whatif.family, recipe, prov, kind)
 
 
 def left_out_summary(skipped: list[tuple[int, str]]) -> str:

@@ -18,7 +18,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.whatif.admit import admit
+from engine.spec import engines
+from engine.whatif.admit import FAMILIES, NOT_MODELLED, family_terms, workload_reason
 from engine.whatif.estimate import GB, estimate
 from engine.whatif.hardware import Hardware, catalog, local_key
 from engine.whatif.memory import memory
@@ -100,11 +101,14 @@ def _memory_only(kind: str, memory_bytes: int) -> Hardware:
 def _estimate_inputs(spec: dict[str, Any], kind: str) -> tuple[EstimateRecipe, EstimateWorkload] | str:
     """The spec in the estimator's terms, or why it is not modelled."""
     recipe = spec.get("recipe") or {}
-    engine = recipe.get("engine", "transformers")
-    if engine == "openai":
+    engine = recipe.get("engine", engines.default().name)
+    descriptor = engines.find(engine)
+    if descriptor is not None and descriptor.capabilities.remote:
         return "a remote server: its speed and memory are not this machine's"
-    as_modelled = {**spec, "recipe": {**recipe, "engine": "vllm" if engine == "vllm-server" else engine}}
-    admitted = admit(as_modelled, {}, kind)
+    if descriptor is None or descriptor.whatif.family not in FAMILIES:  # the engine's what-if family models it
+        return f"{engine}: {descriptor.whatif.left_out if descriptor else 'not a registered engine'} {NOT_MODELLED}"
+    family = descriptor.whatif.family
+    admitted = workload_reason(spec.get("workload") or {}) or family_terms(family, recipe, {}, kind)
     if isinstance(admitted, str):
         return admitted
     wl = spec.get("workload") or {}
@@ -113,7 +117,7 @@ def _estimate_inputs(spec: dict[str, Any], kind: str) -> tuple[EstimateRecipe, E
     try:
         return (
             EstimateRecipe(
-                engine="vllm" if engine == "vllm-server" else engine,
+                engine=family,
                 dtype=admitted.weight,
                 kv_dtype=admitted.kv,
                 batch_size=int(wl.get("batch_size", 1)),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engine.spec import engines
 from engine.whatif.admit import RunRecipe, admit
 from engine.whatif.hardware import Hardware, from_measurement
 from engine.whatif.recipe import EstimateRecipe
@@ -95,9 +96,10 @@ def _point(
     run: Any, hw: Hardware, source: str, shape: ModelShape, recipe: RunRecipe, latency: tuple[float, float]
 ) -> Point:
     wl = (run.spec or {}).get("workload") or {}
+    descriptor = engines.find(run.engine)
     return Point(
         run_id=run.id,
-        engine=run.engine,
+        engine=descriptor.whatif.family if descriptor else run.engine,  # runs calibrate their what-if family
         device=run.device,
         device_kind=hw.kind,
         dtype=recipe.weight,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from engine.spec import engines
 from engine.whatif.hardware import Hardware
 from engine.whatif.shapes import EstimateError
 
@@ -44,7 +45,7 @@ class EstimateRecipe:
     """How the model is served: engine, weight and KV precision, batch size, tensor parallelism,
     and decoder layers dropped (pruning)."""
 
-    engine: str = "transformers"
+    engine: str = field(default_factory=lambda: engines.default().whatif.family)  # a what-if family
     dtype: str = "auto"
     kv_dtype: str = "auto"
     batch_size: int = 1

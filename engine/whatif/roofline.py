@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from engine.spec import engines
 from engine.whatif.hardware import Hardware
 from engine.whatif.memory import kv_bytes_per_token_per_gpu, weights_bytes
 from engine.whatif.recipe import BYTES, COMPUTE_PRECISION, EstimateRecipe, resolve_dtypes
@@ -44,25 +45,34 @@ class Factors:
         return asdict(self)
 
 
-# Priors, used until calibration replaces them ("uncalibrated"). The transformers GPU
-# overheads are from FIELD-NOTES (H200, eager, batch 1, 512-token prompt): decode steps of
-# 51 ms (Llama-3.2-1B) and 59 ms (Llama-3-8B) against bandwidth floors of 0.58 and 3.77 ms
-# (launch-bound: ~50 ms per step on top), and a TTFT of 27 and 24 ms whatever the prefill's
-# FLOPs (one pass of launches, ~25 ms, overlapping the kernels). "ideal" is the bare roofline.
-PRIORS: dict[tuple[str, str], Factors] = {
-    ("transformers", "gpu"): Factors(0.7, 0.5, 0.3, 50.0, 25.0),
-    ("transformers", "cpu"): Factors(0.5, 0.5, 0.5, 10.0, 10.0),
-    ("vllm", "gpu"): Factors(0.8, 0.6, 0.4, 0.5, 2.0),
-    ("vllm", "cpu"): Factors(0.5, 0.5, 0.5, 5.0, 5.0),
-    ("ideal", "gpu"): Factors(1.0, 1.0, 1.0, 0.0, 0.0),
-    ("ideal", "cpu"): Factors(1.0, 1.0, 1.0, 0.0, 0.0),
-}
-ENGINES: tuple[str, ...] = ("transformers", "vllm", "ideal")
+IDEAL = "ideal"  # the bare roofline: data-sheet peaks, no overhead
+
+
+def _priors() -> dict[tuple[str, str], Factors]:
+    """(what-if family, device kind) -> the family's documented priors, as its engine's descriptor gives them."""
+    out = {
+        (d.whatif.family, kind): Factors(**factors)
+        for d in engines.all_engines()
+        for kind, factors in d.whatif.priors.items()
+    }
+    return {**out, (IDEAL, "gpu"): Factors(1.0, 1.0, 1.0, 0.0, 0.0), (IDEAL, "cpu"): Factors(1.0, 1.0, 1.0, 0.0, 0.0)}
+
+
+# Priors, used until calibration replaces them ("uncalibrated"): each engine's descriptor gives its
+# family's (``WhatIf.priors``); "ideal" is the bare roofline.
+PRIORS: dict[tuple[str, str], Factors] = _priors()
+# The estimator's engines: the what-if families with priors, then the bare roofline.
+ENGINES: tuple[str, ...] = tuple(dict.fromkeys(family for family, _ in PRIORS))
 
 
 def prior(engine: str, kind: str) -> Factors:
-    """The documented prior of an engine on a device kind (transformers' for unknown engines)."""
-    return PRIORS.get((engine, kind)) or PRIORS[("transformers", kind)]
+    """The documented prior of a what-if family (an estimator engine) on a device kind; EstimateError if it has none."""
+    found = PRIORS.get((engine, kind))
+    if found is None:
+        raise EstimateError(
+            f"no what-if model for engine {engine!r} on {kind}; the estimator knows {', '.join(ENGINES)}"
+        )
+    return found
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from engine.cli.main import main
-from engine.spec import RECIPE_CLASSES, JobSpec, ModelSpec, QualitySpec, SpecError, Workload, parse_job_spec
+from engine.spec import JobSpec, ModelSpec, QualitySpec, SpecError, Workload, engines, parse_job_spec
+
+RECIPE_CLASSES = [(d.name, d.recipe) for d in engines.all_engines()]
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=10),
@@ -52,7 +54,7 @@ def _section(model: type, extra: dict[str, st.SearchStrategy] | None = None, jun
 
 
 RECIPES = st.one_of(
-    [_section(cls, {"engine": st.just(engine) | VALUE}) for engine, cls in RECIPE_CLASSES.items()] + [st.just({}), JSON]
+    [_section(cls, {"engine": st.just(engine) | VALUE}) for engine, cls in RECIPE_CLASSES] + [st.just({}), JSON]
 )
 SPECS = st.fixed_dictionaries(
     {"model": st.one_of(_section(ModelSpec, {"source": MODELS}), MODELS, JSON)},
@@ -73,9 +75,7 @@ SPECS = st.fixed_dictionaries(
 PLAUSIBLE = st.fixed_dictionaries(
     {"model": st.fixed_dictionaries({"source": st.sampled_from(["demo", "synthetic:smollm2-135m"])})},
     optional={
-        "recipe": st.one_of(
-            [_section(cls, {"engine": st.just(engine)}, junk=False) for engine, cls in RECIPE_CLASSES.items()]
-        ),
+        "recipe": st.one_of([_section(cls, {"engine": st.just(engine)}, junk=False) for engine, cls in RECIPE_CLASSES]),
         "workload": _section(Workload, junk=False),
         "device": st.sampled_from(["cpu", "cuda:0"]),
         "name": st.text(max_size=30),

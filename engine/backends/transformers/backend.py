@@ -19,10 +19,10 @@ from engine.backends.asyncloop import EventLoop
 from engine.backends.base import BackendError, LoadReport, Progress, Request, Tokenizer, stamp_chunks
 from engine.backends.transformers import loading
 from engine.backends.transformers.memory import weights_memory_bytes
+from engine.backends.transformers.recipe import TransformersRecipe
 from engine.backends.transformers.streaming import Chunk, StampingStreamer, continuous_manager, stream_continuous
 from engine.measure.memory import CUDA_KIND
 from engine.measure.records import RequestRecord
-from engine.spec import TransformersRecipe
 from engine.weights.models import ResolvedModel
 
 T = TypeVar("T")

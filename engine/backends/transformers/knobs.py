@@ -4,7 +4,7 @@ Model knobs take the loaded model and change it in place (or return the replacem
 generation knobs return keyword arguments for ``model.generate``. Every function
 returns a flat ``dict`` that goes into ``LoadReport.applied`` and from there into the
 run's provenance, so a run says what really ran, not what was asked for.
-Whether a knob can run on a device is decided earlier, in :mod:`engine.spec.rules`.
+Whether a knob can run on a device is decided earlier, in :mod:`engine.backends.transformers.rules`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from engine.spec import TransformersRecipe
+from engine.backends.transformers.recipe import TransformersRecipe
 
 Applied = dict[str, Any]
 
@@ -79,7 +79,7 @@ def apply_sliding_window(model: nn.Module, window: int | None) -> Applied:
     """Set the attention span of models whose attention honours ``config.sliding_window``."""
     if window is None:
         return {}
-    from engine.spec.rules import SLIDING_WINDOW_MODEL_TYPES
+    from engine.backends.transformers.rules import SLIDING_WINDOW_MODEL_TYPES
 
     cfg = model.config
     model_type = getattr(cfg, "model_type", "?")

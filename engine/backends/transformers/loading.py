@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from engine.backends.base import BackendError, Progress
-from engine.spec import TransformersRecipe
+from engine.backends.transformers.recipe import TransformersRecipe
 from engine.weights.models import ResolvedModel
 
 Applied = dict[str, Any]
@@ -82,7 +82,7 @@ def check_shapes(model: ResolvedModel, recipe: TransformersRecipe, device: str) 
     """Shape rules against the real config (hub models, GGUF: known only now, before minutes of GPTQ)."""
     from transformers import AutoConfig
 
-    from engine.spec.rules import shape_problems
+    from engine.backends.transformers.rules import shape_problems
 
     config = AutoConfig.from_pretrained(
         model.path, revision=model.spec.revision, trust_remote_code=recipe.trust_remote_code
@@ -104,8 +104,8 @@ def pretrained_source(
 ) -> tuple[str, dict[str, Any], Applied]:
     """Where ``from_pretrained`` loads from and with which arguments: the model, its GPTQ build, TP shards."""
     from engine.backends.transformers import knobs
+    from engine.backends.transformers.rules import tensor_parallel_world_size
     from engine.settings import get_settings
-    from engine.spec.rules import tensor_parallel_world_size
 
     path = str(model.path)
     remote = {"trust_remote_code": recipe.trust_remote_code}  # off unless the recipe says so

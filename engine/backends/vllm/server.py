@@ -26,8 +26,8 @@ from typing import Any
 from engine.backends.base import BackendError, LoadReport, Progress, device_name
 from engine.backends.openai.backend import OpenAIBackend
 from engine.backends.vllm.inprocess import check_importable, server_args, spec_stats_from, vllm_env, vllm_version
+from engine.backends.vllm.server_flags import server_extra_argv
 from engine.processes import die_with_parent, free_port, signal_group
-from engine.spec.server_flags import server_extra_argv
 from engine.weights.models import ResolvedModel
 
 SERVED_MODEL = "latencylab"

@@ -11,7 +11,8 @@ import pytest
 
 from engine.accuracy import baseline, scoring, sources
 from engine.accuracy import evaluate as quality
-from engine.spec import SpecError, TransformersRecipe, parse_job_spec
+from engine.backends.transformers.recipe import TransformersRecipe
+from engine.spec import SpecError, parse_job_spec
 
 BUDGET = 256  # corpus tokens: two windows of 128 keep these tests quick on 2 cores
 WINDOW = 128

@@ -174,7 +174,8 @@ def lm_eval_yaml(tmp_path: Path) -> str:
 @pytest.mark.slow
 def test_generated_counting_task_on_the_demo_model(tmp_path: Path, demo_folder):
     from engine.backends.base import get_backend
-    from engine.spec import ModelSpec, TransformersRecipe
+    from engine.backends.transformers.recipe import TransformersRecipe
+    from engine.spec import ModelSpec
     from engine.weights import models
 
     path = write_task(tmp_path / "counting.jsonl", counting_task())
@@ -193,7 +194,8 @@ def test_lm_eval_yaml_task_runs_through_the_engine(tmp_path: Path, demo_folder, 
     pytest.importorskip("lm_eval")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     from engine.backends.base import get_backend
-    from engine.spec import ModelSpec, TransformersRecipe
+    from engine.backends.transformers.recipe import TransformersRecipe
+    from engine.spec import ModelSpec
     from engine.weights import models
 
     path = lm_eval_yaml(tmp_path)

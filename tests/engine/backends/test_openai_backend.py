@@ -13,10 +13,11 @@ import pytest
 
 from engine.backends.base import BackendError, Request
 from engine.backends.openai.backend import OpenAIBackend, RequestFailed
+from engine.backends.openai.recipe import OpenAIRecipe
 from engine.measure.records import RequestRecord
 from engine.run.load import run_load
 from engine.run.plan import planned
-from engine.spec import ModelSpec, OpenAIRecipe, Workload, parse_job_spec
+from engine.spec import ModelSpec, Workload, parse_job_spec
 from engine.weights.models import ResolvedModel
 
 API_KEY = "sk-test-secret"

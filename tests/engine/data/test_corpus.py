@@ -34,7 +34,7 @@ def test_parts_are_disjoint_slices_of_the_default_corpus():
 
 def test_gptq_calibrates_only_on_the_calibration_part():
     from engine.backends.transformers import knobs
-    from engine.spec import TransformersRecipe
+    from engine.backends.transformers.recipe import TransformersRecipe
 
     recipe = TransformersRecipe(quantization="gptq")
     texts = knobs.calibration_texts(recipe)
@@ -94,7 +94,7 @@ def test_no_scored_token_sequence_lies_in_the_calibration_text(demo_folder, budg
         assert text[:120] not in calibration and text not in calibration
     # and the calibration samples GPTQ gets are made of calibration text only
     from engine.backends.transformers import knobs
-    from engine.spec import TransformersRecipe
+    from engine.backends.transformers.recipe import TransformersRecipe
 
     samples = "\n".join(knobs.calibration_texts(TransformersRecipe(quantization="gptq")))
     sample_ngrams = _ngrams(tokenizer.encode(samples, add_special_tokens=False))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.spec import parse_job_spec
-from engine.spec.forms import LABELS, hidden_fields, label
-from engine.spec.presets import PRESETS_BY_KEY, RECIPE_PRESETS, preset_of, preset_problem, presets_for
-from engine.spec.recipes import RECIPE_CLASSES, TransformersRecipe
+from engine.backends.transformers.recipe import TransformersRecipe
+from engine.spec import engines, parse_job_spec
+from engine.spec.forms import WORKLOAD_LABELS, hidden_fields, label
+from engine.spec.presets import all_presets, preset_by_key, preset_of, preset_problem, presets_for
 from engine.spec.workload import Workload
 
 TOOLBOX = {
@@ -31,8 +31,9 @@ TOOLBOX = {
 
 
 def test_the_toolbox_is_covered_with_descriptions():
-    assert set(PRESETS_BY_KEY) == TOOLBOX
-    assert all(p.description and p.name for p in RECIPE_PRESETS)
+    assert {p.key for p in all_presets()} == TOOLBOX
+    assert len({p.key for p in all_presets()}) == len(all_presets())  # keys are unique across engines
+    assert all(p.description and p.name for p in all_presets())
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda:0", "cuda:0,1"])
@@ -56,28 +57,30 @@ def test_runnable_presets_come_first_and_the_others_say_why():
     assert set(blocked) == {"fp16", "int4_weight_only", "fp8", "nf4"}
     assert "float16 is not supported on the CPU" in blocked["fp16"]
     assert "CUDA" in blocked["nf4"] and not blocked["nf4"].startswith("recipe")
-    assert preset_problem(PRESETS_BY_KEY["tensor_parallel"], "cuda:0") is not None
-    assert preset_problem(PRESETS_BY_KEY["tensor_parallel"], "cuda:0,1") is None
+    assert preset_problem(preset_by_key("tensor_parallel"), "cuda:0") is not None
+    assert preset_problem(preset_by_key("tensor_parallel"), "cuda:0,1") is None
 
 
 def test_model_kind_counts_for_validity():
-    why = preset_problem(PRESETS_BY_KEY["assistant"], "cpu", "synthetic:llama-3.2-1b")
+    why = preset_problem(preset_by_key("assistant"), "cpu", "synthetic:llama-3.2-1b")
     assert why and "tokenizer" in why
 
 
 def test_a_recipe_is_recognised_as_its_preset():
-    assert preset_of({"engine": "transformers", "dtype": "bfloat16"}) is PRESETS_BY_KEY["bf16"]
+    assert preset_of({"engine": "transformers", "dtype": "bfloat16"}) is preset_by_key("bf16")
     full = TransformersRecipe(quantization="gptq", gptq_bits=4, gptq_group_size=128).model_dump()
-    assert preset_of(full) is PRESETS_BY_KEY["gptq_4bit_g128"]
+    assert preset_of(full) is preset_by_key("gptq_4bit_g128")
     assert preset_of({"engine": "transformers", "dtype": "bfloat16", "drop_layers": 2}) is None
 
 
 def test_every_knob_has_a_label_in_words():
-    for cls in (*RECIPE_CLASSES.values(), Workload):
-        for name in cls.model_fields:
+    for descriptor in engines.all_engines():  # each engine's descriptor labels its own knobs
+        for name in descriptor.recipe.model_fields:
             if name != "engine":
-                assert name in LABELS, name
-    assert label("slo_ttft_ms") == "TTFT SLO (ms)"
+                assert name in descriptor.form.labels, (descriptor.name, name)
+    assert all(name in WORKLOAD_LABELS for name in Workload.model_fields)
+    assert label("slo_ttft_ms") == "TTFT SLO (ms)" and label("gptq_bits") == "GPTQ bits per weight"
+    assert label("not_a_knob") == "not a knob"
 
 
 def test_dependent_knobs_are_hidden_until_their_parent_is_set():

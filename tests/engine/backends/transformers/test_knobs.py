@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from engine.backends.transformers import knobs  # noqa: E402
-from engine.spec import TransformersRecipe  # noqa: E402
+from engine.backends.transformers.recipe import TransformersRecipe  # noqa: E402
 
 
 def _tiny(model_type: str = "llama", layers: int = 6, **extra):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from engine.backends.base import BackendError, Request, get_backend
+from engine.backends.transformers.recipe import TransformersRecipe
 from engine.measure.records import RequestRecord
-from engine.spec import ModelSpec, TransformersRecipe
+from engine.spec import ModelSpec
 from engine.weights.models import resolve
 
 pytestmark = pytest.mark.slow

@@ -139,7 +139,7 @@ def test_cpu_threads_apply_to_the_run_only(demo_folder):
 
 
 def test_gptq_without_the_package_says_how_to_install(demo_folder, monkeypatch):
-    from engine.run import preflight as pre
+    from engine.backends.transformers import preflight as pre
     from engine.run.runner import preflight
     from engine.spec import SpecError, parse_job_spec
 

@@ -45,11 +45,12 @@ if _WHY:
         pytest.skip(_WHY + " (LATENCYLAB_WITHOUT_VLLM=1)", allow_module_level=True)
     pytest.fail(_WHY + " (set LATENCYLAB_WITHOUT_VLLM=1 only where vLLM is not meant to be)", pytrace=False)
 
+from engine.backends.vllm.recipe import VllmRecipe, VllmServerRecipe  # noqa: E402
 from engine.measure.metrics import compute_metrics  # noqa: E402
 from engine.measure.records import RunRecord  # noqa: E402
 from engine.run.load import run_load, slo_of  # noqa: E402
 from engine.run.plan import planned  # noqa: E402
-from engine.spec import ModelSpec, VllmRecipe, VllmServerRecipe, Workload, parse_job_spec  # noqa: E402
+from engine.spec import ModelSpec, Workload, parse_job_spec  # noqa: E402
 
 
 @pytest.fixture(scope="module")

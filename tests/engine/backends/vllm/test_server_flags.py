@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from engine.backends.vllm.server_flags import ALLOWED_SERVER_FLAGS, KNOB_FLAGS, server_extra_argv
 from engine.spec import SpecError, parse_job_spec
-from engine.spec.server_flags import ALLOWED_SERVER_FLAGS, KNOB_FLAGS, server_extra_argv
 
 
 def _server(extra_args: str | None = None, **knobs):
@@ -72,9 +72,9 @@ def test_allowed_flags_become_argv_before_the_jobs_own_flags():
 
 
 def test_remote_code_is_off_everywhere_unless_the_recipe_turns_it_on():
+    from engine.backends.transformers.recipe import TransformersRecipe
     from engine.backends.vllm.inprocess import engine_kwargs, server_args
     from engine.report.recipes import recipe_in_words
-    from engine.spec import TransformersRecipe
 
     assert TransformersRecipe().trust_remote_code is False
     plain = _server().recipe

@@ -1,20 +1,21 @@
-"""Which knobs each device can run, and the reasons given for the others (pure, fast)."""
+"""Which transformers knobs each device can run, and the reasons given for the others (pure, fast)."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.run.preflight import DeviceFacts, runtime_problems
-from engine.spec import SpecError, TransformersRecipe, Workload, parse_job_spec
-from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
-from engine.spec.forms import option_reason, options
-from engine.spec.rules import (
+from engine.backends.transformers.preflight import DeviceFacts, runtime_problems
+from engine.backends.transformers.recipe import TransformersRecipe
+from engine.backends.transformers.rules import (
     job_problems,
     notes,
     recipe_problems,
     shape_problems,
     tensor_parallel_world_size,
 )
+from engine.spec import SpecError, Workload, parse_job_spec
+from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
+from engine.spec.forms import option_reason, options
 
 ALL = frozenset({"torchao", "bitsandbytes", "gptq", "quanto", "hqq", "flash_attn"})
 H200 = DeviceFacts(cuda_available=True, gpu_count=1, compute_capability=(9, 0), installed=ALL)
@@ -136,12 +137,12 @@ def test_runtime_facts():
 
 
 def test_options_for_forms():
-    cpu = options("cpu")
+    cpu = options("transformers", "cpu")
     assert cpu["quantization"]["torchao_int8_weight_only"] is None
     assert "CUDA" in cpu["quantization"]["bnb_nf4"]
     assert cpu["compile"][True] is None  # offered with the static cache it needs
-    assert "CPU only" in options("cuda:0")["quantization"]["torch_dynamic_int8"]
-    assert option_reason("quantization", "torchao_float8", "cuda:0") is None
+    assert "CPU only" in options("transformers", "cuda:0")["quantization"]["torch_dynamic_int8"]
+    assert option_reason("transformers", "quantization", "torchao_float8", "cuda:0") is None
     # a knob that needs another one is offered with it (not refused as unused)
     assert cpu["compile_mode"]["max-autotune"] is None and cpu["gptq_bits"][8] is None
     assert cpu["gptq_desc_act"][True] is None and cpu["drop_layers_from"]["end"] is None
@@ -193,7 +194,7 @@ def test_checking_a_gpu_spec_never_imports_torch():
         capture_output=True,
         text=True,
         check=True,
-        cwd=str(__import__("pathlib").Path(__file__).resolve().parents[3]),
+        cwd=str(__import__("pathlib").Path(__file__).resolve().parents[4]),
     )
     assert out.stdout.strip() == "False"
 

@@ -1,13 +1,46 @@
 """Real demo runs with telemetry: the stored series and energy, a soak, and injected faults
-(a busy core during the run; the test-only memory growth) that the diagnostics must find."""
+(a busy core during the run; a memory leak planted by the test) that the diagnostics must find."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 from burner import burning_core
 
+from engine.measure import telemetry
 from engine.report.diagnostics import diagnose
 from engine.spec import parse_job_spec
+
+LEAK_BYTES_PER_REQUEST = 4 * 2**20
+
+
+@pytest.fixture
+def leaking_process(monkeypatch):
+    """Make this process hold LEAK_BYTES_PER_REQUEST more bytes for every request served.
+
+    The run is measured in this process (run_benchmark), so its RSS is the job's. Every telemetry
+    sampler the run makes is handed a ``requests_done`` that, when it sees more requests served,
+    allocates (and touches) the bytes for them before answering, as a leak in a server would.
+    """
+    held: list[bytes] = []
+    real = telemetry.TelemetrySampler
+
+    def sampler(device: str = "cpu", *args, requests_done: Callable[[], int] | None = None, **kwargs):
+        count, leaked_for = requests_done or (lambda: 0), [0]
+
+        def done() -> int:
+            n = count()
+            if n > leaked_for[0]:
+                held.append(b"\x01" * (LEAK_BYTES_PER_REQUEST * (n - leaked_for[0])))
+                leaked_for[0] = n
+            return n
+
+        return real(device, *args, requests_done=done, **kwargs)
+
+    monkeypatch.setattr(telemetry, "TelemetrySampler", sampler)
+    yield held
+    held.clear()
 
 
 def _run(db, **workload):
@@ -45,10 +78,9 @@ def test_a_run_stores_its_telemetry_and_says_why_energy_is_missing(db, demo_fold
         assert metrics["energy_per_output_token_j"] > 0 and metrics["energy_source"].startswith("rapl")
 
 
-def test_soak_with_the_test_only_memory_growth_shows_the_growth_finding(db, demo_folder, monkeypatch):
-    monkeypatch.setenv("LATENCYLAB_TESTING", "1")
-    monkeypatch.setenv("LATENCYLAB_TEST_LEAK_BYTES_PER_REQUEST", str(4 * 2**20))
+def test_soak_with_a_planted_memory_leak_shows_the_growth_finding(db, demo_folder, leaking_process):
     result = _run(db, requests=2, soak_minutes=0.1)
+    assert leaking_process  # the planted leak did grow during the run
     assert "soak of 0.1 min done" in result.metrics["stopped_because"] and len(result.metrics["trials"]) >= 3
     findings, _ = _findings(db, result.run_id)
     growth = [f for f in findings if f.kind == "memory_growth"]

@@ -16,13 +16,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage.version_table import VERSION_TABLE, UnknownRevision, carry_over
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _LOCK = threading.Lock()
@@ -79,16 +84,14 @@ class Database:
         """Bring the schema to the newest Alembic revisions (every branch head), one process at a time."""
         from alembic import command
         from alembic.config import Config
-        from alembic.script import ScriptDirectory
 
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
         cfg.set_main_option("sqlalchemy.url", self.url.replace("%", "%%"))
-        ours = {r.revision for r in ScriptDirectory.from_config(cfg).walk_revisions()}
         try:
             with self._migrate_lock(), self.engine.begin() as conn:
                 self._advisory_lock(conn)
-                carry_over(conn, ours)
+                carry_over(conn, partial(_revisions, cfg))
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "heads")
         except UnknownRevision as exc:
@@ -147,6 +150,13 @@ class Database:
                 tx.rollback()
         except SQLAlchemyError as exc:
             raise StorageError(f"database {safe_url(self.url)} cannot be written: {_one_line(exc)}") from exc
+
+
+def _revisions(cfg: Config) -> set[str]:
+    """Every revision of LatencyLab's migration scripts."""
+    from alembic.script import ScriptDirectory
+
+    return {r.revision for r in ScriptDirectory.from_config(cfg).walk_revisions()}
 
 
 @contextmanager

@@ -14,7 +14,7 @@ Optuna stamps on tables it finds unstamped), no row and no table when they are n
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from sqlalchemy import Column, Connection, MetaData, PrimaryKeyConstraint, String, Table, inspect, select, text
@@ -46,8 +46,9 @@ def heads(conn: Connection, name: str) -> list[str]:
     return list(conn.execute(select(version_table(name).c.version_num)).scalars())
 
 
-def carry_over(conn: Connection, ours: Collection[str]) -> tuple[str, ...]:
-    """Move LatencyLab's revisions (``ours``) from ``alembic_version`` to :data:`VERSION_TABLE`, once.
+def carry_over(conn: Connection, ours: Callable[[], Collection[str]]) -> tuple[str, ...]:
+    """Move LatencyLab's revisions (``ours()``: every revision of our scripts, read only when
+    ``alembic_version`` has rows) from ``alembic_version`` to :data:`VERSION_TABLE`, once.
 
     Returns the revisions moved (none when the database is new or already carried over). Raises
     :class:`UnknownRevision` when LatencyLab's tables exist and neither table holds a revision
@@ -57,7 +58,8 @@ def carry_over(conn: Connection, ours: Collection[str]) -> tuple[str, ...]:
     if heads(conn, VERSION_TABLE):
         return ()
     shared = heads(conn, SHARED_TABLE)
-    moved = tuple(r for r in shared if r in ours)
+    known = ours() if shared else ()
+    moved = tuple(r for r in shared if r in known)
     if not moved:
         if LATENCYLAB_TABLE in inspect(conn).get_table_names():
             held = ", ".join(repr(r) for r in shared) or "nothing"

@@ -6,7 +6,9 @@ success, rolls back on error and always closes. Every database error raised insi
 never catch SQLAlchemy's own exceptions. SQLite runs in WAL mode with a busy
 timeout so that the app, the worker and runner processes can share one file. Creating or
 migrating the schema is serialised between processes: a file lock next to the SQLite file,
-a transaction-scoped advisory lock on PostgreSQL. Messages name the URL without its password.
+a transaction-scoped advisory lock on PostgreSQL. LatencyLab's revisions are kept in a version
+table of its own (storage/version_table.py), so Optuna's tables and tools share the database.
+Messages name the URL without its password.
 """
 
 from __future__ import annotations
@@ -14,11 +16,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
+
+from storage.version_table import VERSION_TABLE, UnknownRevision, carry_over
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _LOCK = threading.Lock()
@@ -82,8 +91,11 @@ class Database:
         try:
             with self._migrate_lock(), self.engine.begin() as conn:
                 self._advisory_lock(conn)
+                carry_over(conn, partial(_revisions, cfg))
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "heads")
+        except UnknownRevision as exc:
+            raise StorageError(f"cannot prepare database {safe_url(self.url)}: {exc}") from exc
         except OperationalError as exc:
             # A process without the lock (an older version) created the schema at the same moment.
             if "already exists" not in str(exc) or "runs" not in inspect(self.engine).get_table_names():
@@ -107,6 +119,21 @@ class Database:
             return nullcontext()
         return _released(lock)
 
+    @contextmanager
+    def schema_lock(self) -> Iterator[None]:
+        """Hold the migrations' lock for the block (a file lock; an advisory lock on PostgreSQL).
+
+        For another library that creates and stamps its own tables in this database on its first
+        open (Optuna's RDB storage): two processes doing that at the same moment collide.
+        """
+        with self._migrate_lock():
+            if self.engine.dialect.name != "postgresql":
+                yield
+                return
+            with self.engine.begin() as conn:
+                self._advisory_lock(conn)
+                yield
+
     def _advisory_lock(self, conn: Connection) -> None:
         """PostgreSQL: hold an advisory lock until this transaction ends, so one process migrates at a time."""
         if self.engine.dialect.name == "postgresql":
@@ -119,10 +146,17 @@ class Database:
         """
         try:
             with self.engine.connect() as conn, conn.begin() as tx:
-                conn.execute(text("DELETE FROM alembic_version WHERE 1 = 0"))
+                conn.execute(text(f"DELETE FROM {VERSION_TABLE} WHERE 1 = 0"))
                 tx.rollback()
         except SQLAlchemyError as exc:
             raise StorageError(f"database {safe_url(self.url)} cannot be written: {_one_line(exc)}") from exc
+
+
+def _revisions(cfg: Config) -> set[str]:
+    """Every revision of LatencyLab's migration scripts."""
+    from alembic.script import ScriptDirectory
+
+    return {r.revision for r in ScriptDirectory.from_config(cfg).walk_revisions()}
 
 
 @contextmanager

@@ -73,3 +73,15 @@ def test_architecture_lists_exactly_the_tracked_files():
         "tracked but not in ARCHITECTURE.md": sorted(set(tracked) - set(listed)),
         "in ARCHITECTURE.md but not tracked": sorted(set(listed) - set(tracked)),
     }
+
+
+def test_no_test_hook_in_production_code():
+    """Faults the tests need are planted by the tests (fixtures, fakes), never switched on in the product."""
+    hooks = re.compile(r"LATENCYLAB_TEST|PYTEST_CURRENT_TEST|\"pytest\" in sys\.modules")
+    found = [
+        f"{p.relative_to(REPO)}:{n}"
+        for p in [*_sources(), REPO / "app.py"]
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if hooks.search(line)
+    ]
+    assert not found, found

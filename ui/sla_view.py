@@ -129,7 +129,7 @@ def _form_values() -> dict[str, Any] | None:
 
 def _start(db: Any, values: dict[str, Any]) -> None:
     """Check and store a search from the form (nothing stored when anything is wrong)."""
-    from engine.jobs.worker import check_submittable
+    from engine.jobs.submission import check_submittable
 
     try:
         slo_name, bounds = parse_slo(values["slo"])

@@ -153,6 +153,7 @@ def render_job(job: Any, read_only: bool, rights: dict[str, str | None] | None =
 @st.fragment(run_every=REFRESH_S)
 def live_jobs(statuses: list[str], sweep: str | None, read_only: bool, rights: dict[str, str | None]) -> None:
     """The job list; reruns on its own every REFRESH_S seconds."""
+    from engine.jobs.submission import live_workers
     from storage import jobs
 
     db = database()
@@ -160,7 +161,7 @@ def live_jobs(statuses: list[str], sweep: str | None, read_only: bool, rights: d
         return
     try:
         rows = jobs.list_jobs(db, limit=100, statuses=statuses or None, sweep=sweep)
-        workers = jobs.list_workers(db, alive_within_s=30)
+        workers = live_workers(db)
     except StorageError as exc:
         st.error(f"The jobs cannot be read: {escape_markdown(exc)}")
         return

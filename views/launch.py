@@ -205,7 +205,7 @@ def device_picker(db: Any, disabled: bool) -> tuple[str, Any]:
 
 def validate(db: Any, points: list[SweepPoint]) -> tuple[list[JobSpec], str | None]:
     """Parse and pre-flight every point; (specs, None) or ([], one-line reason)."""
-    from engine.jobs.worker import check_submittable
+    from engine.jobs.submission import check_submittable
 
     try:
         specs = grid_specs(points)
@@ -340,6 +340,7 @@ def page() -> None:
 
 
 def submit(db: Any, specs: list[JobSpec], swept: bool, sweep_name: str | None, timeout: float) -> None:
+    from engine.jobs.submission import served_devices
     from storage import jobs
 
     why_not = auth.cannot("launch")  # asked again: the button is not the only way here
@@ -352,7 +353,7 @@ def submit(db: Any, specs: list[JobSpec], swept: bool, sweep_name: str | None, t
     except (StorageError, ValueError) as exc:
         st.error(f"Nothing was queued: {escape_markdown(exc)}")
         return
-    served = {d for w in jobs.list_workers(db, alive_within_s=30) for d in w.devices}
+    served = served_devices(db)
     which = ", ".join(str(i) for i in ids)
     st.success(
         f"Queued job{'s' if len(ids) > 1 else ''} {which}"

@@ -268,7 +268,7 @@ def define_form() -> tuple[dict[str, Any] | None, str | None]:
 
 
 def create(db: Any, data: dict[str, Any]) -> None:
-    from engine.jobs.worker import check_submittable
+    from engine.jobs.submission import check_submittable
 
     why_not = auth.cannot("launch")
     if why_not:

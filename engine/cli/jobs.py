@@ -24,7 +24,7 @@ from engine.cli.common import (
     positive_int,
     spec_from_args,
 )
-from engine.jobs.worker import LIVE_WORKER_S, check_submittable
+from engine.jobs.submission import check_submittable, served_devices
 from engine.settings import cli_actor
 from engine.spec import SpecError
 
@@ -81,8 +81,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         emit_json(job_row(jobs.get_job(db, job_id)))
     else:
         print(job_id)
-        served = {d for w in jobs.list_workers(db, alive_within_s=LIVE_WORKER_S) for d in w.devices}
-        if spec.device not in served:
+        if spec.device not in served_devices(db):
             print(
                 f"queued job {job_id}; no live worker serves {spec.device} yet: "
                 f"python -m engine worker --devices {spec.device}",

@@ -145,8 +145,9 @@ def _study(db: Any, name: str | None) -> Any:
 
 def _wait(db: Any, name: str, poll_s: float, quiet: bool) -> Any:
     """Advance the study until it has ended and nothing is in flight; the study at the end."""
+    from engine.jobs.submission import served_devices
     from engine.optimize.driver import advance
-    from storage import jobs, studies
+    from storage import studies
 
     warned = False
     while True:
@@ -157,15 +158,14 @@ def _wait(db: Any, name: str, poll_s: float, quiet: bool) -> Any:
         if study.is_final and result.pending == 0 and not result.busy:
             return study
         device = study.definition["base"].get("device", "cpu")
-        served = {d for w in jobs.list_workers(db, alive_within_s=30) for d in w.devices}
-        if device not in served and not warned and not quiet:
+        if device not in served_devices(db) and not warned and not quiet:
             stderr_log(f"no live worker serves {device}: start one with python -m engine worker --devices {device}")
             warned = True
         time.sleep(poll_s)
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from engine.jobs.worker import check_submittable
+    from engine.jobs.submission import check_submittable
     from engine.optimize.control import change
     from engine.optimize.driver import advance
     from storage import studies

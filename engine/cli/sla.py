@@ -58,9 +58,8 @@ def _definition(args: argparse.Namespace, spec: Any) -> Any:
 
 def cmd_start(args: argparse.Namespace) -> int:
     """Check the input, store the search, queue its first probe; with ``--wait``, follow it to the answer."""
-    from engine.jobs.worker import LIVE_WORKER_S, check_submittable
+    from engine.jobs.submission import check_submittable, served_devices
     from engine.optimize import sla
-    from storage import jobs
 
     if args.search_name:
         raise UsageError(f"unexpected {args.search_name!r}; name a new search with --name")
@@ -73,8 +72,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     name = args.name or f"{spec.recipe.engine}-{definition.axis}-{time.strftime('%Y%m%d-%H%M%S')}"
     search = sla.start(db, name, definition, submitted_by=cli_actor())
     stderr_log(f"sla search {name}: {definition.goal()}; probes in sweep {sla.sweep_name(name)}")
-    served = {d for w in jobs.list_workers(db, alive_within_s=LIVE_WORKER_S) for d in w.devices}
-    if spec.device not in served:
+    if spec.device not in served_devices(db):
         stderr_log(f"no live worker serves {spec.device} yet: python -m engine worker --devices {spec.device}")
     if args.wait:
         search = _follow(db, search.id)

@@ -16,8 +16,8 @@ from engine.cli.common import EXIT_FAILED, EXIT_OK, UsageError, emit_json, open_
 
 
 def cmd_suite_run(args: argparse.Namespace) -> int:
+    from engine.jobs.submission import check_submittable
     from engine.jobs.suites import queue_suite, resolve_suite
-    from engine.jobs.worker import check_submittable
 
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")

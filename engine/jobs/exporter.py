@@ -34,7 +34,6 @@ from engine.report.values import flat_metrics, flat_supported
 
 RUN_SPECS = 50  # newest fingerprints exported (bounded label cardinality)
 RUNS_SCANNED = 1000  # newest done runs read to find them
-LIVE_S = 30.0
 _RUN_LABELS = ("fingerprint", "model", "engine", "device", "recipe")
 # (metric name, help, flat metric key, quantile label or None, factor to base units)
 _RUN_FIGURES: tuple[tuple[str, str, str, str | None, float], ...] = (
@@ -130,12 +129,12 @@ class LabCollector:
             yield from self._runs()
 
     def _worker(self) -> Iterator[Any]:
-        from storage import jobs
+        from engine.jobs.submission import live_workers
 
         up = GaugeMetricFamily("latencylab_worker_up", "1 while this worker serves jobs", labels=["worker"])
         up.add_metric([self.worker_id], 1.0 if self.up() else 0.0)
         yield up
-        alive = jobs.list_workers(self.db, alive_within_s=LIVE_S)
+        alive = live_workers(self.db)
         yield GaugeMetricFamily("latencylab_workers_alive", "workers with a recent heartbeat", value=len(alive))
 
     def _jobs(self) -> Iterator[Any]:

@@ -42,11 +42,9 @@ from engine.settings import REPO_ROOT, get_settings
 from storage import StorageError
 
 __all__ = [
-    "LIVE_WORKER_S",
     "WORKER_STOPPED",
     "Slot",
     "Worker",
-    "check_submittable",
     "failed_run_of",
     "failure_outcome",
     "read_tail",
@@ -54,31 +52,8 @@ __all__ = [
 ]
 
 LOG_TAIL_BYTES = 6000
-LIVE_WORKER_S = 30.0
 SCHEDULES_S = 20.0  # how often a worker looks for due suite schedules
 TICK_S = 2.0  # how often a worker runs its ticks (``python -m engine worker``: advancing studies and SLA searches)
-
-
-def check_submittable(db: Any, spec: Any) -> None:
-    """Everything checked before a job is queued (pre-flight, the device); raises SpecError.
-
-    The device must exist on this machine or be served by a live worker (any host), and
-    a GPU another process is computing on is refused as busy.
-    """
-    from engine.measure.devices import check_device, detect_devices, gpu_indices
-    from engine.run import runner
-    from storage import jobs
-
-    here = detect_devices()  # NVML once; never torch
-    # This machine's facts (packages, compute capability) only matter for its own devices;
-    # a GPU served by a worker on another host is checked there when the job starts.
-    local_gpus = {d.index for d in here if d.kind == "cuda"}
-    local = spec.device == "cpu" or set(gpu_indices(spec.device)) <= local_gpus
-    runner.preflight(spec, runtime=local)
-    served = {d for w in jobs.list_workers(db, alive_within_s=LIVE_WORKER_S) for d in w.devices}
-    # A GPU busy with one of our own running jobs is fine: the new job queues behind it.
-    ours = set(jobs.busy_devices(db))
-    check_device(spec.device, devices=here, served=served, ignore_busy=spec.device in ours)
 
 
 def _say(msg: str) -> None:

@@ -21,10 +21,6 @@ requests' ``perf_counter_ns`` stamps. A series longer than :data:`MAX_SAMPLES` i
 :func:`sample_devices` gives one instantaneous reading with the same field names (the
 worker's Prometheus endpoint calls it). The energy of the phase is measured by an
 :class:`engine.measure.energy.EnergyMeter` (NVML or RAPL) owned by the sampler.
-
-Tests only: with ``LATENCYLAB_TESTING=1``, ``LATENCYLAB_TEST_LEAK_BYTES_PER_REQUEST=N`` makes the
-sampler hold N more bytes per request served (a deliberate memory growth for the
-diagnostics' growth finding); without ``LATENCYLAB_TESTING=1`` it is never read.
 """
 
 from __future__ import annotations
@@ -57,7 +53,6 @@ CPU_UNITS: dict[str, str] = {
     "requests_done": "requests",
 }
 _DIGITS = {"%": 1, "°C": 1, "W": 1, "J": 2, "": 2, "MHz": 0, "bytes": 0, "bitmask": 0, "processes": 0, "requests": 0}
-_TEST_LEAK: list[bytes] = []  # what the test-only memory growth holds (cleared when the sampler stops)
 
 
 def interval_ms() -> int:
@@ -132,16 +127,6 @@ class CpuReader:
         }
 
 
-def _test_leak_bytes() -> int:
-    """Bytes per request of the test-only memory growth (0 unless ``LATENCYLAB_TESTING=1``)."""
-    if os.environ.get("LATENCYLAB_TESTING") != "1":
-        return 0
-    try:
-        return max(0, int(os.environ.get("LATENCYLAB_TEST_LEAK_BYTES_PER_REQUEST", "0")))
-    except ValueError:
-        return 0
-
-
 def _rounded(value: float | None, unit: str) -> float | int | None:
     if value is None:
         return None
@@ -172,7 +157,6 @@ class TelemetrySampler:
         self._lock = threading.Lock()
         self._t_s: list[float] = []
         self._rows: list[dict[str, float | None]] = []
-        self._leak_per_request, self._leaked_for = _test_leak_bytes(), 0
         self._interval_s = self.interval_ms / 1000
         self.t0_ns = 0
         self.seconds = 0.0
@@ -185,11 +169,7 @@ class TelemetrySampler:
         row = self._cpu.read()
         if self._gpu is not None:
             row.update(self._gpu.read())
-        done = self._requests_done()
-        row["requests_done"] = float(done)
-        if self._leak_per_request and done > self._leaked_for:
-            _TEST_LEAK.append(b"\x01" * (self._leak_per_request * (done - self._leaked_for)))
-            self._leaked_for = done
+        row["requests_done"] = float(self._requests_done())
         with self._lock:
             self._t_s.append((time.perf_counter_ns() - self.t0_ns) / 1e9)
             self._rows.append(row)
@@ -228,7 +208,6 @@ class TelemetrySampler:
             self.energy.stop()
         if self._gpu is not None:
             self._gpu.close()
-        _TEST_LEAK.clear()
 
     def __enter__(self) -> TelemetrySampler:
         return self.start()

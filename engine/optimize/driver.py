@@ -290,7 +290,7 @@ def _ask_new(ctx: _Context, ostudy: Any) -> int:
 
 def _start(ctx: _Context, ostudy: Any, number: int, params: dict[str, Any]) -> TrialInfo:
     """Record trial ``number``: pruned, a duplicate, a reused run, or a queued job."""
-    from engine.jobs.worker import check_submittable
+    from engine.jobs.submission import check_submittable
 
     try:
         spec = trial_spec(ctx.base, params, f"{ctx.study.name} · trial {number}")

@@ -2,8 +2,11 @@
 
 Optuna's tables (``studies``, ``trials``, ``version_info`` ...) are created by Optuna itself
 beside LatencyLab's, in the same database, so a study is resumable and visible to every app
-instance. ``alembic_version`` belongs to LatencyLab's migrations: Optuna's schema check reads
-that table too, so it is skipped (Optuna records its schema in ``version_info``). The sampler
+instance, and plain Optuna tools (``optuna-dashboard``, ``optuna storage upgrade``) open it too.
+``alembic_version`` is Optuna's (LatencyLab's revisions have a table of their own), so Optuna's
+schema check runs: a database whose Optuna tables need ``optuna storage upgrade`` is refused with
+Optuna's own message. Optuna's first open creates and stamps its tables, so it holds the
+database's schema lock (two processes doing it at once would collide). The sampler
 holds no state of its own between calls: everything is in the storage, and a sampler is
 rebuilt for every ask, seeded by the study's seed and the number of trials so far (so two asks
 never replay the same random draws).
@@ -22,6 +25,8 @@ import optuna
 from optuna.trial import TrialState
 
 from engine.optimize.study import StudyDefinition
+from storage import StorageError, open_database
+from storage.db import safe_url
 
 _LOCK = threading.Lock()
 _STORAGES: dict[str, optuna.storages.RDBStorage] = {}
@@ -32,12 +37,18 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def rdb_storage(url: str) -> optuna.storages.RDBStorage:
-    """Optuna's storage on ``url`` (one per process and URL)."""
+    """Optuna's storage on ``url`` (one per process and URL); :class:`StorageError` when Optuna refuses its tables."""
     with _LOCK:
         storage = _STORAGES.get(url)
         if storage is None:
             kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {}
-            storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs, skip_compatibility_check=True)
+            try:
+                with open_database(url).schema_lock():
+                    storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+            except StorageError:
+                raise
+            except RuntimeError as exc:  # Optuna's schema check, in Optuna's words (it names the fix)
+                raise StorageError(f"Optuna cannot use the study tables of {safe_url(url)}: {exc}") from exc
             _STORAGES[url] = storage
         return storage
 

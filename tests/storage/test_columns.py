@@ -18,6 +18,7 @@ from engine.measure import registry
 from storage import open_database
 from storage.frames import RunQuery, count, distinct_values, query_frame, runs_page
 from storage.models import Base
+from storage.version_table import VERSION_TABLE
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "storage" / "migrations"
 
@@ -53,7 +54,7 @@ def test_save_fills_the_headline_columns(db):
 
 def test_models_match_the_migrated_schema(db):
     with db.engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+        diff = compare_metadata(MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}), Base.metadata)
     assert diff == []
 
 

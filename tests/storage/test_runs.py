@@ -28,7 +28,7 @@ def new_run(**over) -> NewRun:
 
 def test_schema_and_sqlite_pragmas(db):
     tables = set(inspect(db.engine).get_table_names())
-    assert {"runs", "requests", "jobs", "workers", "alembic_version"} <= tables
+    assert {"runs", "requests", "jobs", "workers", "latencylab_alembic_version"} <= tables
     with db.engine.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         assert conn.execute(text("PRAGMA busy_timeout")).scalar() == 30000

@@ -256,9 +256,9 @@ def test_busy_gpu_is_explained_and_groups_offered(db, db_url, monkeypatch):
 
     monkeypatch.setattr(devices, "detect_devices", fake)
     # this machine has no CUDA: skip the runtime pre-flight so that the device check is what speaks
-    from engine.run import runner
+    from engine.run import preflight
 
-    monkeypatch.setattr(runner, "preflight", lambda spec, **_: None)
+    monkeypatch.setattr(preflight, "preflight", lambda spec, **_: None)
     monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
     at = AppTest.from_file(APP, default_timeout=30)
     at.run()

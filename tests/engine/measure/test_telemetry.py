@@ -172,17 +172,6 @@ def test_long_phases_are_thinned(monkeypatch):
     assert sampler._interval_s > 0.01  # sampling slowed down as it thinned
 
 
-def test_the_leak_hook_is_for_tests_only(monkeypatch):
-    monkeypatch.setenv("LATENCYLAB_TEST_LEAK_BYTES_PER_REQUEST", "1000")
-    monkeypatch.delenv("LATENCYLAB_TESTING", raising=False)
-    assert telemetry._test_leak_bytes() == 0
-    monkeypatch.setenv("LATENCYLAB_TESTING", "1")
-    assert telemetry._test_leak_bytes() == 1000
-    from engine.settings import Settings
-
-    assert not any("leak" in name for name in Settings.model_fields)  # never a user setting
-
-
 def test_sample_devices_one_reading_with_the_series_names():
     row = sample_devices("cpu")
     assert row["rss_bytes"] > 0 and set(row) <= set(telemetry.CPU_UNITS)

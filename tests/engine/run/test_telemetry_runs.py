@@ -1,13 +1,62 @@
 """Real demo runs with telemetry: the stored series and energy, a soak, and injected faults
-(a busy core during the run; the test-only memory growth) that the diagnostics must find."""
+(a busy core during the run; a memory leak planted by the test) that the diagnostics must find."""
 
 from __future__ import annotations
 
+import mmap
+from collections.abc import Callable
+
+import psutil
 import pytest
 from burner import burning_core
 
+from engine.measure import telemetry
 from engine.report.diagnostics import diagnose
 from engine.spec import parse_job_spec
+
+MIN_LEAK_PER_REQUEST = 4 * 2**20
+
+
+def _resident(size: int) -> mmap.mmap:
+    """``size`` bytes of fresh anonymous memory with every page written, so all of it counts in RSS
+    (a malloc'd block could reuse pages freed by earlier tests and leave RSS where it was)."""
+    block = mmap.mmap(-1, size)
+    for offset in range(0, size, mmap.PAGESIZE):
+        block[offset] = 1
+    return block
+
+
+@pytest.fixture
+def leaking_process(monkeypatch):
+    """Make this process hold more memory for every request served: a leak planted by the test.
+
+    The run is measured in this process (run_benchmark), so its RSS is the job's. Every telemetry
+    sampler the run makes is handed a ``requests_done`` that, when it sees more requests served,
+    takes the memory for them before answering, as a leak in a server would. Each request leaks
+    1 % of the process's RSS (at least 4 MiB): the finding needs growth of 2 % of the memory in use,
+    and a test process that ran many tests before this one is large, while a busy machine serves
+    few requests in the soak.
+    """
+    held: list[mmap.mmap] = []
+    real = telemetry.TelemetrySampler
+
+    def sampler(device: str = "cpu", *args, requests_done: Callable[[], int] | None = None, **kwargs):
+        count, leaked_for = requests_done or (lambda: 0), [0]
+        per_request = max(MIN_LEAK_PER_REQUEST, psutil.Process().memory_info().rss // 100)
+
+        def done() -> int:
+            n = count()
+            if n > leaked_for[0]:
+                held.append(_resident(per_request * (n - leaked_for[0])))
+                leaked_for[0] = n
+            return n
+
+        return real(device, *args, requests_done=done, **kwargs)
+
+    monkeypatch.setattr(telemetry, "TelemetrySampler", sampler)
+    yield held
+    for block in held:
+        block.close()
 
 
 def _run(db, **workload):
@@ -45,15 +94,14 @@ def test_a_run_stores_its_telemetry_and_says_why_energy_is_missing(db, demo_fold
         assert metrics["energy_per_output_token_j"] > 0 and metrics["energy_source"].startswith("rapl")
 
 
-def test_soak_with_the_test_only_memory_growth_shows_the_growth_finding(db, demo_folder, monkeypatch):
-    monkeypatch.setenv("LATENCYLAB_TESTING", "1")
-    monkeypatch.setenv("LATENCYLAB_TEST_LEAK_BYTES_PER_REQUEST", str(4 * 2**20))
+def test_soak_with_a_planted_memory_leak_shows_the_growth_finding(db, demo_folder, leaking_process):
     result = _run(db, requests=2, soak_minutes=0.1)
+    assert leaking_process  # the planted leak did grow during the run
     assert "soak of 0.1 min done" in result.metrics["stopped_because"] and len(result.metrics["trials"]) >= 3
     findings, _ = _findings(db, result.run_id)
     growth = [f for f in findings if f.kind == "memory_growth"]
     assert growth and "RSS" in growth[0].title
-    assert growth[0].evidence["fit"]["slope_bytes_per_request"] > 2 * 2**20
+    assert growth[0].evidence["fit"]["slope_bytes_per_request"] > MIN_LEAK_PER_REQUEST / 2
 
 
 def test_no_growth_finding_without_the_fault(db, demo_folder):

@@ -10,7 +10,7 @@
 
 ``column`` also renames the list column of the chat formats (default ``conversations`` and
 ``messages``). Where a source lives and how it is read: :mod:`engine.data.records`. Messages
-whose content is blank are dropped; a conversation left with no user turn is skipped and
+whose content is blank or null are dropped; a conversation left with no user turn is skipped and
 counted (``skipped["no user turn"]``: ShareGPT dumps hold empty conversations), and a dataset
 with none at all fails. Anything malformed fails with its place and field (``FILE line N:
 field 'conversations[2].from': ...``). The helpers below cut a conversation into what the
@@ -137,6 +137,8 @@ def parse_record(fmt: str, column: str, where: str, record: dict[str, Any]) -> C
         raise problem(where, column, f"missing (the record has {listing(list(record)) or 'no fields'})")
     value = record[column]
     if fmt == "text":
+        if value is None:  # a null cell: no text, like an empty one
+            value = ""
         if not isinstance(value, str):
             raise problem(where, column, f"must be text, not {shown(value)}")
         messages = (Message("user", value),)
@@ -156,9 +158,10 @@ def _turns(where: str, column: str, value: Any, keys: tuple[str, str], roles: di
         field = f"{column}[{i}]"
         if not isinstance(turn, dict):
             raise problem(where, field, f"must be an object with {role_key!r} and {text_key!r}, not {shown(turn)}")
-        for key in keys:
-            if turn.get(key) is None:
-                raise problem(where, f"{field}.{key}", "missing (or null)")
+        if turn.get(role_key) is None:
+            raise problem(where, f"{field}.{role_key}", "missing (or null)")
+        if text_key not in turn:
+            raise problem(where, f"{field}.{text_key}", "missing")
         role = turn[role_key]
         if not isinstance(role, str) or role.strip().lower() not in roles:
             raise problem(where, f"{field}.{role_key}", f"{shown(role)} is not one of {', '.join(roles)}")
@@ -167,9 +170,12 @@ def _turns(where: str, column: str, value: Any, keys: tuple[str, str], roles: di
 
 
 def _content(where: str, field: str, value: Any) -> str:
-    """A message's text: a string, or (OpenAI chat) a list of ``{"type": "text", "text": ...}`` parts."""
+    """A message's text: a string, or (OpenAI chat) a list of ``{"type": "text", "text": ...}``
+    parts; null is no text (an assistant turn that only calls tools)."""
     if isinstance(value, str):
         return value
+    if value is None:
+        return ""
     if not isinstance(value, list):
         raise problem(where, field, f"must be text, not {shown(value)}")
     parts = []

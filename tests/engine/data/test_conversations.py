@@ -44,6 +44,7 @@ SHAREGPT = [
             {"from": "chatgpt", "value": "Soft rain on the roof"},
             {"from": "bing", "value": "(continued)"},
             {"from": "Human", "value": "  "},
+            {"from": "human", "value": None},
         ],
     },
 ]
@@ -89,7 +90,13 @@ def test_sharegpt_as_json_lines_reads_the_same(tmp_path):
 
 def test_openai_chat_jsonl_with_text_parts_and_developer_role(tmp_path):
     rows = [
-        {"messages": [{"role": "developer", "content": SYSTEM}, {"role": "user", "content": "Hi"}]},
+        {
+            "messages": [
+                {"role": "developer", "content": SYSTEM},
+                {"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1"}]},
+            ]
+        },
         {
             "messages": [
                 {"role": "user", "content": [{"type": "text", "text": "Part one."}, {"type": "text", "text": "Two."}]},
@@ -281,3 +288,13 @@ def test_a_hub_dataset_is_streamed_and_checked_without_the_network(monkeypatch):
         SpecError, match=r"^hf:someone/prompts cannot be fetched: the Hub cannot be reached \(no network\?\)"
     ):
         check_dataset("hf:someone/prompts", "text", "prompt")
+
+
+def test_null_and_blank_texts_are_skipped_and_counted(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"prompt": ["first", None, "   ", "last"]}), tmp_path / "p.parquet")
+    conversations = read_conversations(str(tmp_path / "p.parquet"), "text", "prompt")
+    assert [c.messages[0].content for c in conversations] == ["first", "last"]
+    assert conversations.read == 4 and conversations.skipped == {"no user turn": 2}

@@ -42,6 +42,8 @@ def records(source: str, columns: tuple[str, ...]) -> Iterator[Record]:
     if source.startswith(hub.PREFIX):
         return hub.rows(source, columns)
     path = Path(source).expanduser()
+    if not path.exists():
+        raise SpecError(f"dataset {path} does not exist (a Hugging Face dataset is named hf:ID or hf:ID:SPLIT)")
     if path.is_dir():
         if hub.is_saved_dataset(path):
             return hub.rows(str(path), columns)

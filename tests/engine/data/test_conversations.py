@@ -169,7 +169,9 @@ def test_reading_is_lazy_and_a_conversation_is_plain_data(tmp_path):
 def test_check_dataset_is_quick_and_fails_in_one_line(tmp_path):
     source = _write(tmp_path / "big.json", json.dumps(SHAREGPT * 2000))
     check_dataset(source, "sharegpt")
-    with pytest.raises(SpecError, match=r"dataset .*missing.json does not exist"):
+    with pytest.raises(
+        SpecError, match=r"dataset .*missing.json does not exist \(a Hugging Face dataset is named hf:ID"
+    ):
         check_dataset(str(tmp_path / "missing.json"), "sharegpt")
     with pytest.raises(
         SpecError, match=r"big.json line 1: field 'messages': missing \(the record has 'id', 'conversations'\)"

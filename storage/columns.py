@@ -43,11 +43,11 @@ def column_values(spec: Any, metrics: Any, quality: Any, engine: str | None = No
     """Every headline column of one run from its parsed spec, metrics and quality dicts (any may be None)."""
     metrics = metrics if isinstance(metrics, dict) else {}
     quality = quality if isinstance(quality, dict) else {}
-    accuracy = registry.quality_metrics(quality)
+    accuracy = registry.accuracy_metrics(quality)
     out: dict[str, Any] = {m.column: m.value(metrics, quality) for m in registry.stored_metrics()}
     out["noise"], out["contended"] = _noise(metrics)
     out["completed"], out["failed"] = _count(metrics.get("completed")), _count(metrics.get("failed"))
-    out["knobs_json"] = dumps(changed_knobs(spec, engine), sort_keys=True, separators=(",", ":"))
+    out["knobs_json"] = dumps(changed_fields(spec, engine), sort_keys=True, separators=(",", ":"))
     tasks = {k: v for k, v in accuracy.items() if k.startswith("quality.task:")}
     tasks.update({f"{k}:kind": v for k, v in registry.task_kinds(quality).items() if k in tasks})
     out["tasks_json"] = dumps(tasks, sort_keys=True) if tasks else None
@@ -77,7 +77,7 @@ def _as_json(value: Any) -> Any:
     return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 
 
-def changed_knobs(spec: Any, engine: str | None = None) -> dict[str, dict[str, Any]]:
+def changed_fields(spec: Any, engine: str | None = None) -> dict[str, dict[str, Any]]:
     """``{"recipe": {...}, "workload": {...}}``: the knobs and workload fields that differ from the defaults."""
     spec = spec if isinstance(spec, dict) else {}
     out: dict[str, dict[str, Any]] = {}

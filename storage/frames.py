@@ -195,9 +195,9 @@ def _knobs_of(engine: Any, knobs_json: Any, spec_json: Any, run_id: Any) -> dict
         if isinstance(knobs_json, str):
             return loads(knobs_json)
         if isinstance(spec_json, str):
-            from storage.columns import changed_knobs
+            from storage.columns import changed_fields
 
-            return changed_knobs(loads(spec_json), engine)
+            return changed_fields(loads(spec_json), engine)
     except (ValueError, TypeError) as exc:
         skip_warning("run's recipe of run", run_id, exc)
     return {}

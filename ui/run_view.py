@@ -106,9 +106,9 @@ def render_run(run: Any, requests: list[Any] | None = None) -> None:
             f"{_with_ci(obj, 'tokens_per_s_per_user')}"
         )
     if run.status == "done":
-        from ui.quality_view import render_quality
+        from ui.accuracy_view import render_accuracy
 
-        render_quality(run)
+        render_accuracy(run)
     with st.expander("Config", expanded=False):
         st.code(json.dumps(run.spec, indent=2, sort_keys=True), language="json")
     with st.expander("Provenance", expanded=False):

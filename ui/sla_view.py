@@ -16,7 +16,7 @@ from urllib.parse import quote
 import streamlit as st
 
 from engine.optimize import sla
-from engine.optimize.slo import PRESETS, parse_slo
+from engine.optimize.slo import SLO_PRESETS, parse_slo
 from engine.spec import SpecError, engines, parse_job_spec
 from storage import StorageError
 from storage import sla as store
@@ -100,7 +100,9 @@ def _form_values() -> dict[str, Any] | None:
         output = w2.number_input("Output (tokens)", min_value=1, max_value=100_000, value=32)
         requests = w3.number_input("Requests per probe", min_value=1, max_value=100_000, value=50)
         s1, s2, s3 = st.columns(3)
-        preset = s1.selectbox("SLO", [*PRESETS, CUSTOM], format_func=lambda k: PRESETS[k][0] if k in PRESETS else k)
+        preset = s1.selectbox(
+            "SLO", [*SLO_PRESETS, CUSTOM], format_func=lambda k: SLO_PRESETS[k][0] if k in SLO_PRESETS else k
+        )
         custom = s2.text_input("Custom SLO", value="ttft_ms_p99=300,tpot_ms_p99=50", help="used when SLO is custom")
         goodput = s3.number_input("Goodput target (share of requests)", 0.01, 1.0, 0.99, step=0.01)
         a1, a2, a3, a4 = st.columns(4)

@@ -21,7 +21,7 @@ from engine.measure.devices import detect_devices
 from engine.spec import JobSpec, SpecError, Workload, engines
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
 from engine.spec.sweep import Axis, SweepPoint, build_grid, grid_size, grid_specs
-from engine.spec.workload import PRESETS as MEASUREMENT_PRESETS
+from engine.spec.workload import MEASUREMENT_PRESETS
 from storage import StorageError
 from ui import auth
 from ui.common import database
@@ -32,13 +32,13 @@ from ui.launch_sweep import grid_caption, sweep_form
 from ui.text import escape_markdown
 
 MAX_SWEEP_JOBS = 64
-PRESETS: dict[str, dict[str, Any]] = {
+WORKLOAD_PRESETS: dict[str, dict[str, Any]] = {
     "chat: 128 in / 128 out": {"prompt_tokens": 128, "output_tokens": 128, "requests": 8, "batch_size": 1},
     "long prompt: 2048 in / 64 out": {"prompt_tokens": 2048, "output_tokens": 64, "requests": 4, "batch_size": 1},
     "batch throughput": {"prompt_tokens": 128, "output_tokens": 128, "requests": 32, "batch_size": 8},
     "quick check: 16 in / 4 out": {"prompt_tokens": 16, "output_tokens": 4, "requests": 2, "batch_size": 1},
     # measurement presets (engine/spec/workload.py): how sure the figures must be, on the chat shape
-    "decision: chat, TPOT p50 within ±2 % (3+ trials, at most 1000 requests)": {
+    "decision: chat, TPOT p50 within ±2 % (3+ repeats, at most 1000 requests)": {
         "prompt_tokens": 128,
         "output_tokens": 128,
         "requests": 20,
@@ -101,7 +101,7 @@ def prefill_from_link() -> None:
     state["engine"] = engine
     if params.get("device"):
         state["device"] = params["device"]
-    preset = st.session_state.get("preset", next(iter(PRESETS)))
+    preset = st.session_state.get("preset", next(iter(WORKLOAD_PRESETS)))
     state.update(_field_state(engines.recipe_class(engine).model_fields, f"recipe_{engine}_", params))
     state.update(_field_state(Workload.model_fields, f"wl_{preset}_", params))
     st.session_state.update(state)
@@ -249,9 +249,10 @@ def recipe_form(engine: str, device: str, source: str, disabled: bool) -> tuple[
 def workload_form(disabled: bool, device: str) -> tuple[dict[str, Any], list[str]]:
     """A workload preset, then the workload's fields (the preset's values as defaults)."""
     st.subheader("Workload")
-    preset = st.selectbox("Workload preset", list(PRESETS), key="preset", disabled=disabled)
+    preset = st.selectbox("Workload preset", list(WORKLOAD_PRESETS), key="preset", disabled=disabled)
     defaults = {
-        n: PRESETS[preset].get(n, f.get_default(call_default_factory=True)) for n, f in Workload.model_fields.items()
+        n: WORKLOAD_PRESETS[preset].get(n, f.get_default(call_default_factory=True))
+        for n, f in Workload.model_fields.items()
     }
     return section_form("workload", Workload, defaults, f"wl_{preset}_", disabled, device)
 

@@ -1,4 +1,4 @@
-"""Run: one stored run (``?run=ID``): cards, accuracy (ui.quality_view via render_run), distributions
+"""Run: one stored run (``?run=ID``): cards, accuracy (ui.accuracy_view via render_run), distributions
 with small-sample warnings, time series over the run, requested vs actual tokens, timeline, config,
 provenance, log; failed runs show their reason."""
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from engine.accuracy.context import PhaseContext, Progress
-from engine.accuracy.scoring import QualityError, Window, baseline_top_k, greedy_continuations
+from engine.accuracy.scoring import AccuracyError, Window, baseline_top_k, greedy_continuations
 from engine.backends.base import Backend
 from engine.spec import JobSpec, canonical_json, engines
 
@@ -141,7 +141,7 @@ def acquire(
     if spec.recipe == reference:
         return Acquired(None, path)
     if ctx.load_reference is None:
-        raise QualityError("no way to load the reference recipe here")
+        raise AccuracyError("no way to load the reference recipe here")
     ctx.log("computing the reference recipe's numbers (once per model, corpus and device)")
     ctx.progress.set(0, 0, "loading the reference recipe")
     ref = ctx.load_reference()
@@ -164,7 +164,7 @@ def baseline_pass(
     for w in windows:
         (sc,) = backend.score([w.tokens], top_k=k)
         if sc.top_ids is None:
-            raise QualityError("the reference recipe's engine returns no top tokens, so fidelity is unavailable")
+            raise AccuracyError("the reference recipe's engine returns no top tokens, so fidelity is unavailable")
         ids.append(sc.top_ids[w.skip :])
         lps.append(sc.top_logprobs[w.skip :])
         tok.append(sc.token_logprobs[w.skip :])

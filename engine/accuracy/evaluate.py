@@ -50,7 +50,7 @@ from engine.accuracy import baseline as baselines
 from engine.accuracy import recipe_pass, tasks
 from engine.accuracy.baseline import reference_recipe
 from engine.accuracy.context import Log, PhaseContext, Progress
-from engine.accuracy.scoring import BASELINE_TOP_K, QualityError, make_windows
+from engine.accuracy.scoring import BASELINE_TOP_K, AccuracyError, make_windows
 from engine.accuracy.sources import check_corpus, corpus_text, same_file
 from engine.backends.base import Backend, BackendError
 from engine.data.corpus import calibration_source
@@ -58,7 +58,7 @@ from engine.spec import JobSpec, SpecError
 
 __all__ = [
     "BASELINE_TOP_K",
-    "QualityError",
+    "AccuracyError",
     "check",
     "dumps",
     "evaluate",
@@ -119,7 +119,7 @@ def evaluate(
         t0 = time.perf_counter()
         try:
             result.update(_corpus_figures(ctx))
-        except (QualityError, BackendError) as exc:  # the latency numbers are kept either way
+        except (AccuracyError, BackendError) as exc:  # the latency numbers are kept either way
             ctx.notes["corpus"] = str(exc)
         timings["corpus_s"] = time.perf_counter() - t0
     result.update(_calibration(ctx))
@@ -160,7 +160,7 @@ def _task_figures(ctx: PhaseContext, timings: dict[str, float]) -> dict[str, Any
         ctx.progress.set(0, 0, f"task {name}")
         try:
             out.update(tasks.run_task(ctx.backend, name, q.task_limit, ctx.progress.set))
-        except (QualityError, BackendError) as exc:
+        except (AccuracyError, BackendError) as exc:
             ctx.notes[f"task:{tasks.task_key(name)}"] = str(exc)
         timings[f"task:{tasks.task_key(name)}_s"] = time.perf_counter() - t0
     return out
@@ -174,7 +174,7 @@ def _corpus_figures(ctx: PhaseContext) -> dict[str, Any]:
     stride = min(q.stride or window, window)
     windows = make_windows(ids, window, stride)
     if not windows:
-        raise QualityError(f"corpus {description} has fewer than 2 tokens")
+        raise AccuracyError(f"corpus {description} has fewer than 2 tokens")
     out: dict[str, Any] = {"corpus": description, "corpus_tokens": len(ids), "window": window, "stride": stride}
     want_fid = "fidelity" in q.metrics
     flip_prompts = _flip_prompts(ctx, window) if want_fid else []
@@ -197,7 +197,7 @@ def _fidelity_plan(
     """The plan with the reference's baseline (or where to build it); no fidelity if unavailable."""
     try:
         got = baselines.acquire(ctx, plan.windows, plan.flip_prompts, stack, out)
-    except (QualityError, BackendError, ValueError) as exc:
+    except (AccuracyError, BackendError, ValueError) as exc:
         ctx.notes["fidelity"] = f"unavailable: {exc}"
         return plan
     return recipe_pass.Plan(plan.windows, plan.flip_prompts, True, got.baseline, got.build_to)

@@ -4,7 +4,7 @@ A task is named as lm-eval names it (``hellaswag``) or given as a local lm-eval 
 definition (``path/to/task.yaml``, e.g. with ``dataset_path: json`` so it works offline).
 It runs through the same backend via an lm-eval ``LM`` adapter (loglikelihood,
 loglikelihood_rolling, generate_until on :meth:`Backend.score`); a task whose data cannot
-be reached is reported unavailable with the reason (a :class:`QualityError`).
+be reached is reported unavailable with the reason (a :class:`AccuracyError`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from engine.accuracy.names import is_lm_eval_yaml, task_key
-from engine.accuracy.scoring import QualityError, continuation_ids, encode, greedy_ids, make_windows
+from engine.accuracy.scoring import AccuracyError, continuation_ids, encode, greedy_ids, make_windows
 from engine.backends.base import Backend
 from engine.spec import SpecError
 
@@ -119,12 +119,12 @@ def engine_lm(backend: Backend, progress: Progress | None) -> Any:
 def run(
     name: str, backend: Backend | None = None, limit: int | None = None, progress: Progress | None = None
 ) -> dict[str, Any]:
-    """One lm-evaluation-harness task through the engine; data it cannot reach is a QualityError."""
+    """One lm-evaluation-harness task through the engine; data it cannot reach is a AccuracyError."""
     try:
         from lm_eval import simple_evaluate
         from lm_eval.tasks import TaskManager
     except ImportError as exc:
-        raise QualityError(
+        raise AccuracyError(
             f"lm-evaluation-harness is not installed here, so task {name!r} is unavailable; use a local JSONL task"
         ) from exc
     task_name, include = name, None
@@ -143,12 +143,12 @@ def run(
             bootstrap_iters=1000,
         )
     except KeyError as exc:
-        raise QualityError(f"task {name!r} is unavailable: lm-evaluation-harness has no task {exc}") from exc
+        raise AccuracyError(f"task {name!r} is unavailable: lm-evaluation-harness has no task {exc}") from exc
     except Exception as exc:  # hub unreachable, dataset missing, bad task definition: one reason
         reason = " ".join(str(exc).split())[:300] or type(exc).__name__
-        raise QualityError(f"task {name!r} is unavailable: {reason}") from exc
+        raise AccuracyError(f"task {name!r} is unavailable: {reason}") from exc
     if not results or task_name not in results.get("results", {}):
-        raise QualityError(f"task {name!r} produced no results")
+        raise AccuracyError(f"task {name!r} produced no results")
     n = (results.get("n-samples") or {}).get(task_name, {}).get("effective")
     return _figures(name, results["results"][task_name], n)
 
@@ -161,7 +161,7 @@ def _figures(name: str, scores: dict[str, Any], n: int | None) -> dict[str, Any]
             (k for k in scores if k != "alias" and "_stderr" not in k and isinstance(scores[k], (int, float))), None
         )
     if metric is None:
-        raise QualityError(f"task {name!r} reported no numeric metric")
+        raise AccuracyError(f"task {name!r} reported no numeric metric")
     base, _, flt = metric.partition(",")
     stderr = scores.get(f"{base}_stderr,{flt}")
     key = f"task:{task_key(name)}"
@@ -178,4 +178,4 @@ def yaml_task_name(path: Path) -> str:
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("task:"):
             return line.split(":", 1)[1].strip().strip("'\"")
-    raise QualityError(f"{path} has no top-level 'task:' name")
+    raise AccuracyError(f"{path} has no top-level 'task:' name")

@@ -17,7 +17,7 @@ PLACEHOLDER_TOKEN = 0  # appended to read the next-token distribution after a se
 BASELINE_TOP_K = 256
 
 
-class QualityError(RuntimeError):
+class AccuracyError(RuntimeError):
     """One accuracy figure cannot be computed; the message says why (stored in notes)."""
 
 
@@ -81,7 +81,7 @@ def greedy_continuations(backend: Backend, prompts: list[list[int]], n_tokens: i
         # distribution after the whole sequence (causal: the placeholder cannot change it).
         for seq, sc in zip(seqs, backend.score([s + [PLACEHOLDER_TOKEN] for s in seqs], top_k=1), strict=True):
             if sc.top_ids is None:
-                raise QualityError("this engine returns no top tokens, so greedy continuations are unavailable")
+                raise AccuracyError("this engine returns no top tokens, so greedy continuations are unavailable")
             seq.append(int(sc.top_ids[-1, 0]))
     return np.array([seq[len(p) :] for seq, p in zip(seqs, prompts, strict=True)], dtype=np.int64)
 
@@ -94,7 +94,7 @@ def greedy_ids(
     for _ in range(max_tokens):
         (sc,) = backend.score([seq + [PLACEHOLDER_TOKEN]], top_k=1)  # last row: after the whole sequence
         if sc.top_ids is None:
-            raise QualityError("this engine returns no top tokens, so greedy answers are unavailable")
+            raise AccuracyError("this engine returns no top tokens, so greedy answers are unavailable")
         token = int(sc.top_ids[-1, 0])
         if token == eos:
             break

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.accuracy.scoring import QualityError
+from engine.accuracy.scoring import AccuracyError
 from engine.data.corpus import evaluation_part
 from engine.spec import SpecError
 
@@ -43,9 +43,9 @@ def corpus_text(corpus: str) -> tuple[str, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise QualityError(f"cannot read corpus {path}: {exc}") from exc
+        raise AccuracyError(f"cannot read corpus {path}: {exc}") from exc
     if not text.strip():
-        raise QualityError(f"corpus {path} is empty")
+        raise AccuracyError(f"corpus {path} is empty")
     return text, f"file {path.resolve()}"
 
 
@@ -57,12 +57,12 @@ def _hf_corpus(corpus: str) -> tuple[str, str]:
     try:
         import datasets
     except ImportError as exc:
-        raise QualityError("the 'datasets' package is not installed") from exc
+        raise AccuracyError("the 'datasets' package is not installed") from exc
     try:
         ds = datasets.load_dataset(name, config, split=split)
         texts = [t for t in ds[column] if isinstance(t, str)]
     except Exception as exc:  # offline hub, missing split or column: one reason
-        raise QualityError(f"cannot load {name} from the Hugging Face hub: {str(exc).splitlines()[0]}") from exc
+        raise AccuracyError(f"cannot load {name} from the Hugging Face hub: {str(exc).splitlines()[0]}") from exc
     return "\n\n".join(t for t in texts if t.strip()), f"hf {name} config={config} split={split} column={column}"
 
 

@@ -33,7 +33,7 @@ from typing import Any
 from engine.accuracy import lm_eval
 from engine.accuracy.lm_eval import Progress
 from engine.accuracy.names import is_lm_eval_yaml, is_local, task_key
-from engine.accuracy.scoring import QualityError, continuation_ids, encode, greedy_ids
+from engine.accuracy.scoring import AccuracyError, continuation_ids, encode, greedy_ids
 from engine.backends.base import Backend, Tokenizer
 from engine.spec import SpecError
 
@@ -112,7 +112,7 @@ def run_task(backend: Backend, name: str, limit: int | None, progress: Progress 
     try:
         examples = load_local_task(name, limit)
     except SpecError as exc:
-        raise QualityError(str(exc)) from exc
+        raise AccuracyError(str(exc)) from exc
     tokenizer = backend.tokenizer()
     correct: list[float] = []
     report = progress or (lambda _d, _t, _n: None)

@@ -184,7 +184,7 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
         help=f"then profile N decode steps ({', '.join(engines.with_capability('profiles'))})",
     )
     _add_serving_arguments(p)
-    _add_trial_arguments(p)
+    _add_repeat_arguments(p)
     e = p.add_argument_group(f"servers (engines {', '.join(engines.with_capability('serving'))})")
     e.add_argument("--base-url", help="openai: server base URL, e.g. http://127.0.0.1:8000/v1")
     e.add_argument("--served-model", dest="model_name", help="openai: the model name the server knows")
@@ -195,7 +195,9 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--enable-prefix-caching", action="store_true", default=None, help="vllm: prefix caching on")
     q = p.add_argument_group("accuracy (an evaluating phase after the latency measurement)")
     q.add_argument(
+        "--accuracy",
         "--quality",
+        dest="quality",
         metavar="LIST",
         help="comma-separated: ppl, fidelity, task:NAME (NAME: file.jsonl or an lm-eval task); none: off",
     )
@@ -224,16 +226,22 @@ def _add_serving_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_trial_arguments(p: argparse.ArgumentParser) -> None:
+def _add_repeat_arguments(p: argparse.ArgumentParser) -> None:
     """``--preset``, ``--trials`` and adaptive stopping (``--until-ci`` and its limits)."""
-    t = p.add_argument_group("trials and adaptive stopping (engine/run/trials.py)")
+    t = p.add_argument_group("trials and adaptive stopping (engine/run/repeats.py)")
     t.add_argument(
         "--preset",
         choices=("quick", "decision"),
         help="quick: one trial; decision: 3+ trials, then rounds until TPOT p50 is within +-2 %% "
         "(at most 1000 requests / 600 s); other options override it",
     )
-    t.add_argument("--trials", type=positive_int, help="measured phases of --requests requests each (default 1)")
+    t.add_argument(
+        "--repeats",
+        "--trials",
+        dest="trials",
+        type=positive_int,
+        help="repeats: measured phases of --requests requests each (default 1; --trials is the older name)",
+    )
     t.add_argument(
         "--until-ci",
         dest="until_ci_pct",

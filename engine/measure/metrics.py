@@ -33,7 +33,7 @@ Confidence (95 %, :mod:`engine.measure.stats`), stored beside each figure:
   a request's share being its send-to-last-token span scaled so all shares sum to the
   duration (the statistic at the sample is exactly tokens / duration). At least 6
   requests are needed. These are within-run intervals of one trial: run-to-run drift is
-  not in them; across trials use :func:`engine.measure.stats.trials_ci`.
+  not in them; across trials use :func:`engine.measure.stats.repeats_ci`.
 * Runs stored before intervals have neither; :func:`interval_fields` computes them from
   the stored requests.
 

@@ -261,7 +261,7 @@ def task_kinds(quality: Mapping[str, Any] | None, prefix: str = "quality.") -> d
     return out
 
 
-def quality_metrics(quality: Mapping[str, Any] | None) -> dict[str, float]:
+def accuracy_metrics(quality: Mapping[str, Any] | None) -> dict[str, float]:
     """The accuracy *metrics* of a quality dict as flat ``quality.<name>`` keys; bookkeeping left out."""
     hints = task_kinds(quality)
     out: dict[str, float] = {}
@@ -281,7 +281,7 @@ def figures(metrics: Mapping[str, Any] | None, quality: Mapping[str, Any] | None
             value = metric.value(metrics, quality)
             if value is not None or metric.kind != "accuracy":
                 flat[metric.key] = value
-    flat.update(quality_metrics(quality))
+    flat.update(accuracy_metrics(quality))
     return flat
 
 

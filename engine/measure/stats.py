@@ -16,7 +16,7 @@ Rules (95 % unless asked otherwise):
 - **Means and other statistics**: Student's t interval of a mean (:func:`mean_ci`); a seeded
   row bootstrap (:func:`bootstrap_ci`, rows resampled whole, e.g. tokens with their duration
   share for tokens/s) and its two-sample ratio (:func:`statistic_ratio_ci`).
-- **Across trials**: a t interval over the per-trial values (:func:`trials_ci`; one trial: none).
+- **Across trials**: a t interval over the per-trial values (:func:`repeats_ci`; one trial: none).
 - **Without raw samples**: :func:`ratio_from_intervals` combines two stored intervals on the
   log scale (cruder; for runs whose requests are not at hand).
 """
@@ -164,7 +164,7 @@ def mean_ci(samples: Sequence[float] | np.ndarray, confidence: float = CONFIDENC
     return Interval(centre - half, centre + half, confidence)
 
 
-def trials_ci(values: Sequence[float | None], confidence: float = CONFIDENCE) -> Interval | None:
+def repeats_ci(values: Sequence[float | None], confidence: float = CONFIDENCE) -> Interval | None:
     """The interval of a figure across trials (one value per trial): a t-interval; None for one trial."""
     return mean_ci([v for v in values if v is not None], confidence)
 

@@ -53,7 +53,7 @@ class Bound(BaseModel):
         return f"{NAMES[self.metric]} {self.percentile} ≤ {self.limit_ms:g} ms"
 
 
-PRESETS: dict[str, tuple[str, list[Bound]]] = {
+SLO_PRESETS: dict[str, tuple[str, list[Bound]]] = {
     "mlperf-llama2-70b": (
         "MLPerf llama2-70b Server",
         [Bound(metric="ttft_ms", limit_ms=2000), Bound(metric="tpot_ms", limit_ms=200)],
@@ -65,8 +65,8 @@ PRESETS: dict[str, tuple[str, list[Bound]]] = {
 def parse_slo(text: str) -> tuple[str, list[Bound]]:
     """``(name, bounds)`` of a preset name or ``ttft_ms_p99=300,tpot_ms_p99=50``; ValueError with one line."""
     text = (text or "").strip()
-    if text in PRESETS:
-        return PRESETS[text]
+    if text in SLO_PRESETS:
+        return SLO_PRESETS[text]
     bounds: list[Bound] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -76,7 +76,7 @@ def parse_slo(text: str) -> tuple[str, list[Bound]]:
         if not sep or group not in NAMES or percentile not in ("p50", "p90", "p95", "p99"):
             raise ValueError(
                 f"SLO term {part!r} is not METRIC_PCT=MS (METRIC: ttft_ms, tpot_ms, itl_ms, e2el_ms; PCT: p50, p90, "
-                f"p95, p99), e.g. ttft_ms_p99=300,tpot_ms_p99=50; or a preset: {', '.join(PRESETS)}"
+                f"p95, p99), e.g. ttft_ms_p99=300,tpot_ms_p99=50; or a preset: {', '.join(SLO_PRESETS)}"
             )
         try:
             limit = float(value)
@@ -86,7 +86,7 @@ def parse_slo(text: str) -> tuple[str, list[Bound]]:
             raise ValueError(f"SLO term {part!r}: the limit must be a positive number of ms")
         bounds.append(Bound(metric=group, percentile=percentile, limit_ms=limit))
     if not bounds:
-        raise ValueError(f"give an SLO: a preset ({', '.join(PRESETS)}) or e.g. ttft_ms_p99=300,tpot_ms_p99=50")
+        raise ValueError(f"give an SLO: a preset ({', '.join(SLO_PRESETS)}) or e.g. ttft_ms_p99=300,tpot_ms_p99=50")
     if len({b.key for b in bounds}) != len(bounds):
         raise ValueError("an SLO names the same percentile twice")
     return "custom", bounds

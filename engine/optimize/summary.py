@@ -13,7 +13,7 @@ from typing import Any
 from engine.measure import registry
 from engine.optimize.study import PPL_INCREASE, StudyDefinition, minimise
 from engine.report.pareto import pareto_mask
-from engine.report.recipes import changed_knobs
+from engine.report.recipes import changed_recipe_knobs
 
 _QUANT = {
     "none": "no quantization",
@@ -35,7 +35,7 @@ _FASTER = {
 }
 
 
-def knob_words(knob: str, value: Any, params: dict[str, Any] | None = None) -> str:
+def knob_value_words(knob: str, value: Any, params: dict[str, Any] | None = None) -> str:
     """One knob's value in words: ``int8 weight-only (torchao)``, ``static cache``, ``2 layers dropped``."""
     params = params or {}
     if knob == "quantization" and value == "gptq":
@@ -69,10 +69,10 @@ def recipe_words(
     changed = {k: params[k] for k in sorted(params, key=lambda k: (order.index(k) if k in order else len(order), k))}
     changed = {k: v for k, v in changed.items() if base_params.get(k) != v}
     if not changed:
-        named = changed_knobs(base_recipe) if base_recipe else {}
-        shown = " + ".join(knob_words(k, v, named) for k, v in sorted(named.items()) if v is not None)
+        named = changed_recipe_knobs(base_recipe) if base_recipe else {}
+        shown = " + ".join(knob_value_words(k, v, named) for k, v in sorted(named.items()) if v is not None)
         return f"the base recipe ({shown})" if shown else "the base recipe (engine defaults)"
-    return " + ".join(knob_words(k, v, params) for k, v in changed.items())
+    return " + ".join(knob_value_words(k, v, params) for k, v in changed.items())
 
 
 def metric_label(key: str) -> str:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from engine.measure import registry
 from engine.report.recipes import (
-    changed_knobs,
+    changed_recipe_knobs,
     context_differences,
     recipe_in_words,
     run_label,
@@ -35,7 +35,7 @@ from engine.report.verdicts import Verdict, run_samples, verdicts_between
 __all__ = [
     "SAME_WITHIN",
     "Comparison",
-    "changed_knobs",
+    "changed_recipe_knobs",
     "compare_runs",
     "comparison_frame",
     "context_differences",

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from engine.measure import registry
 from engine.measure.registry import LATENCY_GROUPS, Kind
 from engine.report.pareto import pareto_front
-from engine.report.recipes import changed_knobs
+from engine.report.recipes import changed_recipe_knobs
 
 PERCENTILE_KEYS: tuple[str, ...] = ("p50", "p90", "p99", "mean")
 LATENCY_METRICS: tuple[str, ...] = tuple(f"{g}_{p}" for g in LATENCY_GROUPS for p in PERCENTILE_KEYS)
@@ -102,7 +102,7 @@ def _recipe_words_rows(frame: pd.DataFrame) -> list[str]:
         words_for = memo.get(key)
         if words_for is None:
             recipe = {c.removeprefix("recipe."): v for c, v in zip(knob_cols, key[1:], strict=True) if _present(v)}
-            changed = changed_knobs({"engine": key[0], **recipe})
+            changed = changed_recipe_knobs({"engine": key[0], **recipe})
             words_for = memo[key] = "".join(
                 f" · {k.replace('_implementation', '').replace('_', ' ')}" + ("" if v is True else f" {v}")
                 for k, v in sorted(changed.items())

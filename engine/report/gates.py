@@ -29,7 +29,7 @@ from engine.measure.metrics import NS_PER_MS, e2el_ns
 from engine.measure.registry import LATENCY_GROUPS
 from engine.measure.stats import ratio_ci
 from engine.report.distributions import latency_samples
-from engine.report.history import quality_stderr, stored_interval
+from engine.report.history import accuracy_stderr, stored_interval
 from engine.report.values import flat_metrics, run_hints
 
 Z95 = 1.959963984540054
@@ -180,8 +180,8 @@ def change_of(check: EntryCheck, key: str) -> Change:
             return Change(base_v, new_v, pct, _pct(ratio.interval.lo, ratio.interval.hi))
         return Change(base_v, new_v, pct, None, "n too small for a 95 % interval")
     if key.startswith("quality."):
-        se_b = quality_stderr(check.base_run.quality, key)
-        se_n = quality_stderr(check.new_run.quality, key)
+        se_b = accuracy_stderr(check.base_run.quality, key)
+        se_n = accuracy_stderr(check.new_run.quality, key)
         if se_b is None or se_n is None:
             return Change(base_v, new_v, pct, None, "no standard error stored")
         half = Z95 * math.hypot(se_b, se_n) / abs(base_v) * 100.0

@@ -58,7 +58,7 @@ def stored_interval(metrics: Mapping[str, Any] | None, key: str) -> tuple[float,
     return _pair(metrics.get(f"{key}_ci"))
 
 
-def quality_stderr(quality: Mapping[str, Any] | None, key: str) -> float | None:
+def accuracy_stderr(quality: Mapping[str, Any] | None, key: str) -> float | None:
     """The standard error stored beside an accuracy figure (``perplexity_stderr``, ``task:X:stderr``)."""
     name = key.removeprefix("quality.")
     names = [f"{name}:stderr", f"{name}_stderr"] + (["kl_stderr"] if name == "kl_mean" else [])
@@ -74,7 +74,7 @@ def band_of(run: Any, key: str, value: float | None) -> tuple[float, float] | No
     if value is None:
         return None
     if key.startswith("quality."):
-        se = quality_stderr(getattr(run, "quality", None), key)
+        se = accuracy_stderr(getattr(run, "quality", None), key)
         return None if se is None else (value - Z95 * se, value + Z95 * se)
     return stored_interval(getattr(run, "metrics", None), key)
 

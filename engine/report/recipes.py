@@ -24,7 +24,7 @@ def _recipe_defaults(engine: str) -> tuple[tuple[str, Any], ...]:
     return _class_defaults(descriptor.recipe) if descriptor else ()
 
 
-def changed_knobs(recipe: dict[str, Any] | None) -> dict[str, Any]:
+def changed_recipe_knobs(recipe: dict[str, Any] | None) -> dict[str, Any]:
     """The recipe's knobs that differ from the engine's defaults (``engine`` itself left out)."""
     recipe = dict(recipe or {})
     engine = str(recipe.pop("engine", ""))
@@ -40,7 +40,7 @@ def recipe_in_words(spec: dict[str, Any] | None, engine: str | None = None) -> s
     spec = spec or {}
     recipe = dict(spec.get("recipe") or {})
     workload = spec.get("workload") or {}
-    parts = [str(recipe.get("engine") or engine or "?"), knob_words(changed_knobs(recipe))]
+    parts = [str(recipe.get("engine") or engine or "?"), changes_in_words(changed_recipe_knobs(recipe))]
     if workload:
         prompt = workload.get("prompt_tokens") or ("file" if workload.get("prompt_file") else "?")
         parts.append(f"batch {workload.get('batch_size', 1)}")
@@ -50,7 +50,7 @@ def recipe_in_words(spec: dict[str, Any] | None, engine: str | None = None) -> s
     return " · ".join(parts)
 
 
-def knob_words(changed: dict[str, Any] | None) -> str:
+def changes_in_words(changed: dict[str, Any] | None) -> str:
     """``dtype bfloat16 · attn sdpa`` for knobs changed from the defaults; ``defaults`` for none."""
     words = []
     for key, value in sorted((changed or {}).items()):

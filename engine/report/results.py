@@ -64,7 +64,7 @@ def result_object(run: Any, requests: Sequence[Any] | None = None) -> dict[str, 
     if metrics.get("load") is not None:  # serving runs: configured vs achieved rate, concurrency, SLOs
         obj["load"] = metrics["load"]
         obj["slo"] = metrics.get("slo")
-    for key in ("trials", "trial_drift", "stopped_because", "noise_flags"):  # engine/run/trials.py, noise.py
+    for key in ("trials", "trial_drift", "stopped_because", "noise_flags"):  # engine/run/repeats.py, noise.py
         if metrics.get(key) is not None:
             obj[key] = metrics[key]
     obj["quality"] = run.quality
@@ -127,7 +127,7 @@ def render_table(obj: dict[str, Any]) -> str:
             + (f", stopped: {obj['stopped_because']}" if obj.get("stopped_because") else "")
         )
     lines += [f"{'noise: ' + f['flag']:<34}{f['detail']}" for f in obj.get("noise_flags") or []]
-    lines.extend(_quality_lines(obj.get("quality")))
+    lines.extend(_accuracy_lines(obj.get("quality")))
     return "\n".join(lines)
 
 
@@ -192,13 +192,13 @@ def _with_ci(obj: dict[str, Any], key: str) -> str:
     return f"{value:,.{digits}f}" + (f"  (95 % CI {span})" if span else "  (no interval)")
 
 
-def _quality_lines(quality: dict[str, Any] | None) -> list[str]:
+def _accuracy_lines(quality: dict[str, Any] | None) -> list[str]:
     """The accuracy metrics (the registry's, bookkeeping left out), each in its own unit, then notes."""
     if not quality:
         return []
     lines = ["", "accuracy (same engine, same recipe)"]
     hints = registry.task_kinds(quality)
-    for key, value in registry.quality_metrics(quality).items():
+    for key, value in registry.accuracy_metrics(quality).items():
         metric = registry.lookup(key, hints.get(key))
         err = registry.finite(quality.get(f"{key.removeprefix('quality.')}:stderr"))
         text = metric.format(value) + (f" ± {metric.format(err)}" if err is not None else "")

@@ -3,7 +3,7 @@ flight, TTFT per request and ITL per token over time, each scatter with a rollin
 
 Pure functions of :class:`RequestRecord` lists (measured requests only; warm-up left out);
 times are seconds since the first measured send. With several trials (or adaptive rounds)
-the series run on one clock and :func:`trial_starts` says where each trial began.
+the series run on one clock and :func:`repeat_starts` says where each trial began.
 Labels and units come from the metric registry.
 """
 
@@ -124,7 +124,7 @@ def rolling_median(values: np.ndarray, window: int | None = None) -> np.ndarray:
     return pd.Series(values, dtype=float).rolling(k, center=True, min_periods=1).median().to_numpy()
 
 
-def trial_starts(requests: Sequence[RequestRecord]) -> list[tuple[int, float]]:
+def repeat_starts(requests: Sequence[RequestRecord]) -> list[tuple[int, float]]:
     """(trial, s since the first send) where each trial after the first began; [] for one trial."""
     t0 = start_ns(requests)
     firsts: dict[int, int] = {}
@@ -188,7 +188,7 @@ def timeseries_figure(requests: Sequence[RequestRecord], window_s: float = WINDO
     )
     _scatter_with_median(fig, ttft_over_time(requests), 3, "TTFT", "#ff7f0e")
     _scatter_with_median(fig, itl_over_time(requests), 4, "ITL", "#2ca02c")
-    for trial, at in trial_starts(requests):
+    for trial, at in repeat_starts(requests):
         fig.add_vline(x=at, line={"dash": "dot", "color": "#999"}, annotation_text=f"trial {trial}")
     fig.update_yaxes(title_text=f"[{rate.display_unit}]", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(

@@ -22,7 +22,7 @@ Rules (95 %, :mod:`engine.measure.stats`):
 
 With one trial per run these are within-run intervals: drift between runs on a noisy
 machine is not in them. Runs with several trials are judged on their stored intervals,
-which include the spread across trials (engine.run.trials.widen_with_trials).
+which include the spread across trials (engine.run.repeats.widen_with_repeats).
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def _thin_from_counts(key: str, base_metrics: Mapping[str, Any], new_metrics: Ma
 
 
 def _has_trials(metrics: Mapping[str, Any]) -> bool:
-    """Several trials: the stored intervals include the spread across them (engine.run.trials)."""
+    """Several trials: the stored intervals include the spread across them (engine.run.repeats)."""
     return len(metrics.get("trials") or []) > 1
 
 

@@ -99,7 +99,7 @@ class _Loaded:
 class _Measured:
     """Everything the warm-up and measured phases observed, before it becomes the result."""
 
-    phases: Any  # engine.run.trials.Measured
+    phases: Any  # engine.run.repeats.Measured
     warm: list[RequestRecord]
     warmup_s: float
     load: dict[str, Any]  # configured vs achieved rate, concurrency (of the last trial)
@@ -167,7 +167,7 @@ def _measure(
     spec: JobSpec, backend: Backend, plan: RequestPlan, state: ProgressState, log: Callable[[str], None]
 ) -> _Measured:
     """Warm up, then the measured phase (its trials or rounds) with every sampler beside it."""
-    from engine.run import trials
+    from engine.run import repeats
     from engine.run.load import run_load
 
     wl = spec.workload
@@ -175,7 +175,7 @@ def _measure(
     state.tokens_done, state.requests_done = 0, 0
     per_round = sum(p.output_tokens for p in plan.measured)
     state.tokens_total, state.requests_total = per_round * wl.trials, len(plan.measured) * wl.trials
-    state.enter("measuring", trials.measuring_note(wl))
+    state.enter("measuring", repeats.measuring_note(wl))
     memory.release_freed_memory()  # freed load-time buffers are not the recipe's memory
     backend.measuring_started()  # counters (CUDA peak, speculation) restart: the measured phase only
     load: dict[str, Any] = {}
@@ -194,10 +194,10 @@ def _measure(
         telemetry.phase_samplers(spec.device, lambda: state.requests_done) as (rss, machine, tele),
         server_metrics.ServerScraper(getattr(backend, "metrics_url", None)) as server,
     ):  # RSS, device telemetry; a serving engine's /metrics every 500 ms
-        phases = trials.measure(wl, run_phase, first_index=len(plan.warmup), per_round=len(plan.measured))
+        phases = repeats.measure(wl, run_phase, first_index=len(plan.warmup), per_round=len(plan.measured))
     ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     if phases.stopped_because:
-        log(f"measured {len(phases.records)} requests in {len(phases.trials)} rounds: {phases.stopped_because}")
+        log(f"measured {len(phases.records)} requests in {len(phases.repeats)} rounds: {phases.stopped_because}")
     cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     return _Measured(
         phases, warm, warmup_s, load, rss.peak_bytes, machine, tele, server, cpu_s / max(wall1 - wall0, 1e-9)
@@ -206,11 +206,11 @@ def _measure(
 
 def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, prov: dict[str, Any]) -> BenchmarkResult:
     """The run's result, assembled in this one place from what the phases observed."""
-    from engine.run import noise, trials
+    from engine.run import noise, repeats
     from engine.run.load import slo_of
 
     report, backend = loaded.report, loaded.backend
-    metrics = trials.trial_metrics(m.phases, m.warm, slo_of(spec.workload), spec.workload.until_metric)
+    metrics = repeats.repeat_metrics(m.phases, m.warm, slo_of(spec.workload), spec.workload.until_metric)
     metrics.update(
         **({"load": m.load} if _serving(spec) else {}),
         **memory.peak_metrics(backend.peak_memory(), m.rss_peak),

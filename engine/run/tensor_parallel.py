@@ -13,7 +13,7 @@ stops them all.
 
 Only the static-batch loop runs tensor-parallel (arrival processes depend on timing, so
 the ranks' batches would differ); the accuracy phase is not offered with it (the recipe's
-``quality_problems`` say so).
+``accuracy_problems`` say so).
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from engine.spec import engines
+from engine.spec.accuracy import AccuracySpec
 from engine.spec.base import SpecError, _Strict, canonical_json, format_validation_error
 from engine.spec.engines import Recipe
 from engine.spec.model import ModelSpec
-from engine.spec.quality import QualitySpec
 from engine.spec.workload import SERVING_DEFAULTS, Workload, stored_form
 
 _DEVICE = re.compile(r"^(cpu|cuda:\d+(,\d+)*)$")
@@ -30,7 +30,7 @@ class JobSpec(_Strict):
     workload: Workload = Field(default_factory=Workload)
     device: str = "cpu"
     name: str | None = Field(default=None, max_length=200)
-    quality: QualitySpec = Field(default_factory=QualitySpec)
+    quality: AccuracySpec = Field(default_factory=AccuracySpec)
 
     @field_validator("device")
     @classmethod
@@ -45,7 +45,7 @@ class JobSpec(_Strict):
         problems = self.recipe.job_problems(self.device, self.workload, self.model.kind)
         if problems:
             raise ValueError("; ".join(problems))
-        if self.quality.enabled and (problems := self.recipe.quality_problems()):
+        if self.quality.enabled and (problems := self.recipe.accuracy_problems()):
             raise ValueError("; ".join(problems))
         if self.quality.enabled and not self.model.has_accuracy:
             raise ValueError(

@@ -44,7 +44,7 @@ class EngineRecipe(_Strict):
         """What this device kind (``cpu``, ``cuda:N[,M...]``), workload and model kind cannot run with the recipe."""
         return []
 
-    def quality_problems(self) -> list[str]:
+    def accuracy_problems(self) -> list[str]:
         """Why the accuracy phase cannot be measured with this recipe (empty: it can)."""
         return []
 

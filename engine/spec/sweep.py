@@ -122,10 +122,10 @@ def build_grid(base: JobSpec | dict[str, Any], axes: Sequence[Axis]) -> list[Swe
                 spec[section] = {**(spec.get(section) or {}), **values}
         _reset_unused(spec, swept)
         out.append(SweepPoint(", ".join(label for label, _ in combo), spec))
-    return interleave_trials(out)
+    return interleave_repeats(out)
 
 
-def interleave_trials(points: list[SweepPoint]) -> list[SweepPoint]:
+def interleave_repeats(points: list[SweepPoint]) -> list[SweepPoint]:
     """Each point's ``trials`` as that many one-trial jobs, in rounds across the points (A B C A B C ...).
 
     Points with adaptive stopping (``until_ci_pct``), or a malformed ``trials``, are left as they are.

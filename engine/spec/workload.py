@@ -23,13 +23,13 @@ SERVING_DEFAULTS: dict[str, Any] = {
     "slo_tpot_ms": None,
     "slo_e2el_ms": None,
     "max_error_rate": None,
-    # trials and adaptive stopping (engine/run/trials.py): at their defaults, one measured phase as before
+    # trials and adaptive stopping (engine/run/repeats.py): at their defaults, one measured phase as before
     "trials": 1,
     "until_ci_pct": None,
     "until_metric": "tpot_ms_p50",
     "max_requests": None,
     "max_seconds": None,
-    "soak_minutes": None,  # a soak: rounds of `requests` until the time is up (engine/run/trials.py)
+    "soak_minutes": None,  # a soak: rounds of `requests` until the time is up (engine/run/repeats.py)
     **TRAFFIC_DEFAULTS,  # datasets, sessions, shared prefixes, traces, cancellations (engine/spec/traffic.py)
 }
 # The figure adaptive stopping watches: a per-request latency group's percentile, by its metric key.
@@ -61,7 +61,7 @@ DEFAULT_MAX_REQUESTS = 1000
 # Measurement presets (``--preset``, the Launch page): workload fields they set.
 # "decision": at least 3 trials (rounds of ``requests`` requests), then more rounds until TPOT p50's
 # 95 % interval is within +-2 % (or 1000 requests / 10 minutes measured, whichever comes first).
-PRESETS: dict[str, dict[str, Any]] = {
+MEASUREMENT_PRESETS: dict[str, dict[str, Any]] = {
     "quick": {"trials": 1, "until_ci_pct": None, "max_requests": None, "max_seconds": None},
     "decision": {
         "trials": 3,
@@ -102,7 +102,7 @@ class Workload(TrafficFields):
     max_error_rate: float | None = Field(
         default=None, ge=0, le=1, description="fail the run when more than this share of requests failed (0..1)"
     )
-    # Trials and adaptive stopping (engine/run/trials.py)
+    # Trials and adaptive stopping (engine/run/repeats.py)
     trials: int = Field(default=1, ge=1, le=100, description="measured phases of `requests` requests each")
     until_ci_pct: float | None = Field(
         default=None, gt=0, le=100, description="measure in rounds until the metric's 95 % CI half-width is <= this %"
@@ -212,6 +212,6 @@ class Workload(TrafficFields):
 
 def apply_preset(workload: dict[str, Any], preset: str) -> dict[str, Any]:
     """``workload`` with a measurement preset's fields set (``quick`` or ``decision``); ValueError otherwise."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose {' or '.join(PRESETS)}")
-    return {**workload, **PRESETS[preset]}
+    if preset not in MEASUREMENT_PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose {' or '.join(MEASUREMENT_PRESETS)}")
+    return {**workload, **MEASUREMENT_PRESETS[preset]}

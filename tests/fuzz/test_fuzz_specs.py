@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from engine.cli.main import main
-from engine.spec import JobSpec, ModelSpec, QualitySpec, SpecError, Workload, engines, parse_job_spec
+from engine.spec import AccuracySpec, JobSpec, ModelSpec, SpecError, Workload, engines, parse_job_spec
 
 RECIPE_CLASSES = [(d.name, d.recipe) for d in engines.all_engines()]
 
@@ -61,7 +61,7 @@ SPECS = st.fixed_dictionaries(
     optional={
         "recipe": RECIPES,
         "workload": st.one_of(_section(Workload), JSON),
-        "quality": st.one_of(_section(QualitySpec, {"metrics": st.lists(st.sampled_from(["ppl", "fidelity"]))}), JSON),
+        "quality": st.one_of(_section(AccuracySpec, {"metrics": st.lists(st.sampled_from(["ppl", "fidelity"]))}), JSON),
         "device": st.sampled_from(["cpu", "cuda:0", "cuda:0,1", "CPU ", "gpu"]) | VALUE,
         "name": st.text(max_size=30) | JSON,
         "worklaod": JSON,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.backends.transformers import rules
-from engine.backends.transformers.presets import PRESETS
+from engine.backends.transformers.presets import RECIPE_PRESETS
 from engine.backends.transformers.recipe import TransformersRecipe
 from engine.spec.descriptor import Capabilities, EngineDescriptor, FormGroups, Search, WhatIf
 
@@ -116,7 +116,7 @@ DESCRIPTOR = EngineDescriptor(
         for name, info in TransformersRecipe.model_fields.items()
         if name not in ("engine", "dtype", "attn_implementation")
     },
-    presets=PRESETS,
+    presets=RECIPE_PRESETS,
     packages=("torch", "transformers", "accelerate", "torchao"),
     versions=("torch", "transformers"),
 )

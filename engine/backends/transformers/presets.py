@@ -18,7 +18,7 @@ def _preset(key: str, name: str, description: str, recipe: dict[str, Any] | None
     return RecipePreset(key, name, description, recipe or {}, ENGINE)
 
 
-PRESETS: tuple[RecipePreset, ...] = (
+RECIPE_PRESETS: tuple[RecipePreset, ...] = (
     _preset("baseline", "Baseline", "The engine's defaults: float32 on the CPU, bfloat16 on a GPU, eager."),
     _preset(
         "bf16", "bfloat16", "Weights and activations in bfloat16 (half the memory of float32).", {"dtype": "bfloat16"}

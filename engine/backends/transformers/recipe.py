@@ -111,7 +111,7 @@ class TransformersRecipe(EngineRecipe):
         """What this device kind, workload and model kind cannot run with the recipe (rules in this package)."""
         return rules.job_problems(self, device, workload, model_kind)
 
-    def quality_problems(self) -> list[str]:
+    def accuracy_problems(self) -> list[str]:
         """Accuracy is not measured with tensor parallelism."""
         if not self.tensor_parallel:
             return []

@@ -270,9 +270,9 @@ def test_run_page_accuracy_section_renders():
     def page() -> None:
         from types import SimpleNamespace
 
-        from ui.quality_view import render_quality
+        from ui.accuracy_view import render_accuracy
 
-        render_quality(
+        render_accuracy(
             SimpleNamespace(
                 spec={"model": {"source": "demo"}},
                 quality={
@@ -296,7 +296,7 @@ def test_run_page_accuracy_section_renders():
                 },
             )
         )
-        render_quality(SimpleNamespace(spec={"model": {"source": "synthetic:smollm2-135m"}}, quality=None))
+        render_accuracy(SimpleNamespace(spec={"model": {"source": "synthetic:smollm2-135m"}}, quality=None))
 
     at = AppTest.from_function(page, default_timeout=30).run()
     assert not at.exception

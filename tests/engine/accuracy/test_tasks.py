@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engine.accuracy import tasks
-from engine.accuracy.scoring import QualityError
+from engine.accuracy.scoring import AccuracyError
 from engine.backends.base import TokenScores
 from engine.spec import SpecError
 
@@ -144,9 +144,9 @@ def test_lm_eval_tasks_say_why_they_are_unavailable(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     tasks.check_task("hellaswag")  # the harness is installed: pre-flight lets the name through
     backend = ScriptedBackend("abc")
-    with pytest.raises(QualityError, match="no task"):
+    with pytest.raises(AccuracyError, match="no task"):
         tasks.run_task(backend, "no_such_task_xyz", 2)
-    with pytest.raises(QualityError, match="hellaswag.*unavailable"):  # its data lives on the hub
+    with pytest.raises(AccuracyError, match="hellaswag.*unavailable"):  # its data lives on the hub
         tasks.run_task(backend, "hellaswag", 2)
 
 

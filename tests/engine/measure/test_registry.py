@@ -40,7 +40,7 @@ def test_perplexity_type_tasks_are_never_percentages():
 
 def test_bookkeeping_of_a_real_quality_dict_is_no_metric():
     quality = real_quality(tasks={"hellaswag": (0.45, "lm-eval acc_norm,none")}, notes={"scope": "x"})
-    metrics = registry.quality_metrics(quality)
+    metrics = registry.accuracy_metrics(quality)
     assert set(metrics) == {
         "quality.perplexity",
         "quality.kl_mean",

@@ -46,12 +46,12 @@ def test_a_ratio_of_samples_too_small_has_no_interval_and_is_not_significant():
 
 
 def test_mean_trials_and_stored_pairs():
-    from engine.measure.stats import from_pair, mean_ci, pair, trials_ci
+    from engine.measure.stats import from_pair, mean_ci, pair, repeats_ci
 
     iv = mean_ci([10.0, 12.0, 11.0, 13.0])
     assert iv.lo < 11.5 < iv.hi
-    assert mean_ci([1.0]) is None and trials_ci([42.0]) is None  # one trial: no interval
-    assert trials_ci([10.0, 11.0, None, 12.0]).contains(11.0)
+    assert mean_ci([1.0]) is None and repeats_ci([42.0]) is None  # one trial: no interval
+    assert repeats_ci([10.0, 11.0, None, 12.0]).contains(11.0)
     assert pair(iv) == [iv.lo, iv.hi] and from_pair(pair(iv)) == iv
     assert from_pair(None) is None and from_pair([1, "x"]) is None
 

@@ -10,10 +10,10 @@ from engine.measure.records import RequestRecord
 from engine.report.timeseries import (
     in_flight,
     itl_over_time,
+    repeat_starts,
     rolling_median,
     timeseries_figure,
     tokens_per_s,
-    trial_starts,
     ttft_over_time,
 )
 
@@ -70,8 +70,8 @@ def test_rolling_median_is_centred_and_robust():
 
 def test_trial_boundaries_on_one_clock():
     reqs = [_req(0, 0.0, [0.1], trial=0), _req(1, 0.2, [0.3], trial=0), _req(2, 5.0, [5.1], trial=1)]
-    assert trial_starts(reqs) == [(1, 5.0)]
-    assert trial_starts(reqs[:2]) == []
+    assert repeat_starts(reqs) == [(1, 5.0)]
+    assert repeat_starts(reqs[:2]) == []
     fig = timeseries_figure(reqs)
     assert any(a.text == "trial 1" for a in fig.layout.annotations)
 

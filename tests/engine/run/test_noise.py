@@ -55,7 +55,7 @@ def test_too_few_requests_and_too_short():
 
 
 def _trials(*tpots: float) -> dict:
-    from engine.run.trials import drift
+    from engine.run.repeats import drift
 
     rows = [{"tpot_ms_p50": t} for t in tpots]
     return {**FINE, "trials": rows, "trial_drift": drift(rows)}

@@ -8,9 +8,9 @@ import typing
 import pytest
 from pydantic import ValidationError
 
-from engine.spec import JobSpec, ModelSpec, QualitySpec, SpecError, Workload, engines, parse_job_spec
+from engine.spec import AccuracySpec, JobSpec, ModelSpec, SpecError, Workload, engines, parse_job_spec
 
-SPEC_CLASSES = (JobSpec, ModelSpec, QualitySpec, Workload, *(d.recipe for d in engines.all_engines()))
+SPEC_CLASSES = (JobSpec, ModelSpec, AccuracySpec, Workload, *(d.recipe for d in engines.all_engines()))
 
 
 def _float_fields() -> list[tuple[type, str]]:

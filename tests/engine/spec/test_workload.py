@@ -75,14 +75,14 @@ def test_trial_fields_refused(workload, words) -> None:
 
 
 def test_presets() -> None:
-    from engine.spec.workload import PRESETS, apply_preset
+    from engine.spec.workload import MEASUREMENT_PRESETS, apply_preset
 
     decision = Workload(prompt_tokens=16, **apply_preset({}, "decision"))
     assert decision.trials == 3 and decision.until_ci_pct == 2.0 and decision.request_cap == 1000
     assert decision.max_seconds == 600
     quick = Workload(**apply_preset({"prompt_tokens": 16, "trials": 4}, "quick"))
     assert quick.trials == 1 and quick.until_ci_pct is None
-    assert set(PRESETS) == {"quick", "decision"}
+    assert set(MEASUREMENT_PRESETS) == {"quick", "decision"}
     with pytest.raises(ValueError, match="unknown preset 'slow'"):
         apply_preset({}, "slow")
     assert Workload(prompt_tokens=16, until_ci_pct=2, max_seconds=30).request_cap is None  # time limit only

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 from engine.measure.records import RequestRecord, RunRecord
-from engine.measure.stats import trials_ci
-from engine.run import trials
+from engine.measure.stats import repeats_ci
+from engine.run import repeats
 from engine.spec import Workload
 
 MS = 1_000_000
@@ -41,11 +41,11 @@ def fake_phase(tpot_ms: list[float] | float, spread: float = 0.05, output_tokens
 def test_fixed_trials_are_stored_apart_and_pooled():
     wl = Workload(prompt_tokens=16, requests=6, trials=3)
     phase = fake_phase([12.0, 10.0, 10.0])
-    measured = trials.measure(wl, phase, first_index=1)
+    measured = repeats.measure(wl, phase, first_index=1)
     assert phase.calls == [(0, 1, 6), (1, 7, 6), (2, 13, 6)]  # indices run on across trials
     assert [r.trial for r in measured.records] == [0] * 6 + [1] * 6 + [2] * 6
     assert measured.stopped_because is None
-    metrics = trials.trial_metrics(measured, [], None)
+    metrics = repeats.repeat_metrics(measured, [], None)
     assert metrics["completed"] == 18 and len(metrics["trials"]) == 3
     assert [row["trial"] for row in metrics["trials"]] == [0, 1, 2]
     assert metrics["trials"][0]["tpot_ms_p50"] > metrics["trials"][1]["tpot_ms_p50"]
@@ -59,74 +59,74 @@ def test_fixed_trials_are_stored_apart_and_pooled():
 def test_drift_between_trials_widens_the_headline_interval():
     """Pooled requests alone would read three drifting trials as one tight sample."""
     wl = Workload(prompt_tokens=16, requests=6, trials=3)
-    measured = trials.measure(wl, fake_phase([12.0, 10.0, 10.0]), first_index=1)
-    pooled_only = trials.compute_metrics(RunRecord(0, measured.duration_ns, measured.records), None)
-    metrics = trials.trial_metrics(measured, [], None)
+    measured = repeats.measure(wl, fake_phase([12.0, 10.0, 10.0]), first_index=1)
+    pooled_only = repeats.compute_metrics(RunRecord(0, measured.duration_ns, measured.records), None)
+    metrics = repeats.repeat_metrics(measured, [], None)
     lo, hi = metrics["tpot_ms"]["ci"]["p50"]
     plo, phi = pooled_only["tpot_ms"]["ci"]["p50"]
     assert lo <= plo and hi >= phi and (hi - lo) > (phi - plo)
     values = [row["tpot_ms_p50"] for row in metrics["trials"]]
-    across = trials_ci(values)
+    across = repeats_ci(values)
     assert lo <= across.lo and hi >= across.hi
     assert "3 trials" in metrics["ci_basis"]
 
 
 def test_one_trial_keeps_the_old_metric_set():
-    measured = trials.measure(Workload(prompt_tokens=16, requests=6), fake_phase(10.0), first_index=0)
-    metrics = trials.trial_metrics(measured, [], None)
+    measured = repeats.measure(Workload(prompt_tokens=16, requests=6), fake_phase(10.0), first_index=0)
+    metrics = repeats.repeat_metrics(measured, [], None)
     assert "trials" not in metrics and "stopped_because" not in metrics and metrics["completed"] == 6
 
 
 def test_adaptive_stopping_reaches_the_interval():
     wl = Workload(prompt_tokens=16, requests=10, until_ci_pct=2.0, max_requests=400)
-    measured = trials.measure(wl, fake_phase(10.0, spread=0.2), first_index=0)
+    measured = repeats.measure(wl, fake_phase(10.0, spread=0.2), first_index=0)
     assert measured.stopped_because.startswith("ci ") and measured.stopped_because.endswith("<= 2 %")
     assert measured.ci_half_width_pct <= 2.0
     assert 10 < len(measured.records) < 400  # more than one round, fewer than the cap
-    half = trials.ci_half_width_pct(measured.records[:-10], "tpot_ms.p50")
+    half = repeats.ci_half_width_pct(measured.records[:-10], "tpot_ms.p50")
     assert half is None or half > 2.0  # one round fewer was not enough
-    metrics = trials.trial_metrics(measured, [], None, wl.until_metric)
+    metrics = repeats.repeat_metrics(measured, [], None, wl.until_metric)
     assert metrics["stopped_because"] == measured.stopped_because
-    assert metrics["until_ci"]["metric"] == "tpot_ms_p50" and len(metrics["trials"]) == len(measured.trials)
+    assert metrics["until_ci"]["metric"] == "tpot_ms_p50" and len(metrics["trials"]) == len(measured.repeats)
 
 
 def test_adaptive_stopping_hits_max_requests_and_cuts_the_last_round():
     wl = Workload(prompt_tokens=16, requests=8, until_ci_pct=0.01, max_requests=20)
     phase = fake_phase(10.0, spread=0.5)
-    measured = trials.measure(wl, phase, first_index=0)
+    measured = repeats.measure(wl, phase, first_index=0)
     assert [c[2] for c in phase.calls] == [8, 8, 4]
     assert measured.stopped_because.startswith("max_requests 20 reached (ci ")
 
 
 def test_adaptive_stopping_hits_max_seconds():
     wl = Workload(prompt_tokens=16, requests=4, until_ci_pct=0.01, max_seconds=1e-9)
-    measured = trials.measure(wl, fake_phase(10.0), first_index=0)
-    assert len(measured.trials) == 1 and measured.stopped_because.startswith("max_seconds 1e-09 reached")
+    measured = repeats.measure(wl, fake_phase(10.0), first_index=0)
+    assert len(measured.repeats) == 1 and measured.stopped_because.startswith("max_seconds 1e-09 reached")
 
 
 def test_without_a_limit_the_default_cap_applies():
     wl = Workload(prompt_tokens=16, requests=500, until_ci_pct=0.001)
     assert wl.request_cap == 1000
-    measured = trials.measure(wl, fake_phase(10.0, spread=0.5, output_tokens=3), first_index=0)
+    measured = repeats.measure(wl, fake_phase(10.0, spread=0.5, output_tokens=3), first_index=0)
     assert len(measured.records) == 1000 and "max_requests 1000 reached" in measured.stopped_because
 
 
 def test_trials_are_the_first_rounds_of_adaptive_stopping():
     wl = Workload(prompt_tokens=16, requests=6, trials=3, until_ci_pct=50.0)
-    measured = trials.measure(wl, fake_phase(10.0), first_index=0)
-    assert len(measured.trials) == 3  # the interval was narrow after round 1, yet 3 trials ran
+    measured = repeats.measure(wl, fake_phase(10.0), first_index=0)
+    assert len(measured.repeats) == 3  # the interval was narrow after round 1, yet 3 trials ran
 
 
 def test_the_watched_metric_and_too_few_samples():
     phase = fake_phase(10.0)
     records, _, _ = phase(0, 0, 4)
-    assert trials.ci_half_width_pct(records, "tpot_ms.p50") is None  # p50 needs 6
+    assert repeats.ci_half_width_pct(records, "tpot_ms.p50") is None  # p50 needs 6
     records, _, _ = phase(0, 0, 40)
-    assert trials.ci_half_width_pct(records, "itl_ms.p90") is not None  # ITL pools every gap
-    assert trials.metric_samples(records, "ttft_ms")[0] == 20.0
+    assert repeats.ci_half_width_pct(records, "itl_ms.p90") is not None  # ITL pools every gap
+    assert repeats.metric_samples(records, "ttft_ms")[0] == 20.0
 
 
 def test_measuring_note():
-    assert trials.measuring_note(Workload(prompt_tokens=16, trials=2)) == "2 trials of 8 request(s) in batches of 1"
-    note = trials.measuring_note(Workload(prompt_tokens=16, until_ci_pct=2))
+    assert repeats.measuring_note(Workload(prompt_tokens=16, trials=2)) == "2 trials of 8 request(s) in batches of 1"
+    note = repeats.measuring_note(Workload(prompt_tokens=16, until_ci_pct=2))
     assert note.endswith("rounds until tpot_ms_p50 is within +-2 %")

@@ -20,7 +20,7 @@ def task_table(quality: dict[str, Any]) -> pd.DataFrame:
     """One row per task: its score in the task metric's own unit (registry), standard error, examples, kind."""
     rows = []
     hints = registry.task_kinds(quality)
-    for key, value in registry.quality_metrics(quality).items():
+    for key, value in registry.accuracy_metrics(quality).items():
         if not key.startswith("quality.task:"):
             continue
         metric = registry.lookup(key, hints.get(key))
@@ -38,7 +38,7 @@ def task_table(quality: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["task", "score", "stderr", "better", "examples", "kind"])
 
 
-def render_quality(run: Any) -> None:
+def render_accuracy(run: Any) -> None:
     """Show a stored run's accuracy (``run.quality``), or say why there is none."""
     quality: dict[str, Any] | None = getattr(run, "quality", None)
     st.markdown("#### Accuracy")

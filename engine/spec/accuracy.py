@@ -9,11 +9,11 @@ from pydantic import Field, field_validator, model_validator
 
 from engine.spec.base import _Strict
 
-QUALITY_METRICS_HELP = "ppl | fidelity | task:<lm-eval task name, path/to/task.jsonl or lm-eval task.yaml>"
+ACCURACY_METRICS_HELP = "ppl | fidelity | task:<lm-eval task name, path/to/task.jsonl or lm-eval task.yaml>"
 _TASK_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
-class QualitySpec(_Strict):
+class AccuracySpec(_Strict):
     """The accuracy phase of a job (empty ``metrics``: no accuracy phase).
 
     ``metrics``: ``ppl`` (perplexity on ``corpus``), ``fidelity`` (KL divergence, top-1
@@ -54,7 +54,7 @@ class QualitySpec(_Strict):
                 if name.endswith((".jsonl", ".yaml", ".yml")) or _TASK_NAME.match(name):
                     continue
                 raise ValueError(f"task {name!r} is neither a .jsonl/.yaml file nor an lm-eval task name")
-            raise ValueError(f"unknown quality metric {item!r}; use {QUALITY_METRICS_HELP}")
+            raise ValueError(f"unknown quality metric {item!r}; use {ACCURACY_METRICS_HELP}")
         return value
 
     @field_validator("corpus")
@@ -66,7 +66,7 @@ class QualitySpec(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _check_window(self) -> QualitySpec:
+    def _check_window(self) -> AccuracySpec:
         if self.stride is not None and self.stride > self.window:
             raise ValueError(f"quality stride ({self.stride}) must not exceed the window ({self.window})")
         return self

@@ -1,10 +1,11 @@
-"""Trials and adaptive stopping: the measured phase repeated, each repetition stored apart.
+"""Repeats and adaptive stopping: the measured phase repeated, each repetition stored apart.
 
-A *trial* is one measured phase of the workload's ``requests`` requests (the same prompts
-every time; warm-up happens once, before the first). Each request records its trial
-index; ``metrics["trials"]`` holds every trial's headline figures and the run's headline
-figures pool the trials' requests (throughput over the sum of the trials' measured
-durations, so the pauses between trials do not count).
+A *repeat* is one measured phase of the workload's ``requests`` requests (the same prompts
+every time; warm-up happens once, before the first). Its stored names stay those of the runs
+that exist: ``workload.trials`` says how many, each request records its repeat as ``trial``, and
+``metrics["trials"]`` holds every repeat's headline figures; the run's headline figures pool the
+repeats' requests (throughput over the sum of their measured durations, so the pauses between
+repeats do not count).
 
 **Adaptive stopping** (``until_ci_pct``): after the first ``trials`` trials, more rounds
 (trials) of ``requests`` requests are measured until the 95 % interval of the watched
@@ -37,7 +38,7 @@ from engine.measure import registry
 from engine.measure.metrics import SLO, compute_metrics
 from engine.measure.records import RequestRecord, RunRecord
 from engine.measure.stamps import Phase
-from engine.measure.stats import pair, percentile_ci, trials_ci
+from engine.measure.stats import pair, percentile_ci, repeats_ci
 from engine.spec import Workload
 
 # (trial index, first request index, how many requests) -> (records, phase start ns, phase end ns)
@@ -45,7 +46,7 @@ PhaseFn = Callable[[int, int, int], tuple[list[RequestRecord], int, int]]
 
 
 @dataclass
-class Trial:
+class Repeat:
     """One measured phase: its requests and bounds."""
 
     index: int
@@ -60,19 +61,19 @@ class Trial:
 
 @dataclass
 class Measured:
-    """Every trial of a run, and why measuring stopped (None: the fixed number of trials ran)."""
+    """Every repeat of a run, and why measuring stopped (None: the fixed number of repeats ran)."""
 
-    trials: list[Trial] = field(default_factory=list)
+    repeats: list[Repeat] = field(default_factory=list)
     stopped_because: str | None = None
     ci_half_width_pct: float | None = None
 
     @property
     def records(self) -> list[RequestRecord]:
-        return [r for t in self.trials for r in t.records]
+        return [r for t in self.repeats for r in t.records]
 
     @property
     def duration_ns(self) -> int:
-        return sum(t.duration_ns for t in self.trials)
+        return sum(t.duration_ns for t in self.repeats)
 
 
 def metric_samples(records: Sequence[RequestRecord], group: str) -> list[float]:
@@ -122,18 +123,18 @@ def measure(wl: Workload, run_phase: PhaseFn, first_index: int, per_round: int |
         cap = wl.request_cap
         if cap is not None:
             count = min(count, cap - len(out.records))
-        t = len(out.trials)
+        t = len(out.repeats)
         records, start_ns, end_ns = run_phase(t, first_index + len(out.records), count)
         for r in records:
             r.trial = t
-        out.trials.append(Trial(t, records, start_ns, end_ns))
-        if len(out.trials) < wl.trials and (cap is None or len(out.records) < cap):
+        out.repeats.append(Repeat(t, records, start_ns, end_ns))
+        if len(out.repeats) < wl.trials and (cap is None or len(out.records) < cap):
             continue
         if wl.soak_minutes is not None:  # a soak: rounds until the time is up
             if time.monotonic() - started < wl.soak_minutes * 60:
                 continue
             out.ci_half_width_pct = ci_half_width_pct(out.records, wl.until_metric)
-            out.stopped_because = f"soak of {wl.soak_minutes:g} min done ({len(out.trials)} rounds)"
+            out.stopped_because = f"soak of {wl.soak_minutes:g} min done ({len(out.repeats)} rounds)"
             return out
         if wl.until_ci_pct is None:
             return out
@@ -154,7 +155,7 @@ def measuring_note(wl: Workload) -> str:
     return note
 
 
-def trial_headline(metrics: dict[str, Any]) -> dict[str, Any]:
+def repeat_headline(metrics: dict[str, Any]) -> dict[str, Any]:
     """The figures of one trial kept in ``metrics["trials"]`` (the registry's ``trials`` figures, as stored):
     p50s of the latency groups, throughput, counts."""
     return {
@@ -179,7 +180,7 @@ def drift(rows: Sequence[dict[str, Any]], key: str = "tpot_ms_p50") -> dict[str,
     }
 
 
-def widen_with_trials(pooled: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
+def widen_with_repeats(pooled: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
     """With several trials, each headline interval becomes the wider of the pooled requests' one and
     the t-interval across the trials' values, so drift between trials widens it (pooled requests alone
     would treat the trials as one sample)."""
@@ -194,7 +195,7 @@ def widen_with_trials(pooled: dict[str, Any], rows: Sequence[dict[str, Any]]) ->
         elif pooled.get(m.group):
             targets.append((pooled[m.group].setdefault("ci", {}), str(m.stat), m.key))
     for cis, stat, key in targets:
-        across = trials_ci([r.get(key) for r in rows])
+        across = repeats_ci([r.get(key) for r in rows])
         if across is None:
             continue
         own = cis.get(stat)
@@ -202,7 +203,7 @@ def widen_with_trials(pooled: dict[str, Any], rows: Sequence[dict[str, Any]]) ->
     pooled["ci_basis"] = f"the wider of the pooled requests' interval and the one across {len(rows)} trials"
 
 
-def trial_metrics(
+def repeat_metrics(
     measured: Measured, warm: list[RequestRecord], slo: SLO | None, until_metric: str | None = None
 ) -> dict[str, Any]:
     """The run's metrics: headline figures over every trial's requests, plus per-trial figures and drift."""
@@ -210,15 +211,15 @@ def trial_metrics(
         if r.output_tokens == 0:
             r.error = r.error or "no tokens returned"
     pooled = compute_metrics(RunRecord(start_ns=0, end_ns=measured.duration_ns, requests=warm + measured.records), slo)
-    if len(measured.trials) > 1 or measured.stopped_because is not None:
+    if len(measured.repeats) > 1 or measured.stopped_because is not None:
         rows = [
-            {"trial": t.index, **trial_headline(compute_metrics(RunRecord(t.start_ns, t.end_ns, t.records), slo))}
-            for t in measured.trials
+            {"trial": t.index, **repeat_headline(compute_metrics(RunRecord(t.start_ns, t.end_ns, t.records), slo))}
+            for t in measured.repeats
         ]
         pooled["trials"] = rows
         pooled["trial_drift"] = drift(rows)
         if measured.stopped_because is None:  # fixed trials; adaptive rounds stop on the pooled interval
-            widen_with_trials(pooled, rows)
+            widen_with_repeats(pooled, rows)
     if measured.stopped_because is not None:
         pooled["stopped_because"] = measured.stopped_because
         metric = None if until_metric is None else registry.canonical(until_metric)

@@ -110,6 +110,10 @@ class RequestRow(Base):
     chunk_ns_json: Mapped[str] = mapped_column(Text)
     chunk_tokens_json: Mapped[str] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(ScrubbedText)
+    requested_output_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)  # its own max new tokens
+    session: Mapped[int | None] = mapped_column(Integer, nullable=True)  # multi-turn traffic
+    turn: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cancelled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # by the client, on purpose
 
     run: Mapped[RunRow] = relationship(back_populates="requests")
 

@@ -140,6 +140,10 @@ def run_row(run: NewRun) -> RunRow:
             chunk_ns_json=dumps(r.chunk_ns),
             chunk_tokens_json=dumps(r.chunk_tokens),
             error=r.error,
+            requested_output_tokens=r.requested_output_tokens,
+            session=r.session,
+            turn=r.turn,
+            cancelled=r.cancelled,
         )
         for r in run.requests
     ]
@@ -248,6 +252,10 @@ def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
                 error=r.error,
                 warmup=r.warmup,
                 trial=r.trial or 0,
+                requested_output_tokens=r.requested_output_tokens,
+                session=r.session,
+                turn=r.turn,
+                cancelled=bool(r.cancelled),
             )
             for r in s.scalars(stmt)
         ]

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
-from engine.cli.values import read_spec_file, shown, spec_section, whole_number
+from engine.cli.traffic import add_traffic_arguments, traffic_from_args
+from engine.cli.values import finite_float, int_arg, positive_int, read_spec_file, spec_section, whole_number
 from engine.settings import database_url
 from engine.spec import JobSpec, SpecError, engines, parse_job_spec
 
@@ -29,33 +29,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:  # argparse would print the usage too
         raise UsageError(f"{self.prog}: {message}")
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1 (and at most :data:`MAX_INT`)."""
-    try:
-        return whole_number(text, low=1)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
-def int_arg(text: str) -> int:
-    """An argparse type: a whole number in ASCII digits that the database can store."""
-    try:
-        return whole_number(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
-def finite_float(text: str) -> float:
-    """An argparse type: a finite number (no nan, inf, or 1e999)."""
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{shown(text)} is not a number") from exc
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{shown(text)} is not a finite number")
-    return value
 
 
 def parse_id(text: str, what: str, hint: str) -> int:
@@ -184,6 +157,7 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
         help=f"then profile N decode steps ({', '.join(engines.with_capability('profiles'))})",
     )
     _add_serving_arguments(p)
+    add_traffic_arguments(p)
     _add_repeat_arguments(p)
     e = p.add_argument_group(f"servers (engines {', '.join(engines.with_capability('serving'))})")
     e.add_argument("--base-url", help="openai: server base URL, e.g. http://127.0.0.1:8000/v1")
@@ -331,7 +305,7 @@ def _workload_from_args(args: argparse.Namespace, workload: dict[str, Any]) -> d
         workload["prompt_tokens"] = args.prompt_tokens
     if args.stop_at_eos:
         workload["ignore_eos"] = False
-    return workload
+    return traffic_from_args(args, workload)
 
 
 def _quality_from_args(args: argparse.Namespace, quality: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,9 @@ messages, and ``--spec`` files (bounded size and depth, UTF-8, one JSON object).
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import re
 from typing import Any
 
@@ -86,3 +88,30 @@ def spec_section(data: dict[str, Any], key: str, example: str) -> dict[str, Any]
     if not isinstance(value, dict):
         raise SpecError(f"{key}: must be a JSON object, e.g. {example}, not {type(value).__name__} {shown(str(value))}")
     return dict(value)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (and at most :data:`MAX_INT`)."""
+    try:
+        return whole_number(text, low=1)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def int_arg(text: str) -> int:
+    """An argparse type: a whole number in ASCII digits that the database can store."""
+    try:
+        return whole_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite number (no nan, inf, or 1e999)."""
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not a number") from exc
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not a finite number")
+    return value

@@ -220,7 +220,11 @@ METRICS: tuple[Metric, ...] = (
     ),
     _bookkeeping(
         "warmup_excluded", "warm-up requests excluded", _IN_RESULT, 3030,
-        compute=lambda phase: len(phase.requests) - len(phase.measured),
+        compute=lambda phase: sum(r.warmup for r in phase.requests),
+    ),
+    _bookkeeping(  # workload.cancel_rate: closed by the client on purpose, out of every other figure
+        "cancelled", "requests cancelled by the client", _IN_RESULT, 3035,
+        compute=lambda phase: sum(r.cancelled and not r.warmup for r in phase.requests),
     ),
     _bookkeeping("total_output_tokens", "output tokens", _IN_RESULT, 3040, compute=_output_tokens),
     _bookkeeping(

@@ -71,9 +71,15 @@ def meets_slo(req: RequestRecord, slo: SLO) -> bool:
     return True
 
 
+def measured_requests(requests: Sequence[RequestRecord]) -> list[RequestRecord]:
+    """The requests every figure counts: warm-up excluded, and those the client cancelled on purpose
+    (``workload.cancel_rate``: counted apart, neither completed nor failed)."""
+    return [r for r in requests if not r.warmup and not r.cancelled]
+
+
 def group_samples(requests: Sequence[RequestRecord]) -> dict[str, list[float]]:
     """Each latency group's samples in ms (measured requests; successful ones but for queueing)."""
-    measured = [r for r in requests if not r.warmup]
+    measured = measured_requests(requests)
     ok = [r for r in measured if r.ok]
     return {
         "ttft_ms": [v / NS_PER_MS for r in ok if (v := ttft_ns(r)) is not None],
@@ -91,7 +97,7 @@ def throughput_rows(requests: Sequence[RequestRecord], duration_s: float) -> dic
     summed tokens over summed shares is exactly the run's output tokens/s. None when there are
     fewer than MIN_THROUGHPUT_REQUESTS measured requests or no span at all.
     """
-    measured = [r for r in requests if not r.warmup]
+    measured = measured_requests(requests)
     spans = np.asarray([max((e2el_ns(r) or 0), 0) for r in measured], dtype=float)
     if len(measured) < MIN_THROUGHPUT_REQUESTS or spans.sum() <= 0 or duration_s <= 0:
         return None
@@ -119,7 +125,7 @@ class Phase:
     @cached_property
     def measured(self) -> list[RequestRecord]:
         """The measured requests (warm-up excluded)."""
-        return [r for r in self.requests if not r.warmup]
+        return measured_requests(self.requests)
 
     @cached_property
     def ok(self) -> list[RequestRecord]:

@@ -35,7 +35,7 @@ def check_failures(spec: JobSpec, result: Any, log: Callable[[str], None]) -> No
     """Raise RunRejected when no measured request of ``result`` (a BenchmarkResult) completed,
     or more failed than the workload's ``max_error_rate`` allows."""
     m = result.metrics
-    measured = [r for r in result.requests if not r.warmup]
+    measured = [r for r in result.requests if not r.warmup and not r.cancelled]
     if not m["failed"]:
         return
     reasons = first_errors(measured)

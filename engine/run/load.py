@@ -161,7 +161,7 @@ def _offsets(planned: Sequence[PlannedRequest], workload: Workload, arrival: str
     for a plan of sessions: a later turn's due time is set when it becomes due)."""
     if not planned:
         return np.zeros(0)
-    if any(p.due_s is not None for p in planned) and arrival != "max":
+    if arrival == "trace":
         return np.asarray([p.due_s or 0.0 for p in planned], dtype=float)
     starts = [i for i, p in enumerate(planned) if not p.turn]  # single requests and sessions' first turns
     offsets = np.zeros(len(planned))
@@ -185,17 +185,20 @@ def run_load(
     everything else at once (bounded by ``max_concurrency``), since their timing is not measured.
     ``state`` gets ``requests_done``/``tokens_done`` updates. Sessions need ``chat_ids`` (the plan's).
     """
-    arrival = "batch" if workload.arrival == "batch" else ("max" if warmup else workload.arrival)
+    scheduled = not warmup and any(p.due_s is not None for p in planned)  # a trace: its own due times
+    if scheduled:
+        arrival = "trace"
+    else:
+        arrival = "batch" if workload.arrival == "batch" else ("max" if warmup else workload.arrival)
     offsets = _offsets(planned, workload, arrival)
     limit = None if arrival == "batch" else workload.max_concurrency
     phase = _Phase(backend, planned, state, warmup, first_index, chat_ids, think_time_s, workload.seed)
     batch_size = workload.batch_size if arrival == "batch" else None
     result = backend.run(_drive(phase, offsets, limit, batch_size))
     n = len(planned)
-    scheduled = any(p.due_s is not None for p in planned) and arrival != "max"
     result.stats.update(
-        arrival="trace" if scheduled else arrival,
-        configured_rate=workload.rate if arrival in ("poisson", "gamma") and not scheduled else None,
+        arrival=arrival,
+        configured_rate=workload.rate if arrival in ("poisson", "gamma") else None,
         scheduled_rate=(n / offsets[-1]) if n > 0 and offsets[-1] > 0 else None,
         achieved_rate=_achieved_rate(result.records, result.start_ns),
         max_concurrency=limit,

@@ -52,12 +52,35 @@ def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
         if spec.model.kind == "synthetic":
             raise SpecError("a prompt file needs a model with a tokenizer; synthetic weights take --prompt-tokens")
         _check_prompt_file(wl.prompt_file)
+    _check_traffic(spec)
     context = models.declared_context_length(spec.model)
     if context is not None and wl.prompt_tokens is not None and wl.prompt_tokens + wl.output_tokens > context:
         raise SpecError(
             f"prompt ({wl.prompt_tokens}) + output ({wl.output_tokens}) tokens exceed the model's context of "
             f"{context} tokens; shorten the prompt or the output"
         )
+
+
+def _check_traffic(spec: JobSpec) -> None:
+    """A dataset's first record, a trace's first rows, a Hub dataset's reachability: bad input fails
+    here, before loading, in one line (the rest of the file is checked while the plan is made, still
+    before anything is stored)."""
+    wl = spec.workload
+    if wl.dataset is not None:
+        from engine.data.conversations import check_dataset
+
+        if spec.model.kind == "synthetic":
+            raise SpecError("a dataset needs a model with a tokenizer; synthetic weights take --prompt-tokens")
+        check_dataset(wl.dataset, wl.dataset_format, wl.dataset_column)
+    if wl.trace is not None:
+        from itertools import islice
+
+        from engine.data.reading import existing_file
+        from engine.data.traces import trace_format
+
+        entries = trace_format(wl.trace_format).entries(existing_file(wl.trace, "trace"))
+        if not list(islice(entries, 100)):
+            raise SpecError(f"trace {wl.trace} holds no rows")
 
 
 def _check_prompt_file(path: str) -> None:

@@ -26,12 +26,13 @@ from typing import Any
 
 from engine.backends.base import Backend, LoadReport, get_backend
 from engine.measure import memory, provenance, server_metrics, telemetry
+from engine.measure.breakdowns import per_turn
 from engine.measure.records import RequestRecord
 from engine.run.failures import RunRejected, check_failures, failure_reason
 from engine.run.plan import RequestPlan
 from engine.run.preflight import preflight
 from engine.run.profile import profile_phase
-from engine.spec import JobSpec
+from engine.spec import JobSpec, SpecError
 from engine.weights import models
 from engine.weights.models import ResolvedModel
 
@@ -127,7 +128,8 @@ def _serving(spec: JobSpec) -> bool:
     """Whether the run reports its load (arrival process, rates, concurrency): serving engines and arrivals."""
     from engine.spec import engines
 
-    return engines.get(spec.recipe.engine).capabilities.serving or spec.workload.arrival != "batch"
+    wl = spec.workload
+    return engines.get(spec.recipe.engine).capabilities.serving or wl.arrival != "batch" or wl.trace is not None
 
 
 def _load(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> _Loaded:
@@ -185,7 +187,9 @@ def _measure(
         state.tokens_total = max(
             state.tokens_total, state.tokens_done + sum(p.output_tokens for p in plan.measured[:count])
         )
-        phase = run_load(backend, plan.measured[:count], wl, state, first_index=first_index)
+        phase = run_load(
+            backend, plan.measured[:count], wl, state, False, first_index, plan.chat_ids, plan.think_time_s
+        )
         load.update(phase.stats)
         return phase.records, phase.start_ns, phase.end_ns
 
@@ -220,6 +224,9 @@ def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, pro
         output_tokens_per_s_per_gpu=per_gpu(metrics.get("output_tokens_per_s"), spec.device),
         **m.tele.energy_metrics(int(metrics.get("total_output_tokens") or 0)),  # J per ok token
     )
+    turns = per_turn(m.phases.records)
+    if turns is not None:  # multi-turn sessions: TTFT by turn (a prefix cache shows as TTFT falling over turns)
+        metrics["turns"] = turns
     metrics["noise_flags"] = noise.noise_flags(m.machine.samples, metrics)
     provenance_ = {
         **prov,
@@ -299,15 +306,23 @@ def run_benchmark(
 ) -> BenchmarkResult:
     """Pre-flight, execute and store. SpecError before anything is stored; BenchmarkFailed after.
 
+    Bad input found only once the model is loaded (a malformed row deep in a dataset or a trace,
+    a prompt beyond the context) is a SpecError too, and nothing is stored. The input file's
+    content hash joins the spec (:func:`engine.run.sources.pinned`), so the run's fingerprint
+    names the data it read.
+
     With ``job_id`` and ``worker_id`` (a job's process), the run is stored only while that
     worker still holds the job; a late result raises :class:`storage.ClaimLost`, nothing stored.
     """
+    from engine.run.sources import pinned
+
     preflight(spec)
+    spec = pinned(spec)
     state = state or ProgressState()
     where = _Where(db, spec, job_id, sweep, worker_id)
     try:
         result = execute(spec, state, log)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SpecError):
         raise
     except RunRejected as exc:  # the phase ran: keep its metrics and every request's reason
         reason = str(exc)

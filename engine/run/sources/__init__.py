@@ -14,12 +14,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from engine.backends.base import Tokenizer
-from engine.run.plan import RequestPlan
-from engine.spec import SpecError, Workload
+from engine.run.plan import RequestPlan, with_cancellations
+from engine.spec import JobSpec, SpecError, Workload
 
 SOURCES: dict[str, str] = {
     "synthetic": "engine.run.sources.synthetic:SyntheticSource",
     "prompt_file": "engine.run.sources.prompt_file:PromptFileSource",
+    "dataset": "engine.run.sources.dataset:DatasetSource",
+    "sessions": "engine.run.sources.sessions:SessionsSource",
+    "trace": "engine.run.sources.trace:TraceSource",
 }
 
 
@@ -54,7 +57,36 @@ def get_source(name: str) -> RequestSource:
 
 
 def plan_requests(workload: Workload, ctx: PlanContext) -> RequestPlan:
-    """The workload's plan, from the source it names, checked against the model's context."""
+    """The workload's plan, from the source it names, checked against the model's context, with the
+    workload's planned cancellations."""
     plan = get_source(workload.source).plan(workload, ctx)
     plan.check_context(ctx.context_length, workload.source_label)
-    return plan
+    return with_cancellations(plan, workload.cancel_rate, workload.cancel_after_ms, workload.seed)
+
+
+def input_file(workload: Workload) -> str | None:
+    """The local file or folder the workload's requests come from (a prompt file, a dataset, a trace)."""
+    if workload.trace is not None:
+        return workload.trace
+    if workload.dataset is not None and not workload.dataset.startswith("hf:"):
+        return workload.dataset
+    return workload.prompt_file
+
+
+def pinned(spec: JobSpec) -> JobSpec:
+    """``spec`` with its input file's content hash (``workload.source_sha256``), part of the fingerprint,
+    so that two runs of one spec on different files never read as one recipe. A hash given already
+    must still match the file: a file changed since the job was queued is refused."""
+    from engine.data.reading import content_hash
+
+    path = input_file(spec.workload)
+    if path is None or (spec.workload.prompt_file is not None and spec.workload.source_sha256 is None):
+        return spec  # prompt files keep the fingerprints of the runs stored before hashes existed
+    digest = content_hash(path)
+    given = spec.workload.source_sha256
+    if given is not None and given != digest:
+        raise SpecError(f"{path} changed since the job was queued (its content hash differs); queue it again")
+    if given is not None:
+        return spec
+    workload = spec.workload.model_copy(update={"source_sha256": digest})
+    return spec.model_copy(update={"workload": workload})

@@ -3,7 +3,9 @@
 
 Fixed lengths: every prompt has ``prompt_tokens`` tokens, a window of the tokenized corpus at a
 seeded offset. Drawn lengths (``prompt_length`` uniform or normal with a relative
-``prompt_length_spread``): each length is drawn (seed + 1), then its window (seed).
+``prompt_length_spread``): each length is drawn (seed + 1), then its window (seed). With shared
+prefixes (``prefix_count``, ``prefix_tokens``) each prompt is one of the prefixes followed by
+its own ``prompt_tokens`` (:mod:`engine.run.sources.prefixes`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from engine.backends.base import Tokenizer
 from engine.data.corpus import default_corpus
 from engine.run.plan import RequestPlan, plan_of
 from engine.run.sources import PlanContext
+from engine.run.sources.prefixes import prefix_choices, shared_prefixes
 from engine.spec import Workload
 
 
@@ -73,4 +76,17 @@ class SyntheticSource:
     def plan(self, workload: Workload, ctx: PlanContext) -> RequestPlan:
         count = workload.warmup + workload.requests
         prompts = synthetic_prompts(workload, count, ctx.tokenizer, ctx.vocab_size)
-        return plan_of(self.name, prompts, workload.output_tokens, workload.warmup, workload.ignore_eos)
+        facts: dict[str, object] = {}
+        if workload.prefix_count:
+            pool = corpus_token_ids(ctx.tokenizer) if ctx.tokenizer is not None else None
+            prefixes = shared_prefixes(workload, pool, ctx.vocab_size)
+            picks = prefix_choices(workload, count)
+            prompts = [prefixes[k] + p for k, p in zip(picks, prompts, strict=True)]
+            facts = {"prefixes": len(prefixes), "prefix_share": _share(workload.prefix_tokens or 0, prompts)}
+        return plan_of(self.name, prompts, workload.output_tokens, workload.warmup, workload.ignore_eos, facts)
+
+
+def _share(prefix_tokens: int, prompts: list[list[int]]) -> float:
+    """The share of prompt tokens that are a shared prefix."""
+    total = sum(len(p) for p in prompts)
+    return round(prefix_tokens * len(prompts) / total, 4) if total else 0.0

@@ -1,0 +1,107 @@
+"""The ``dataset`` source: one request per sampled conversation of a dataset (ShareGPT, OpenAI chat,
+a text column; a local file or folder, or ``hf:ID[:SPLIT]``), read streamed (:mod:`engine.data`).
+
+A request is a conversation's first user turn with its system turn, if any (and a shared prefix
+as a system message, with ``prefix_count``), rendered by the model's chat template; its output
+length is the token length of the dataset's reply to that turn (``source_output_lengths``; else
+``output_tokens``, as for a conversation without a reply). Conversations are sampled seeded,
+``warmup + requests`` of them (reservoir sampling: a dataset of any size in bounded memory),
+keeping those whose prompt lies within ``min_prompt_tokens``/``max_prompt_tokens``; a dataset with
+fewer than that is cycled, and says so. A prompt beyond the context is clipped and counted
+(refused with ``strict_lengths``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from engine.backends.base import Request, Tokenizer
+from engine.data.conversations import Conversation, first_reply, first_request, read_conversations
+from engine.data.sampling import reservoir_sample
+from engine.run.plan import PlannedRequest, RequestPlan
+from engine.run.sources import PlanContext
+from engine.run.sources.chat import chat_ids, messages_of, refuse_or_fit
+from engine.run.sources.prefixes import prefix_choices, prefix_text, shared_prefixes
+from engine.run.sources.synthetic import corpus_token_ids
+from engine.spec import SpecError, Workload
+
+
+def needs_tokenizer(ctx: PlanContext, what: str) -> Tokenizer:
+    """The model's tokenizer; a dataset or session needs one (synthetic weights have none)."""
+    if ctx.tokenizer is None:
+        raise SpecError(f"{what} needs a model with a tokenizer (synthetic weights have none)")
+    return ctx.tokenizer
+
+
+def sample(
+    workload: Workload, count: int, keep: Callable[[Conversation], bool] | None
+) -> tuple[list[Conversation], dict[str, Any]]:
+    """``count`` conversations sampled seeded (cycled when the dataset has fewer), and what was counted."""
+    assert workload.dataset is not None
+    stream = read_conversations(workload.dataset, workload.dataset_format, workload.dataset_column)
+    chosen = reservoir_sample(stream, count, workload.seed, keep)
+    facts: dict[str, Any] = {"dataset": workload.dataset, "records_read": stream.read, **_skipped(stream.skipped)}
+    if not chosen:
+        raise SpecError(f"dataset {workload.dataset}: no conversation fits the prompt length limits")
+    if len(chosen) < count:
+        facts["cycled"] = f"{len(chosen)} conversations kept, cycled to {count} requests"
+        chosen = [chosen[i % len(chosen)] for i in range(count)]
+    return chosen, facts
+
+
+def _skipped(skipped: dict[str, int]) -> dict[str, Any]:
+    return {"skipped": dict(skipped)} if skipped else {}
+
+
+def length_filter(workload: Workload, tokenizer: Tokenizer) -> Callable[[Conversation], bool] | None:
+    """The prompt-length filter of the workload (None without limits: nothing is tokenized to sample)."""
+    lo, hi = workload.min_prompt_tokens, workload.max_prompt_tokens
+    if lo is None and hi is None:
+        return None
+
+    def keep(conversation: Conversation) -> bool:
+        n = len(chat_ids(tokenizer, messages_of(first_request(conversation))))
+        return (lo is None or n >= lo) and (hi is None or n <= hi)
+
+    return keep
+
+
+def output_length(workload: Workload, tokenizer: Tokenizer, reply: str | None) -> int:
+    """The dataset's reply length in tokens (at least 1), or ``output_tokens``."""
+    if not workload.source_output_lengths or not reply:
+        return workload.output_tokens
+    return max(1, len(tokenizer.encode(reply, add_special_tokens=False)))
+
+
+class DatasetSource:
+    """Single requests from a dataset's conversations."""
+
+    name = "dataset"
+
+    def plan(self, workload: Workload, ctx: PlanContext) -> RequestPlan:
+        tokenizer = needs_tokenizer(ctx, f"dataset {workload.dataset}")
+        count = workload.warmup + workload.requests
+        chosen, facts = sample(workload, count, length_filter(workload, tokenizer))
+        prefixes = (
+            shared_prefixes(workload, corpus_token_ids(tokenizer), ctx.vocab_size) if workload.prefix_count else []
+        )
+        picks = prefix_choices(workload, count)
+        planned, clipped = [], 0
+        for i, conversation in enumerate(chosen):
+            messages = messages_of(first_request(conversation))
+            if prefixes:
+                messages = ({"role": "system", "content": prefix_text(tokenizer, prefixes[picks[i]])}, *messages)
+            ids, out, cut = refuse_or_fit(
+                chat_ids(tokenizer, messages),
+                output_length(workload, tokenizer, first_reply(conversation)),
+                ctx.context_length,
+                workload.strict_lengths,
+                conversation.where,
+            )
+            clipped += cut
+            request = Request(prompt=ids, max_new_tokens=out, ignore_eos=workload.ignore_eos, messages=messages)
+            planned.append(PlannedRequest(request))
+        if clipped:
+            facts["clipped"] = clipped
+        return RequestPlan(self.name, planned[: workload.warmup], planned[workload.warmup :], facts)

@@ -9,7 +9,6 @@ from typing import Any
 from engine.cli.values import finite_float, int_arg
 from engine.spec import SpecError
 
-TRACE_ROWS_CAP = 1_000_000  # --trace without --requests: every row of the window, at most this many
 _OPTIONS = (
     "dataset",
     "dataset_format",
@@ -71,6 +70,4 @@ def traffic_from_args(args: argparse.Namespace, workload: dict[str, Any]) -> dic
             workload.pop("prompt_tokens", None)  # the source brings its prompts
         if getattr(args, "output_tokens", None) is not None:
             workload["source_output_lengths"] = False  # --output-tokens N fixes every request's length
-    if workload.get("trace") and getattr(args, "requests", None) is None and "requests" not in workload:
-        workload["requests"] = TRACE_ROWS_CAP
-    return workload
+    return workload  # a trace without --requests is replayed whole (the workload's own default)

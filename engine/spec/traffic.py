@@ -20,6 +20,7 @@ from engine.spec.base import _Strict
 DatasetFormat = Literal["sharegpt", "openai-chat", "text"]
 TraceFormat = Literal["mooncake", "azure", "burstgpt"]
 
+TRACE_ROWS_CAP = 1_000_000  # a trace without ``requests``: every row of its window, at most this many
 # Traffic fields whose defaults are left out of fingerprints (runs from before they existed keep theirs).
 TRAFFIC_DEFAULTS: dict[str, Any] = {
     "dataset": None,

@@ -7,7 +7,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field, field_validator, model_validator
 
 from engine.spec.rules import WORKLOAD_DEPENDENCIES, unused_knob_problems
-from engine.spec.traffic import TRAFFIC_DEFAULTS, TrafficFields
+from engine.spec.traffic import TRACE_ROWS_CAP, TRAFFIC_DEFAULTS, TrafficFields
 
 Arrival = Literal["batch", "poisson", "gamma", "concurrency", "max"]
 PromptLength = Literal["fixed", "uniform", "normal"]
@@ -189,9 +189,13 @@ class Workload(TrafficFields):
     @model_validator(mode="before")
     @classmethod
     def _source_replaces_synthetic_lengths(cls, data: Any) -> Any:
-        """A dataset or a trace brings its own prompts: ``prompt_tokens`` then defaults to none."""
-        if isinstance(data, dict) and (data.get("dataset") or data.get("trace")) and "prompt_tokens" not in data:
-            return {**data, "prompt_tokens": None}
+        """A dataset or a trace brings its own prompts: ``prompt_tokens`` then defaults to none, and a
+        trace's ``requests`` (a cap on its rows) to :data:`~engine.spec.traffic.TRACE_ROWS_CAP`."""
+        if not isinstance(data, dict) or not (data.get("dataset") or data.get("trace")):
+            return data
+        data = {"prompt_tokens": None, **data}
+        if data.get("trace") and "requests" not in data:  # a trace is replayed whole unless capped
+            data["requests"] = TRACE_ROWS_CAP
         return data
 
     @model_validator(mode="after")

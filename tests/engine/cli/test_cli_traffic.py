@@ -16,6 +16,16 @@ def _run(db_url: str, url: str, *extra: str, model: str = "synthetic:smollm2-135
             "--served-model", "ok", "--warmup", "0", *extra]  # fmt: skip
 
 
+def _chat(tmp_path: Path) -> str:
+    convs = [
+        {"conversations": [{"from": "human", "value": f"Name a {w}."}, {"from": "gpt", "value": "one two three"}]}
+        for w in ("colour", "fruit", "tree")
+    ]
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(convs))
+    return str(path)
+
+
 def _mooncake(tmp_path: Path, n: int = 6, bad_line: int | None = None) -> str:
     lines = []
     for i in range(n):
@@ -87,3 +97,16 @@ def test_cancelled_requests_are_counted_apart(fake_openai, db_url, capsys) -> No
     out = json.loads(capsys.readouterr().out)
     assert out["cancelled"] >= 2 and out["completed"] + out["cancelled"] == 12 and out["failed"] == 0
     assert out["ttft_ms"]["n"] == out["completed"]  # cancelled requests are out of the latency figures
+
+
+@pytest.mark.slow
+def test_a_sweep_of_a_dataset_over_the_openai_client(tmp_path, fake_openai, db_url, capsys) -> None:
+    from engine.cli.main import main
+
+    args = ["sweep", "--db", db_url, "--json", "--model", "demo", "--engine", "openai", "--base-url", fake_openai,
+            "--served-model", "ok", "--dataset", _chat(tmp_path), "--requests", "3", "--warmup", "0",
+            "--rates", "50,inf", "--sweep", "dataset-rates"]  # fmt: skip
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [p["point"] for p in out["points"]] == ["rate 50/s", "max rate"]
+    assert all(p["status"] == "done" for p in out["points"]), out["points"]

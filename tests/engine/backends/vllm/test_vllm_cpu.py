@@ -173,6 +173,38 @@ def test_the_servers_metrics_are_scraped_under_stable_names(managed) -> None:  #
     assert s["peak_kv_cache_usage_perc"] is not None and 0 < s["peak_kv_cache_usage_perc"] <= 1
 
 
+def test_sessions_and_a_trace_through_the_server(managed, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The request sources drive vLLM too: later turns carry the replies the server returned; a trace keeps its schedule."""
+    import json
+
+    from engine.run.sources import PlanContext, plan_requests
+
+    convs = [
+        {"conversations": [{"from": "human", "value": f"Say one word about {w}."}, {"from": "gpt", "value": "ok"},
+                           {"from": "human", "value": "And another?"}, {"from": "gpt", "value": "sure"}]}
+        for w in ("rain", "snow")
+    ]  # fmt: skip
+    (tmp_path / "chat.json").write_text(json.dumps(convs))
+    wl = parse_job_spec(
+        {"model": {"source": "demo"}, "workload": {"dataset": str(tmp_path / "chat.json"), "multi_turn": True,
+         "requests": 4, "warmup_requests": 0, "output_tokens": 6, "source_output_lengths": False}}
+    ).workload  # fmt: skip
+    ctx = PlanContext(managed.tokenizer(), 49152, 1024)
+    plan = plan_requests(wl, ctx)
+    phase = run_load(managed, plan.measured, wl, chat_ids=plan.chat_ids)
+    assert all(r.ok and r.text for r in phase.records), [r.error for r in phase.records]
+    first, second = phase.records[0], phase.records[1]
+    assert (first.session, first.turn, second.turn) == (0, 0, 1)
+    assert second.prompt_tokens > first.prompt_tokens + first.output_tokens  # turn 1 holds turn 0 and its reply
+    rows = [{"timestamp": 300 * i, "input_length": 40, "output_length": 4, "hash_ids": [7]} for i in range(4)]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    trace = parse_job_spec({"model": {"source": "demo"}, "workload": {"trace": str(tmp_path / "t.jsonl")}}).workload
+    phase = run_load(managed, plan_requests(trace, ctx).measured, trace)
+    assert all(r.ok and r.output_tokens == 4 for r in phase.records) and phase.stats["arrival"] == "trace"
+    sends = [(r.send_ns - phase.records[0].send_ns) / 1e9 for r in phase.records]
+    assert sends == pytest.approx([0, 0.3, 0.6, 0.9], abs=0.1)
+
+
 def test_rate_sweep_against_the_server(managed) -> None:  # type: ignore[no-untyped-def]
     prompts = [[200 + i] * 16 for i in range(6)]
     achieved = {}

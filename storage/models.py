@@ -114,6 +114,7 @@ class RequestRow(Base):
     session: Mapped[int | None] = mapped_column(Integer, nullable=True)  # multi-turn traffic
     turn: Mapped[int | None] = mapped_column(Integer, nullable=True)
     cancelled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # by the client, on purpose
+    cached_prompt_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)  # prefix-cache hits, as reported
 
     run: Mapped[RunRow] = relationship(back_populates="requests")
 

@@ -144,6 +144,7 @@ def run_row(run: NewRun) -> RunRow:
             session=r.session,
             turn=r.turn,
             cancelled=r.cancelled,
+            cached_prompt_tokens=r.cached_prompt_tokens,
         )
         for r in run.requests
     ]
@@ -256,6 +257,7 @@ def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
                 session=r.session,
                 turn=r.turn,
                 cancelled=bool(r.cancelled),
+                cached_prompt_tokens=r.cached_prompt_tokens,
             )
             for r in s.scalars(stmt)
         ]

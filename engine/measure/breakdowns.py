@@ -2,8 +2,9 @@
 
 A session's later turns carry the conversation so far, so a prefix cache shows as TTFT falling over
 turns (or rising less than the prompt does). ``metrics["turns"]`` holds, per turn, how many requests
-completed, their mean prompt length and their TTFT and E2EL groups (percentiles with their 95 %
-intervals, as the run's own).
+completed, their mean prompt length, the share of their prompt tokens the engine found in its prefix
+cache (where it says), and their TTFT and E2EL groups (percentiles with their 95 % intervals, as the
+run's own).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from engine.measure.metrics import NS_PER_MS, latency_group
 from engine.measure.records import RequestRecord
-from engine.measure.stamps import e2el_ns, measured_requests, ttft_ns
+from engine.measure.stamps import cached_share, e2el_ns, measured_requests, ttft_ns
 
 
 def per_turn(requests: Sequence[RequestRecord]) -> list[dict[str, Any]] | None:
@@ -29,6 +30,7 @@ def per_turn(requests: Sequence[RequestRecord]) -> list[dict[str, Any]] | None:
             "turn": turn,
             "n": len(rows),
             "prompt_tokens_mean": sum(r.prompt_tokens for r in rows) / len(rows),
+            "cached_share": cached_share(rows),
             "ttft_ms": latency_group([v / NS_PER_MS for r in rows if (v := ttft_ns(r)) is not None]),
             "e2el_ms": latency_group([v / NS_PER_MS for r in rows if (v := e2el_ns(r)) is not None]),
         }

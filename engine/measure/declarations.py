@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.measure.metric import COLUMN, COMPARE, EXPLORE, RESULT, SUMMARY, TRIALS, Metric, error_rate
-from engine.measure.stamps import Phase, per_user_samples
+from engine.measure.stamps import Phase, cached_share, per_user_samples
 
 STATS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99")
 STORED = frozenset({RESULT, EXPLORE, COLUMN})  # a headline figure: in the result object, Explore and its column
@@ -225,6 +225,10 @@ METRICS: tuple[Metric, ...] = (
     _bookkeeping(  # workload.cancel_rate: closed by the client on purpose, out of every other figure
         "cancelled", "requests cancelled by the client", _IN_RESULT, 3035,
         compute=lambda phase: sum(r.cancelled and not r.warmup for r in phase.requests),
+    ),
+    _bookkeeping(  # the engine's own count of prefix-cache hits per prompt (vLLM), where it reports them
+        "cached_prompt_share", "prompt tokens found in the prefix cache", _IN_RESULT, 3037,
+        compute=lambda phase: cached_share(phase.ok),
     ),
     _bookkeeping("total_output_tokens", "output tokens", _IN_RESULT, 3040, compute=_output_tokens),
     _bookkeeping(

@@ -31,6 +31,7 @@ class RequestRecord:
     session: int | None = None  # multi-turn traffic: which session and turn it was
     turn: int | None = None
     cancelled: bool = False  # cancelled on purpose by the client (workload.cancel_rate): not a failure, no latency
+    cached_prompt_tokens: int | None = None  # prompt tokens the engine found in its prefix cache, where it says
     text: str | None = field(default=None, repr=False)  # the reply's text, only when the plan needs it back
 
     @property

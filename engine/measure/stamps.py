@@ -146,3 +146,11 @@ class Phase:
     def good(self) -> list[RequestRecord] | None:
         """The measured requests that met every SLO; None when no SLO is set."""
         return None if self.slo is None else [r for r in self.measured if meets_slo(r, self.slo)]
+
+
+def cached_share(requests: Sequence[RequestRecord]) -> float | None:
+    """The share of prompt tokens the engine served from its prefix cache, over the requests whose
+    engine said (vLLM: in process, or its server with ``--enable-prompt-tokens-details``); None when none did."""
+    told = [r for r in requests if r.cached_prompt_tokens is not None]
+    total = sum(r.prompt_tokens for r in told)
+    return sum(r.cached_prompt_tokens or 0 for r in told) / total if told and total else None

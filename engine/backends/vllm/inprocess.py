@@ -264,6 +264,8 @@ class VllmBackend:
                 record.chunk_tokens.append(n)
                 if request.want_text:
                     texts.append(out.outputs[0].text)
+            if record.cached_prompt_tokens is None and out.num_cached_tokens is not None:
+                record.cached_prompt_tokens = int(out.num_cached_tokens)  # the prefix cache's hits for this prompt
         if request.want_text:
             record.text = "".join(texts)
 

@@ -179,6 +179,7 @@ def _run(db: Any, job: Any, ticker: Ticker) -> int:
     except Exception:  # noqa: BLE001 - best effort
         pass
     jobs.set_result(db, job.id, run_id=result.run_id)
+    _stop_at_saturation(db, job, result, log)
     m = result.metrics
     print(
         f"done: run {result.run_id}; TTFT p50 {m.get('ttft_ms', {}).get('p50')} ms, "
@@ -186,6 +187,17 @@ def _run(db: Any, job: Any, ticker: Ticker) -> int:
         flush=True,
     )
     return EXIT_DONE
+
+
+def _stop_at_saturation(db: Any, job: Any, result: Any, log: Any) -> None:
+    """A saturated point of a sweep that stops at saturation ends its higher loads' queued jobs
+    (engine/jobs/saturation_stop.py); a stop that fails leaves the sweep running, the job done."""
+    from engine.jobs.saturation_stop import after_job_run
+
+    try:
+        after_job_run(db, job, result, log)
+    except Exception as exc:  # noqa: BLE001 - the run is stored; only the stop is lost, with its reason
+        print(f"the sweep's saturation stop failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

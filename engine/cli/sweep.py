@@ -86,13 +86,13 @@ def _row(point: SweepPoint, outcome: Any, verdict: Any) -> dict[str, Any]:
     }
 
 
-def _print_table(name: str, rows: list[dict[str, Any]], swept: SweepRun) -> None:
+def _print_table(name: str, swept: SweepRun) -> None:
     print(f"sweep {name}")
     print(
         f"{'point':<18}{'run':>5}{'sent/s':>8}{'TTFT p50':>10}{'TPOT p50':>10}{'E2EL p99':>10}"
         f"{'tok/s':>8}{'goodput':>9}{'failed':>7}  saturated"
     )
-    for r in rows:
+    for r in swept.rows:
         if r["status"] != "done":
             print(f"{r['point']:<18}{r['run_id'] or '-':>5}  failed: {r['error']}")
             continue
@@ -134,9 +134,8 @@ def _run_points(name: str, points: list[SweepPoint], specs: list[Any], db: Any, 
     for point, spec in zip(points, specs, strict=True):
         load = load_of(point.data)
         if swept.stop is not None and swept.stop.beyond(load):
-            swept.not_run.append(
-                {"point": point.label, "load": load and load[1], "reason": swept.stop.not_run_reason()}
-            )
+            value = load[1] if load is not None and math.isfinite(load[1]) else None  # None: as fast as possible
+            swept.not_run.append({"point": point.label, "load": value, "reason": swept.stop.not_run_reason()})
             continue
         stderr_log(f"[{name}] {point.label}")
         outcome = run_point(spec.canonical_json(), db.url, name, stderr_log)
@@ -180,7 +179,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             }
         )
     else:
-        _print_table(name, swept.rows, swept)
+        _print_table(name, swept)
     return EXIT_FAILED if any(r["status"] != "done" for r in swept.rows) else EXIT_OK
 
 

@@ -9,6 +9,9 @@ reason is stored on the job), 3 the spec cannot run, 4 the job was taken away be
 its result could be stored (recovered by another worker while this one was stopped):
 the run is stored only while this job's worker still holds it, so nothing was stored.
 
+A done point of a sweep that stops at saturation then ends the sweep's higher queued loads when
+its run was saturated (:mod:`engine.jobs.saturation_stop`), before the process exits.
+
 If its worker dies (the parent process changes) or the job is taken away from it
 (cancelled, or recovered by another worker), the process kills its own group.
 A failure prints one line on stderr and stores it as the job's reason; a traceback, when

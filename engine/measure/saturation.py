@@ -11,9 +11,11 @@ faster than it finishes them. Two kinds of run, two kinds of evidence:
   due time (so requests still waiting in the client count), sampled at each due time, their
   least-squares slope over time with a 95 % t-interval above 0. The first requests fill the
   pipeline (in flight rises to rate x latency however fast the server is), so samples due
-  before the first requests' median latency has passed are left out. The server's own waiting
+  before the first requests' unqueued latency has passed are left out. The server's own waiting
   queue (``num_requests_waiting``, where the engine serves ``/metrics``) growing counts as the
-  queue growing. TTFT from the due time over time (GuideLLM's second slope) is kept as evidence.
+  queue growing, and so does TTFT from the due time rising over the run (GuideLLM's second
+  slope; the one left when every request was due within less than a latency). Failed and
+  cancelled requests count as finished when they ended.
 * **Closed loop** (arrival ``concurrency``): the client keeps N requests in flight by
   construction, so nothing piles up on its side. Saturated when the server kept requests
   waiting in at least half of its samples (its batch is full), or its KV cache was full and it
@@ -269,16 +271,17 @@ def _offered_words(due_rate: float, configured: float | None) -> str:
 
 
 def _queue_words(grew: Slope | None, waiting: Slope | None, ttft: Slope | None) -> str:
-    """``in-flight requests grew 2.1/s (95 % CI 1.6–2.6)`` (the server's waiting queue and TTFT where they say more)."""
-    parts = []
-    if grew is not None:
-        parts.append(f"in-flight requests {'grew' if grew.rising else 'changed'} {grew.words()}")
-    if waiting is not None and (waiting.rising or grew is None):
-        parts.append(f"the server's waiting queue {'grew' if waiting.rising else 'changed'} {waiting.words()}")
-    if ttft is not None and (not parts or (ttft.rising and not any(s.rising for s in (grew, waiting) if s))):
-        verb = "grew" if ttft.rising else "changed"
-        parts.append(f"TTFT from the due time {verb} {ttft.words(' ms per s of the run')}")
-    return "; ".join(parts)
+    """``in-flight requests grew 2.1/s (95 % CI 1.6–2.6)``: the signals that rose first, then in-flight
+    requests (or the first signal there is) when they did not."""
+    signals = [
+        ("in-flight requests", grew, "/s"),
+        ("the server's waiting queue", waiting, "/s"),
+        ("TTFT from the due time", ttft, " ms per s of the run"),
+    ]
+    present = [(name, s, unit) for name, s, unit in signals if s is not None]
+    rising = [sig for sig in present if sig[1].rising]
+    shown = rising + [sig for sig in present[:1] if sig not in rising]
+    return "; ".join(f"{name} {'grew' if s.rising else 'changed'} {s.words(unit)}" for name, s, unit in shown)
 
 
 def _closed_loop(reqs: list[RequestRecord], offered: float | None, server: Mapping[str, Any] | None) -> Verdict:

@@ -60,6 +60,7 @@ __all__ = [
     "QUEUED",
     "RUNNING",
     "STATUSES",
+    "STOPS_AT_SATURATION",
     "WORKER_LOST",
     "JobInfo",
     "Recovered",
@@ -76,6 +77,7 @@ __all__ = [
     "list_workers",
     "mark_started",
     "new_job_rows",
+    "not_run",
     "progress",
     "recover_stale",
     "register_worker",
@@ -87,6 +89,12 @@ __all__ = [
     "submit",
     "submit_many",
 ]
+
+
+# The note of a queued point of a sweep that stops at saturation (the Launch page's load sweep): the
+# job that finds its run saturated ends the higher loads' queued jobs that carry it (engine/jobs/
+# saturation_stop.py). Running jobs write their progress over it; a retried job runs whatever happens.
+STOPS_AT_SATURATION = "stops at saturation: not run if a lower load of its sweep saturates"
 
 
 # -- queue ------------------------------------------------------------------------------
@@ -104,10 +112,14 @@ def submit_many(
     sweep: str | None = None,
     timeout_s: float = 3600.0,
     submitted_by: str | None = None,
+    note: str | None = None,
 ) -> list[int]:
     """Queue several specs in one transaction (a sweep is all queued or none); ``submitted_by``
-    names who queued them (an e-mail, ``local:<user>``, ``cli:<user>``)."""
+    names who queued them (an e-mail, ``local:<user>``, ``cli:<user>``); ``note``: what the
+    queued jobs say while they wait (:data:`STOPS_AT_SATURATION`)."""
     rows = new_job_rows(specs, sweep=sweep, timeout_s=timeout_s, submitted_by=submitted_by)
+    for row in rows:
+        row.progress_note = note
     with db.session() as s:
         s.add_all(rows)
         s.flush()
@@ -176,6 +188,20 @@ def set_result(db: Database, job_id: int, *, run_id: int | None = None, error: s
         values["error"] = error[:4000]
     with db.session() as s:
         s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status == RUNNING).values(**values))
+
+
+def not_run(db: Database, job_ids: list[int], reason: str) -> list[int]:
+    """End the still-queued ones of ``job_ids`` as cancelled with ``reason`` (their sweep stopped before
+    them, e.g. ``not run: saturated at 8 req/s ...``); the ids ended."""
+    if not job_ids:
+        return []
+    now = now_utc()
+    with db.session() as s:
+        rows = list(s.scalars(select(JobRow).where(JobRow.id.in_(job_ids), JobRow.status == QUEUED)))
+        for row in rows:
+            row.status, row.finished_at, row.updated_at = CANCELLED, now, now
+            row.error, row.progress_note = reason[:4000], None
+        return sorted(row.id for row in rows)
 
 
 def set_log_tail(db: Database, job_id: int, tail: str) -> None:

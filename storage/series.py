@@ -2,6 +2,8 @@
 
 They are written with the run, in its transaction (``NewRun.series``); this module reads them
 back. A record that cannot be read (bad JSON written by hand) reads as absent, with a warning.
+The one record written later is what a sweep decided after the run (``sweep_stop``: the sweep
+stopped at this run's load, and the points it did not run), by :func:`add_series`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 from sqlalchemy import select
 
 from storage.db import Database
-from storage.jsontext import loads, skip_warning
+from storage.jsontext import dumps, loads, skip_warning
 from storage.models import RunSeriesRow
 
 
@@ -35,3 +37,27 @@ def series_kinds(db: Database, run_id: int) -> list[str]:
     stmt = select(RunSeriesRow.kind).where(RunSeriesRow.run_id == run_id).distinct()
     with db.session() as s:
         return sorted(s.scalars(stmt))
+
+
+def series_by_run(db: Database, run_ids: list[int], kind: str) -> dict[int, dict[str, Any]]:
+    """The record of this kind of each run that has one (one query), by run id."""
+    if not run_ids:
+        return {}
+    stmt = select(RunSeriesRow).where(RunSeriesRow.run_id.in_(run_ids), RunSeriesRow.kind == kind)
+    out: dict[int, dict[str, Any]] = {}
+    with db.session() as s:
+        for row in s.scalars(stmt.order_by(RunSeriesRow.id)):
+            try:
+                body = loads(row.body_json)
+            except ValueError as exc:
+                skip_warning("run_series", row.id, exc)
+                continue
+            if isinstance(body, dict):
+                out.setdefault(row.run_id, body)
+    return out
+
+
+def add_series(db: Database, run_id: int, kind: str, body: dict[str, Any]) -> None:
+    """Add a side record to a stored run (strict JSON), e.g. what its sweep decided after it ran."""
+    with db.session() as s:
+        s.add(RunSeriesRow(run_id=run_id, kind=kind[:32], body_json=dumps(body)))

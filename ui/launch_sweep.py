@@ -2,11 +2,15 @@
 
 Both build their axes with :mod:`engine.spec.sweep` (as ``python -m engine sweep`` does), so a
 load sweep queued here is the same grid of runs as the CLI's, grouped under one sweep name.
+A load sweep stops at saturation unless told not to: its loads are queued in increasing order,
+each job marked so that a saturated point's job ends the higher ones as "not run"
+(:mod:`engine.jobs.saturation_stop`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -41,23 +45,44 @@ def parse_load(kind: str, text: str) -> tuple[list[float], str | None]:
     return values, (None if values else "load sweep: give at least one value, e.g. 1, 2, 4")
 
 
-def load_sweep_form(disabled: bool) -> tuple[Axis | None, str | None]:
-    """The serving load axis (one run per rate or concurrency) and the problem with its values."""
+@dataclass
+class SweepChoice:
+    """What the sweep section asks for: its axes, the sweep's name, the first problem, and whether a
+    load sweep stops at saturation."""
+
+    axes: list[Axis] = field(default_factory=list)
+    name: str | None = None
+    problem: str | None = None
+    stop_at_saturation: bool = False
+
+
+STOP_HELP = (
+    "Run the loads in increasing order and stop after the first one whose server was saturated (its queue "
+    "grew while it fell behind the offered load, or a higher concurrency gained too little throughput): the "
+    "higher loads' jobs end as 'not run', with the reason, on the Jobs page."
+)
+
+
+def load_sweep_form(disabled: bool) -> tuple[Axis | None, str | None, bool]:
+    """The serving load axis (one run per rate or concurrency), the problem with its values, and
+    whether it stops at saturation (then its values run in increasing order)."""
     kind = st.radio(
         "Serving load sweep", list(LOAD_KINDS), format_func=LOAD_KINDS.get, key="load_sweep", disabled=disabled
     )
     if kind == "none":
-        return None, None
+        return None, None, False
     placeholder = "1, 2, 4, inf" if kind == "rates" else "1, 4, 16"
     text = st.text_input(f"{kind.capitalize()} (comma-separated)", key="load_values", placeholder=placeholder)
+    stop = st.checkbox("Stop at saturation", value=True, key="load_stop", disabled=disabled, help=STOP_HELP)
     values, problem = parse_load(kind, text)
     if problem:
-        return None, problem
-    return (rate_axis(values) if kind == "rates" else concurrency_axis([int(v) for v in values])), None
+        return None, problem, stop
+    values = sorted(values) if stop else values
+    return (rate_axis(values) if kind == "rates" else concurrency_axis([int(v) for v in values])), None, stop
 
 
-def sweep_form(engine: str, disabled: bool) -> tuple[list[Axis], str | None, str | None]:
-    """(axes, the sweep's name, the first problem with the values) for the fields chosen to sweep."""
+def sweep_form(engine: str, disabled: bool) -> SweepChoice:
+    """The fields chosen to sweep, the load sweep, the sweep's name and the first problem with the values."""
     sweepable = {("recipe", n): f for n, f in engines.recipe_class(engine).model_fields.items() if n != "engine"}
     sweepable.update(
         {
@@ -73,20 +98,21 @@ def sweep_form(engine: str, disabled: bool) -> tuple[list[Axis], str | None, str
         key="sweep_fields",
         disabled=disabled,
     )
-    axes: list[Axis] = []
-    problem = None
+    choice = SweepChoice()
     for section, name in chosen:
         values, why = sweep_values_widget(section, name, sweepable[(section, name)], disabled)
-        axes.append(field_axis(section, name, values))
-        problem = problem or why
-    load, why = load_sweep_form(disabled)
-    problem = problem or why
+        choice.axes.append(field_axis(section, name, values))
+        choice.problem = choice.problem or why
+    load, why, stop = load_sweep_form(disabled)
+    choice.problem = choice.problem or why
     if load is not None:
-        axes.append(load)
-    if not axes and not chosen:
-        return axes, None, problem
+        choice.axes.append(load)
+        choice.stop_at_saturation = stop
+    if not choice.axes and not chosen:
+        return choice
     placeholder = f"sweep {datetime.now():%Y-%m-%d %H:%M}"
-    return axes, st.text_input("Sweep name", key="sweep_name", disabled=disabled, placeholder=placeholder), problem
+    choice.name = st.text_input("Sweep name", key="sweep_name", disabled=disabled, placeholder=placeholder)
+    return choice
 
 
 def grid_caption(axes: list[Any], size: int) -> str:

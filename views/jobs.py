@@ -29,6 +29,18 @@ STATUS_ICONS = {
 }
 
 
+NOT_RUN = "not run:"  # the reason of a sweep's point its sweep stopped before (engine/jobs/saturation_stop.py)
+
+
+def _queued_note(note: str | None) -> str:
+    """What a queued job's note adds: it stops at saturation, or it was re-queued after its worker was lost."""
+    from storage.jobs import STOPS_AT_SATURATION
+
+    if note == STOPS_AT_SATURATION:
+        return f" · {note}"
+    return " (re-queued after its worker was lost)" if note else ""
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
@@ -134,14 +146,15 @@ def render_job(job: Any, read_only: bool, rights: dict[str, str | None] | None =
             if job.progress_note:
                 st.caption(escape_markdown(job.progress_note))
         elif job.status == "queued":
-            note = " (re-queued after its worker was lost)" if job.progress_note else ""
-            st.caption(f"waiting for a worker that serves {job.device}{note}")
+            st.caption(f"waiting for a worker that serves {job.device}{_queued_note(job.progress_note)}")
         else:
             st.caption(
                 f"{job.status} after {_duration(job.elapsed_s)}"
                 + (f" · attempt {job.attempts}" if job.attempts > 1 else "")
             )
-        if job.error and job.status != "done":
+        if job.error and job.status != "done" and job.error.startswith(NOT_RUN):
+            st.info(escape_markdown(job.error), icon=":material/block:")  # its sweep stopped before it
+        elif job.error and job.status != "done":
             st.error(escape_markdown(job.error), icon=":material/error:")
         if job.run_id is not None:
             st.markdown(f"[Open run {job.run_id}](run?run={job.run_id})")

@@ -314,7 +314,8 @@ def page() -> None:
         name = st.text_input("Name (optional)", key="job_name", disabled=read_only) or None
         timeout, timeout_problem = _timeout(read_only)
     with st.expander("Sweep: several values for some fields, or a serving load sweep", expanded=False):
-        axes, sweep_name, sweep_problem = sweep_form(engine, read_only)
+        choice = sweep_form(engine, read_only)
+    axes, sweep_problem = choice.axes, choice.problem
 
     base = {"model": {"source": source}, "recipe": recipe, "workload": workload, "device": device}
     base.update({k: v for k, v in (("quality", quality), ("name", name)) if v})
@@ -337,10 +338,13 @@ def page() -> None:
     )
     # A click sent together with a value that makes the form invalid (typed, then Submit) queues nothing.
     if clicked and specs and not problem:
-        submit(db, specs, bool(axes), sweep_name, timeout)
+        submit(db, specs, bool(axes), choice.name, timeout, choice.stop_at_saturation)
 
 
-def submit(db: Any, specs: list[JobSpec], swept: bool, sweep_name: str | None, timeout: float) -> None:
+def submit(
+    db: Any, specs: list[JobSpec], swept: bool, sweep_name: str | None, timeout: float, stop: bool = False
+) -> None:
+    """Queue the jobs (a sweep under its name; ``stop``: each marked to stop at saturation)."""
     from engine.jobs.submission import served_devices
     from storage import jobs
 
@@ -350,7 +354,8 @@ def submit(db: Any, specs: list[JobSpec], swept: bool, sweep_name: str | None, t
         return
     sweep = (sweep_name or f"sweep {datetime.now():%Y-%m-%d %H:%M:%S}") if swept else None
     try:
-        ids = jobs.submit_many(db, specs, sweep=sweep, timeout_s=timeout, submitted_by=auth.actor())
+        note = jobs.STOPS_AT_SATURATION if stop and sweep else None
+        ids = jobs.submit_many(db, specs, sweep=sweep, timeout_s=timeout, submitted_by=auth.actor(), note=note)
     except (StorageError, ValueError) as exc:
         st.error(f"Nothing was queued: {escape_markdown(exc)}")
         return
@@ -359,6 +364,7 @@ def submit(db: Any, specs: list[JobSpec], swept: bool, sweep_name: str | None, t
     st.success(
         f"Queued job{'s' if len(ids) > 1 else ''} {which}"
         + (f" as sweep '{escape_markdown(sweep)}'" if sweep else "")
+        + (", in increasing order of load, stopping at saturation" if stop and sweep else "")
         + ". Follow it on the Jobs page."
     )
     st.page_link("views/jobs.py", label="Open the Jobs page", icon=":material/pending_actions:")

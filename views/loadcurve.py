@@ -1,5 +1,7 @@
 """Load curves: one rate or concurrency sweep (``?sweep=NAME``): latency against offered load and
-achieved throughput, the SLO and goodput, the knee, an SLA answer; tokens/s per user against per GPU.
+achieved throughput, the SLO and goodput, the knee, an SLA answer; tokens/s per user against per GPU;
+which runs were saturated, and where a sweep that stops at saturation stopped, why, and the points
+it did not run.
 
 Without ``?sweep`` the page lists the sweeps. A sweep named ``sla:<search>`` holds an SLA
 search's probes: its answer is shown and marked on the curves.
@@ -14,7 +16,8 @@ from urllib.parse import quote
 import pandas as pd
 import streamlit as st
 
-from engine.report.loadcurve import build_curve, table
+from engine.measure.saturation import RECORD, STOP_RECORD
+from engine.report.loadcurve import build_curve, not_run_rows, table
 from engine.report.loadfigures import latency_figure, pareto_figure
 from storage import StorageError
 from ui.run_view import results_page, share_link
@@ -25,9 +28,12 @@ SLA_PREFIX = "sla:"
 
 @st.cache_data(show_spinner=False, max_entries=32, ttl=600)
 def _curve(_db: Any, db_url: str, sweep: str, token: tuple[int, int]) -> Any:
+    from storage.series import series_by_run
     from storage.sweeps import sweep_runs
 
-    return build_curve(sweep, sweep_runs(_db, sweep))
+    runs = sweep_runs(_db, sweep)
+    ids = [int(r.id) for r in runs]
+    return build_curve(sweep, runs, series_by_run(_db, ids, RECORD), series_by_run(_db, ids, STOP_RECORD))
 
 
 def _link(sweep: str) -> str:
@@ -100,6 +106,19 @@ def _latency_header(column: str) -> str:
     return f"{group.upper()} {pct} (ms)"
 
 
+def _stop_notes(curve: Any) -> None:
+    """Where the sweep stopped at saturation and why, and the points it did not run."""
+    for stop in curve.stops:
+        st.warning(
+            f"Stopped at saturation ([run {stop.run_id}](run?run={stop.run_id})): {escape_markdown(stop.because)}. "
+            f"Not run: {escape_markdown(stop.not_run_words)}.",
+            icon=":material/block:",
+        )
+    rows = not_run_rows(curve)
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="lc_not_run")
+
+
 def curve_view(db: Any, sweep: str, token: tuple[int, int]) -> None:
     """One sweep's curves, knee and table."""
     curve = _curve(db, db.url, sweep, token)
@@ -116,6 +135,7 @@ def curve_view(db: Any, sweep: str, token: tuple[int, int]) -> None:
     if not done:
         st.info("No run of this sweep finished at a known load yet.")
         return
+    _stop_notes(curve)
     if len(done) == 1 or all(not math.isfinite(p.offered) for p in done):
         st.info("One load only: a curve needs runs at two or more loads.")
     offered, achieved, pareto = st.tabs(["Against offered load", "Against achieved throughput", "Per user vs per GPU"])

@@ -9,6 +9,11 @@ Each point is a normal stored run (``sweep=<name>``), so the Explore page can dr
 latency-throughput curve; ``inf`` means "as fast as possible" (arrival ``max``). The grid
 is built by :mod:`engine.spec.sweep` (as the Launch page's), and every point runs in its
 own job process (:mod:`engine.jobs.sweep`).
+
+``--stop-at-saturation`` runs the loads in increasing order and stops after the first point
+whose run is saturated (:mod:`engine.jobs.saturation_stop`): the result says
+``stopped_because`` and lists the points not run with the reason (``--json``: ``not_run``),
+and the saturated run keeps the stop for the load curve page.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.cli.common import (
@@ -28,7 +34,7 @@ from engine.cli.common import (
     spec_from_args,
     stderr_log,
 )
-from engine.spec.sweep import SweepPoint, build_grid, concurrency_axis, grid_specs, rate_axis
+from engine.spec.sweep import SweepPoint, build_grid, concurrency_axis, grid_specs, load_of, rate_axis
 
 
 def _numbers(text: str, what: str, integer: bool) -> list[float]:
@@ -58,10 +64,11 @@ def _axis(args: argparse.Namespace) -> tuple[str, list[float]]:
     return "concurrency", _numbers(args.concurrencies, "concurrencies", True)
 
 
-def _row(point: SweepPoint, outcome: Any) -> dict[str, Any]:
+def _row(point: SweepPoint, outcome: Any, verdict: Any) -> dict[str, Any]:
     if not outcome.ok:
         return {"point": point.label, "run_id": outcome.run_id, "status": "failed", "error": outcome.error}
     m = outcome.metrics
+    saturation = None if verdict is None else {"saturated": verdict.saturated, "reason": verdict.reason}
     return {
         "point": point.label,
         "run_id": outcome.run_id,
@@ -75,16 +82,17 @@ def _row(point: SweepPoint, outcome: Any) -> dict[str, Any]:
         "goodput_requests_per_s": m["goodput_requests_per_s"],
         "goodput_fraction": m["goodput_fraction"],
         "failed_requests": m["failed"],
+        "saturation": saturation,
     }
 
 
-def _print_table(name: str, rows: list[dict[str, Any]]) -> None:
+def _print_table(name: str, swept: SweepRun) -> None:
     print(f"sweep {name}")
     print(
         f"{'point':<18}{'run':>5}{'sent/s':>8}{'TTFT p50':>10}{'TPOT p50':>10}{'E2EL p99':>10}"
-        f"{'tok/s':>8}{'goodput':>9}{'failed':>7}"
+        f"{'tok/s':>8}{'goodput':>9}{'failed':>7}  saturated"
     )
-    for r in rows:
+    for r in swept.rows:
         if r["status"] != "done":
             print(f"{r['point']:<18}{r['run_id'] or '-':>5}  failed: {r['error']}")
             continue
@@ -93,16 +101,65 @@ def _print_table(name: str, rows: list[dict[str, Any]]) -> None:
         print(
             f"{r['point']:<18}{r['run_id']:>5}{sent_text:>8}{_f(r['ttft_p50_ms']):>10}"
             f"{_f(r['tpot_p50_ms']):>10}{_f(r['e2el_p99_ms']):>10}{_f(r['output_tokens_per_s'], 1):>8}"
-            f"{_f(r['goodput_fraction']):>9}{r['failed_requests']:>7}"
+            f"{_f(r['goodput_fraction']):>9}{r['failed_requests']:>7}  {_saturated(r['saturation'])}"
         )
+    if swept.stop is not None:
+        print(f"stopped: {swept.stop.because}")
+    for r in swept.not_run:
+        print(f"{r['point']:<18}{'-':>5}  {r['reason']}")
+
+
+def _saturated(saturation: dict[str, Any] | None) -> str:
+    if saturation is None:
+        return "-"
+    return {True: "yes", False: "no"}.get(saturation["saturated"], "cannot tell")
+
+
+@dataclass
+class SweepRun:
+    """The sweep's points as they ran: a row per run point, where it stopped, the points not run."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    stop: Any = None  # engine.jobs.saturation_stop.Stop
+    not_run: list[dict[str, Any]] = field(default_factory=list)
+    previous: tuple[float, float] | None = None  # (load, requests/s) of the last done point
+
+
+def _run_points(name: str, points: list[SweepPoint], specs: list[Any], db: Any, stop_at_saturation: bool) -> SweepRun:
+    """Every point in its own process, in order; with ``stop_at_saturation`` none above a saturated one."""
+    from engine.jobs.saturation_stop import Stop, point_verdict, record_stop
+    from engine.jobs.sweep import run_point
+
+    swept = SweepRun()
+    for point, spec in zip(points, specs, strict=True):
+        load = load_of(point.data)
+        if swept.stop is not None and swept.stop.beyond(load):
+            value = load[1] if load is not None and math.isfinite(load[1]) else None  # None: as fast as possible
+            swept.not_run.append({"point": point.label, "load": value, "reason": swept.stop.not_run_reason()})
+            continue
+        stderr_log(f"[{name}] {point.label}")
+        outcome = run_point(spec.canonical_json(), db.url, name, stderr_log)
+        rps = outcome.metrics.get("requests_per_s") if outcome.ok else None
+        verdict = point_verdict(outcome.saturation, load, rps, swept.previous) if outcome.ok else None
+        swept.rows.append(_row(point, outcome, verdict))
+        if load is not None and rps:
+            swept.previous = (load[1], float(rps))
+        if stop_at_saturation and swept.stop is None and verdict is not None and verdict.saturated and load:
+            swept.stop = Stop(outcome.run_id, load, verdict)
+            stderr_log(f"[{name}] stopping: {swept.stop.because}")
+    if swept.stop is not None:
+        record_stop(db, swept.stop, [{"point": r["point"], "load": r["load"], "job_id": None} for r in swept.not_run])
+    return swept
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    """Run every point in turn, each in its own process; a failed point is stored as failed and the sweep goes on."""
-    from engine.jobs.sweep import run_point
+    """Run every point in turn, each in its own process; a failed point is stored as failed and the sweep goes on
+    (with ``--stop-at-saturation``: the loads in increasing order, none above the first saturated point)."""
     from engine.run import runner
 
     kind, values = _axis(args)
+    if args.stop_at_saturation:
+        values = sorted(values)
     base = spec_from_args(args)
     axis = rate_axis(values, base.workload.arrival) if kind == "rates" else concurrency_axis([int(v) for v in values])
     points = build_grid(base, [axis])
@@ -110,16 +167,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for spec in specs:
         runner.preflight(spec)
     name = args.sweep or f"{base.recipe.engine}-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
-    db_url = open_db(args).url  # checked (and migrated) once here; each point's process opens it again
-    rows = []
-    for point, spec in zip(points, specs, strict=True):
-        stderr_log(f"[{name}] {point.label}")
-        rows.append(_row(point, run_point(spec.canonical_json(), db_url, name, stderr_log)))
+    db = open_db(args)  # checked (and migrated) once here; each point's process opens it again
+    swept = _run_points(name, points, specs, db, args.stop_at_saturation)
     if args.json:
-        emit_json({"sweep": name, "points": rows})
+        emit_json(
+            {
+                "sweep": name,
+                "points": swept.rows,
+                "stopped_because": swept.stop.because if swept.stop is not None else None,
+                "not_run": swept.not_run,
+            }
+        )
     else:
-        _print_table(name, rows)
-    return EXIT_FAILED if any(r["status"] != "done" for r in rows) else EXIT_OK
+        _print_table(name, swept)
+    return EXIT_FAILED if any(r["status"] != "done" for r in swept.rows) else EXIT_OK
 
 
 def _f(v: Any, digits: int = 2) -> str:
@@ -136,4 +197,10 @@ def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse
     g.add_argument("--rates", metavar="LIST", help="request rates per second, e.g. 1,2,4,inf (inf: all at once)")
     g.add_argument("--concurrencies", metavar="LIST", help="max concurrencies, e.g. 1,4,16")
     g.add_argument("--sweep", metavar="NAME", help="the sweep's name (default: engine-kind-timestamp)")
+    g.add_argument(
+        "--stop-at-saturation",
+        action="store_true",
+        help="run the loads in increasing order and stop after the first point whose server was saturated "
+        "(its queue grew while it fell behind the offered load); the points not run are listed with the reason",
+    )
     p.set_defaults(func=cmd_sweep)

@@ -9,6 +9,9 @@ reason is stored on the job), 3 the spec cannot run, 4 the job was taken away be
 its result could be stored (recovered by another worker while this one was stopped):
 the run is stored only while this job's worker still holds it, so nothing was stored.
 
+A done point of a sweep that stops at saturation then ends the sweep's higher queued loads when
+its run was saturated (:mod:`engine.jobs.saturation_stop`), before the process exits.
+
 If its worker dies (the parent process changes) or the job is taken away from it
 (cancelled, or recovered by another worker), the process kills its own group.
 A failure prints one line on stderr and stores it as the job's reason; a traceback, when
@@ -179,6 +182,7 @@ def _run(db: Any, job: Any, ticker: Ticker) -> int:
     except Exception:  # noqa: BLE001 - best effort
         pass
     jobs.set_result(db, job.id, run_id=result.run_id)
+    _stop_at_saturation(db, job, result, log)
     m = result.metrics
     print(
         f"done: run {result.run_id}; TTFT p50 {m.get('ttft_ms', {}).get('p50')} ms, "
@@ -186,6 +190,17 @@ def _run(db: Any, job: Any, ticker: Ticker) -> int:
         flush=True,
     )
     return EXIT_DONE
+
+
+def _stop_at_saturation(db: Any, job: Any, result: Any, log: Any) -> None:
+    """A saturated point of a sweep that stops at saturation ends its higher loads' queued jobs
+    (engine/jobs/saturation_stop.py); a stop that fails leaves the sweep running, the job done."""
+    from engine.jobs.saturation_stop import after_job_run
+
+    try:
+        after_job_run(db, job, result, log)
+    except Exception as exc:  # noqa: BLE001 - the run is stored; only the stop is lost, with its reason
+        print(f"the sweep's saturation stop failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -19,16 +19,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.jobs.worker import signal_reason
+from engine.measure.saturation import RECORD
 
 
 @dataclass
 class PointOutcome:
-    """What one point's process reported: its stored run, and its metrics or why it failed."""
+    """What one point's process reported: its stored run, and its metrics or why it failed, and its
+    run's saturation verdict (:mod:`engine.measure.saturation`, the stored form; None: not judged)."""
 
     run_id: int | None
     metrics: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     pid: int | None = None
+    saturation: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -76,7 +79,9 @@ def point_main(spec_json: str, db_url: str, sweep: str, sender: Any) -> None:
 
     try:
         result = runner.run_benchmark(parse_job_spec(spec_json), db=open_database(db_url), log=log, sweep=sweep)
-        outcome = PointOutcome(run_id=result.run_id, metrics=result.metrics, pid=os.getpid())
+        outcome = PointOutcome(
+            run_id=result.run_id, metrics=result.metrics, pid=os.getpid(), saturation=result.series.get(RECORD)
+        )
     except runner.BenchmarkFailed as exc:
         outcome = PointOutcome(run_id=exc.run_id, error=exc.reason, pid=os.getpid())
     except Exception as exc:  # noqa: BLE001 - a point that breaks is a failed point, with its reason

@@ -20,18 +20,25 @@ the probes of an SLA search). Per run:
 The knee is the point just before it: the highest load that is still on the flat part of
 the curve (the lowest point when the second is saturated already). No saturated point: no
 knee ("still flat at the highest load").
+
+**Saturation** is a different question, asked of each run alone (:mod:`engine.measure.saturation`:
+did its queue grow while it fell behind the offered load?); every serving run stores its
+verdict, shown per point. A sweep that stops at saturation (``--stop-at-saturation``, Launch's
+load sweep) leaves a ``sweep_stop`` record on the run where it stopped: the curve's
+:attr:`LoadCurve.stops` say where and why, and which points were not run.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 GAIN_FLOOR = 0.5  # achieved must gain at least half of the extra offered load
 LATENCY_RISE = 2.0  # TTFT p50 more than this many times its lowest-load value: steep
 GROUPS: tuple[str, ...] = ("ttft_ms", "tpot_ms")
+SATURATION_WORDS: dict[bool | None, str] = {True: "saturated", False: "no", None: "cannot tell"}
 PCTS: tuple[str, ...] = ("p50", "p99")
 
 
@@ -54,10 +61,33 @@ class LoadPoint:
     intervals: dict[str, list[float] | None] = field(default_factory=dict)  # "ttft_ms_p99" -> [lo, hi]
     slo: dict[str, float | None] = field(default_factory=dict)  # the run's goodput SLO (ms)
     error: str | None = None
+    saturation: dict[str, Any] | None = None  # the run's verdict (engine.measure.saturation); None: not judged
+
+    @property
+    def saturated(self) -> bool | None:
+        """The run's verdict: True, False, or None (cannot tell, or not judged)."""
+        return (self.saturation or {}).get("saturated")
 
     @property
     def ok(self) -> bool:
         return self.status == "done" and self.offered is not None
+
+
+@dataclass(frozen=True)
+class SweepStop:
+    """Where a sweep that stops at saturation stopped: the run, its load, why, and the points not run
+    (``{"point": "rate 16/s", "load": 16.0, "job_id": 12}``; ``load`` None: as fast as possible)."""
+
+    run_id: int
+    load: float | None
+    because: str
+    not_run: list[dict[str, Any]]
+    reason: str  # what each point not run says: ``not run: saturated at 8 req/s (run 12): ...``
+
+    @property
+    def not_run_words(self) -> str:
+        """``rate 16/s, rate 32/s`` (``none`` when nothing was left)."""
+        return ", ".join(str(p.get("point")) for p in self.not_run) or "none"
 
 
 @dataclass(frozen=True)
@@ -69,6 +99,7 @@ class LoadCurve:
     points: list[LoadPoint]
     knee: LoadPoint | None
     knee_words: str
+    stops: list[SweepStop] = field(default_factory=list)
 
     @property
     def unit(self) -> str:
@@ -91,8 +122,9 @@ def _offered(arrival: str | None, load: dict[str, Any], workload: dict[str, Any]
     return None if value is None else float(value)
 
 
-def load_point(run: Any) -> LoadPoint:
-    """One stored run (``storage.runs.RunDetail``-like: id, name, status, spec, metrics, error) as a point."""
+def load_point(run: Any, saturation: dict[str, Any] | None = None) -> LoadPoint:
+    """One stored run (``storage.runs.RunDetail``-like: id, name, status, spec, metrics, error) as a point,
+    with its saturation verdict (its ``saturation`` side record) where it has one."""
     metrics = run.metrics or {}
     load = metrics.get("load") or {}
     workload = (run.spec or {}).get("workload") or {}
@@ -119,6 +151,7 @@ def load_point(run: Any) -> LoadPoint:
         intervals=intervals,
         slo=dict(metrics.get("slo") or {}),
         error=run.error,
+        saturation=saturation if isinstance(saturation, dict) else None,
     )
 
 
@@ -155,11 +188,40 @@ def _saturated(prev: LoadPoint, cur: LoadPoint, base_ttft: float | None) -> str 
     return None
 
 
-def build_curve(sweep: str, runs: Sequence[Any]) -> LoadCurve:
-    """The load curve of a sweep's stored runs (any order; runs without a load are listed last)."""
-    points = sorted((load_point(r) for r in runs), key=lambda p: (p.offered is None, p.offered or 0.0, p.run_id))
+def build_curve(
+    sweep: str,
+    runs: Sequence[Any],
+    saturation: Mapping[int, dict[str, Any]] | None = None,
+    stops: Mapping[int, dict[str, Any]] | None = None,
+) -> LoadCurve:
+    """The load curve of a sweep's stored runs (any order; runs without a load are listed last), with
+    each run's saturation verdict and the sweep's stop records, by run id, where there are some."""
+    saturation, stops = saturation or {}, stops or {}
+    points = sorted(
+        (load_point(r, saturation.get(int(r.id))) for r in runs),
+        key=lambda p: (p.offered is None, p.offered or 0.0, p.run_id),
+    )
     knee, words = find_knee(points)
-    return LoadCurve(sweep=sweep, axis=_axis(points), points=points, knee=knee, knee_words=words)
+    found = [_stop(run_id, body) for run_id, body in sorted(stops.items())]
+    return LoadCurve(
+        sweep=sweep,
+        axis=_axis(points),
+        points=points,
+        knee=knee,
+        knee_words=words,
+        stops=[s for s in found if s is not None],
+    )
+
+
+def _stop(run_id: int, body: Mapping[str, Any]) -> SweepStop | None:
+    """A stored ``sweep_stop`` record as a :class:`SweepStop` (None when it is not one)."""
+    because = body.get("stopped_because")
+    if not isinstance(because, str):
+        return None
+    load = body.get("load")
+    not_run = [p for p in body.get("not_run") or [] if isinstance(p, dict)]
+    reason = body.get("reason") if isinstance(body.get("reason"), str) else f"not run: {because}"
+    return SweepStop(int(run_id), float(load) if isinstance(load, (int, float)) else None, because, not_run, reason)
 
 
 def slo_limits(curve: LoadCurve) -> dict[str, float]:
@@ -184,9 +246,20 @@ def table(curve: LoadCurve) -> list[dict[str, Any]]:
             "tok/s per user": p.tokens_per_s_per_user,
             "goodput": p.goodput_fraction,
             "knee": "◀ knee" if curve.knee is not None and p.run_id == curve.knee.run_id else "",
+            "saturated": SATURATION_WORDS.get(p.saturated, "cannot tell") if p.saturation else "",
+            "stopped": "◀ stopped" if any(s.run_id == p.run_id for s in curve.stops) else "",
             "status": p.status if p.status == "done" else f"{p.status}: {p.error or ''}",
         }
         for key, value in p.latency.items():
             row[key] = value
         rows.append(row)
     return rows
+
+
+def not_run_rows(curve: LoadCurve) -> list[dict[str, Any]]:
+    """One row per point a stop left unrun: the point, the job that was not run, and why."""
+    return [
+        {"point": p.get("point"), "job": p.get("job_id"), "reason": stop.reason}
+        for stop in curve.stops
+        for p in stop.not_run
+    ]

@@ -2,7 +2,8 @@
 
 * :func:`latency_figure`: TTFT or TPOT p50 and p99 (with their 95 % intervals as error bars)
   against offered load or achieved throughput; the SLO as a horizontal line, the goodput
-  fraction on a second axis, the knee marked, and an SLA answer (its bracket) as a band.
+  fraction on a second axis, the knee marked, an SLA answer (its bracket) as a band, the runs
+  judged saturated as red crosses and where a sweep stopped at saturation as a red line.
 * :func:`pareto_figure`: tokens/s per user against output tokens/s per GPU (vLLM's
   ``plot_pareto`` view), one point per load, joined in order of load.
 
@@ -107,8 +108,43 @@ def latency_figure(
                 marker={"symbol": "square", "size": 6},
             )
         )
+    _saturated_marks(fig, [(x, p) for x, p in zip(xs, points, strict=True) if p.saturated], group)
     _marks(fig, curve, group, against, answer, top)
+    _stop_marks(fig, curve, against, top)
     return fig
+
+
+def _saturated_marks(fig: go.Figure, saturated: list[tuple[float | None, LoadPoint]], group: str) -> None:
+    """A red cross on the p99 of every run judged saturated (engine/measure/saturation.py)."""
+    if not saturated:
+        return
+    fig.add_trace(
+        go.Scatter(
+            x=[x for x, _ in saturated],
+            y=[p.latency.get(f"{group}_p99") for _, p in saturated],
+            mode="markers",
+            name="saturated",
+            customdata=[[p.run_id] for _, p in saturated],
+            hovertemplate="run %{customdata[0]}: saturated<extra></extra>",
+            marker={"symbol": "x", "size": 11, "color": "#d62728"},
+        )
+    )
+
+
+def _stop_marks(fig: go.Figure, curve: LoadCurve, against: str, top: float) -> None:
+    """A red line where the sweep stopped at saturation, naming the points it did not run."""
+    by_run = {p.run_id: p for p in curve.done()}
+    for stop in curve.stops:
+        point = by_run.get(stop.run_id)
+        x = _x(point, against, top) if point is not None else None
+        if x is None:
+            continue
+        fig.add_vline(
+            x=x,
+            line={"color": "#d62728", "dash": "dash"},
+            annotation_text=f"stopped: saturated (not run: {stop.not_run_words})",
+            annotation_position="top left",
+        )
 
 
 def _marks(

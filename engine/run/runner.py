@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.backends.base import Backend, LoadReport, get_backend
-from engine.measure import memory, provenance, server_metrics, telemetry
+from engine.measure import memory, provenance, saturation, server_metrics, telemetry
 from engine.measure.breakdowns import per_turn
 from engine.measure.records import RequestRecord
 from engine.run.failures import RunRejected, check_failures, failure_reason
@@ -242,6 +242,8 @@ def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, pro
         "request_source": {"name": plan.source, **plan.facts},
     }
     series = {**m.server.series(), "telemetry": m.tele.series()}
+    if _serving(spec):  # was the server saturated? (engine/measure/saturation.py)
+        series.update(saturation.side_record(m.load, m.phases.records, series.get("server_metrics")))
     return BenchmarkResult(None, metrics, provenance_, m.warm + m.phases.records, series=series)
 
 

@@ -18,11 +18,16 @@ is named ``<label>, trial i of k`` and keeps the fingerprint of a plain one-tria
 its recipe, so the k runs of a recipe are found together. A sweep with adaptive stopping
 (``until_ci_pct``) is not interleaved: the rounds of adaptive stopping must sit in one run
 (the interval is taken over them), so each job keeps its trials as its first rounds.
+
+**Loads.** :func:`load_of` reads a point's load (its axis and value) back from its spec, and
+:func:`load_group` names the points that differ only in their load (and name): a sweep that
+stops at saturation stops each group on its own, in increasing order of load.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -72,13 +77,16 @@ def rate_axis(rates: Sequence[float], arrival: str = "poisson") -> Axis:
     for rate in rates:
         if math.isinf(rate):
             points.append(
-                ("max rate", {"workload": {"arrival": "max", "rate": None, "burstiness": 1.0, "batch_size": 1}})
+                (
+                    load_label(("rate", rate)),
+                    {"workload": {"arrival": "max", "rate": None, "burstiness": 1.0, "batch_size": 1}},
+                )
             )
             continue
         wl: dict[str, Any] = {"arrival": "gamma" if arrival == "gamma" else "poisson", "rate": rate, "batch_size": 1}
         if wl["arrival"] == "poisson":
             wl["burstiness"] = 1.0
-        points.append((f"rate {rate:g}/s", {"workload": wl}))
+        points.append((load_label(("rate", rate)), {"workload": wl}))
     return Axis(tuple(points))
 
 
@@ -87,7 +95,7 @@ def concurrency_axis(concurrencies: Sequence[int]) -> Axis:
     return Axis(
         tuple(
             (
-                f"concurrency {int(n)}",
+                load_label(("concurrency", int(n))),
                 {
                     "workload": {
                         "arrival": "concurrency",
@@ -101,6 +109,49 @@ def concurrency_axis(concurrencies: Sequence[int]) -> Axis:
             for n in concurrencies
         )
     )
+
+
+# The workload fields a load axis sets (rate_axis, concurrency_axis).
+LOAD_FIELDS: tuple[str, ...] = ("arrival", "rate", "max_concurrency", "burstiness", "batch_size")
+
+
+def load_of(data: dict[str, Any]) -> tuple[str, float] | None:
+    """A spec's load as (``"rate"`` | ``"concurrency"``, value): requests/s (inf: all at once) or
+    requests in flight; None for static batches or a spec without one."""
+    workload = data.get("workload") or {}
+    arrival = workload.get("arrival", "batch")
+    if arrival == "max":
+        return "rate", math.inf
+    if arrival in ("poisson", "gamma") and workload.get("rate"):
+        return "rate", float(workload["rate"])
+    if arrival == "concurrency" and workload.get("max_concurrency"):
+        return "concurrency", float(workload["max_concurrency"])
+    return None
+
+
+def load_group(data: dict[str, Any]) -> str:
+    """What the points of one load curve share: the spec without its load fields and name (canonical)."""
+    rest = {k: v for k, v in data.items() if k != "name"}
+    rest["workload"] = {k: v for k, v in (data.get("workload") or {}).items() if k not in LOAD_FIELDS}
+    return json.dumps(rest, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def load_label(load: tuple[str, float]) -> str:
+    """A load axis's point label: ``rate 8/s``, ``max rate``, ``concurrency 16``."""
+    kind, value = load
+    if kind == "concurrency":
+        return f"concurrency {int(value)}"
+    return "max rate" if math.isinf(value) else f"rate {value:g}/s"
+
+
+def load_words(load: tuple[str, float] | None) -> str:
+    """``8 req/s``, ``as fast as possible``, ``concurrency 16`` (``?`` without a load)."""
+    if load is None:
+        return "?"
+    kind, value = load
+    if kind == "concurrency":
+        return f"concurrency {value:g}"
+    return "as fast as possible" if math.isinf(value) else f"{value:g} req/s"
 
 
 def grid_size(axes: Sequence[Axis]) -> int:

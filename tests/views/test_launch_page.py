@@ -138,6 +138,22 @@ def test_a_load_sweep_queues_one_job_per_rate(app, db):
     assert [j.spec["workload"]["rate"] for j in queued] == [1.0, 4.0, None] and len({j.sweep for j in queued}) == 1
 
 
+def test_a_load_sweep_stops_at_saturation_unless_told_not_to(app, db):
+    app.selectbox(key="preset").select(QUICK).run()
+    app.radio(key="load_sweep").set_value("rates").run()
+    app.text_input(key="load_values").input("4, 1, 2").run()
+    assert app.checkbox(key="load_stop").value is True  # on by default
+    _submit(app).click().run()
+    queued = sorted(jobs.list_jobs(db), key=lambda j: j.id)
+    assert [j.spec["workload"]["rate"] for j in queued] == [1.0, 2.0, 4.0]  # in increasing order
+    assert {j.progress_note for j in queued} == {jobs.STOPS_AT_SATURATION}
+    assert any("stopping at saturation" in s.value for s in app.success)
+    app.checkbox(key="load_stop").uncheck().run()
+    _submit(app).click().run()
+    again = sorted(jobs.list_jobs(db), key=lambda j: j.id)[3:]
+    assert [j.spec["workload"]["rate"] for j in again] == [4.0, 1.0, 2.0] and {j.progress_note for j in again} == {None}
+
+
 def test_bad_load_values_are_explained(app, db):
     app.radio(key="load_sweep").set_value("concurrencies").run()
     app.text_input(key="load_values").input("1, 2.5").run()

@@ -117,3 +117,35 @@ def test_explore_sweeps_and_a_sweeps_jobs_link_to_its_load_curve(db, db_url, mon
     at = open_page("views/jobs.py", sweep="sla:x y")
     assert not at.exception
     assert any("[load curves](loadcurve?sweep=sla%3Ax%20y)" in c.value for c in at.caption)
+
+
+def test_a_sweep_that_stopped_at_saturation_is_marked_with_the_points_not_run(db, db_url, monkeypatch) -> None:
+    from storage.series import add_series
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    ids = seed_sweep(db, "stops")
+    reason = "in-flight requests grew 2.1/s (95 % CI 1.6–2.6) while achieved 2.5 req/s < offered 8 req/s"
+    add_series(db, ids[3], "saturation", {"saturated": True, "reason": reason, "loop": "open"})
+    add_series(db, ids[0], "saturation", {"saturated": False, "reason": "kept up", "loop": "open"})
+    stop = {
+        "stopped_because": f"saturated at 8 req/s: {reason}",
+        "load": 8.0,
+        "reason": f"not run: saturated at 8 req/s (run {ids[3]}): {reason}",
+        "not_run": [
+            {"point": "rate 16/s", "load": 16.0, "job_id": 11},
+            {"point": "rate 32/s", "load": 32.0, "job_id": 12},
+        ],
+    }
+    add_series(db, ids[3], "sweep_stop", stop)
+    at = open_page("views/loadcurve.py", sweep="stops")
+    assert not at.exception, at.exception
+    (warning,) = [w.value for w in at.warning]
+    assert warning.startswith(f"Stopped at saturation ([run {ids[3]}](run?run={ids[3]})): saturated at 8 req/s: ")
+    assert warning.endswith("Not run: rate 16/s, rate 32/s.")
+    not_run = next(d.value for d in at.dataframe if "reason" in d.value.columns)
+    assert list(not_run["point"]) == ["rate 16/s", "rate 32/s"] and list(not_run["job"]) == [11, 12]
+    ttft = _figures(at)[0]
+    assert any(a["text"] == "stopped: saturated (not run: rate 16/s, rate 32/s)" for a in ttft["layout"]["annotations"])
+    assert next(t for t in ttft["data"] if t["name"] == "saturated")["x"] == [8.0]
+    points = next(d.value for d in at.dataframe if "saturated" in d.value.columns)
+    assert list(points["saturated"]) == ["no", "", "", "saturated"] and list(points["stopped"])[-1] == "◀ stopped"

@@ -95,3 +95,44 @@ def test_the_per_user_view_uses_per_gpu_throughput_when_runs_have_it() -> None:
     assert fig["layout"]["xaxis"]["title"]["text"].startswith("output tokens/s per GPU")
     cpu = pareto_figure(build_curve("s", [_run(1, 1.0, 1.0, 40)])).to_dict()
     assert cpu["data"][0]["x"] == [16.0] and "one device" in cpu["layout"]["xaxis"]["title"]["text"]
+
+
+def _stopped_curve():
+    runs = [_run(i, x, min(x, 2.5), 50) for i, x in enumerate((1.0, 2.0, 4.0))]
+    verdicts = {
+        0: {"saturated": False, "reason": "kept up"},
+        1: {"saturated": None, "reason": "cannot tell"},
+        2: {"saturated": True, "reason": "in-flight requests grew 1.5/s (95 % CI 1–2)"},
+    }
+    stop = {
+        "stopped_because": "saturated at 4 req/s: in-flight requests grew 1.5/s (95 % CI 1–2)",
+        "load": 4.0,
+        "reason": "not run: saturated at 4 req/s (run 2): in-flight requests grew 1.5/s (95 % CI 1–2)",
+        "not_run": [{"point": "rate 8/s", "load": 8.0, "job_id": 7}, {"point": "max rate", "load": None, "job_id": 8}],
+    }
+    return build_curve("s", runs, verdicts, {2: stop, 1: {"no": "stop"}})
+
+
+def test_a_sweep_that_stopped_says_where_why_and_what_it_did_not_run() -> None:
+    from engine.report.loadcurve import not_run_rows
+
+    curve = _stopped_curve()
+    assert [p.saturated for p in curve.points] == [False, None, True]
+    (stop,) = curve.stops  # the record that is not a stop is left out
+    assert stop.run_id == 2 and stop.load == 4.0 and stop.not_run_words == "rate 8/s, max rate"
+    rows = table(curve)
+    assert [r["saturated"] for r in rows] == ["no", "cannot tell", "saturated"]
+    assert [r["stopped"] for r in rows] == ["", "", "◀ stopped"]
+    assert [r["point"] for r in not_run_rows(curve)] == ["rate 8/s", "max rate"]
+    assert not_run_rows(curve)[0]["reason"].startswith("not run: saturated at 4 req/s (run 2)")
+    assert build_curve("s", [_run(1, 1.0, 1.0, 50)]).points[0].saturation is None  # stored before verdicts
+
+
+def test_the_latency_figure_marks_saturated_runs_and_the_stop() -> None:
+    fig = latency_figure(_stopped_curve(), "ttft_ms", "offered").to_dict()
+    crosses = next(t for t in fig["data"] if t["name"] == "saturated")
+    assert list(crosses["x"]) == [4.0] and crosses["customdata"][0][0] == 2
+    line = [a for a in fig["layout"]["annotations"] if a["text"].startswith("stopped: saturated")]
+    assert line and line[0]["text"] == "stopped: saturated (not run: rate 8/s, max rate)"
+    achieved = latency_figure(_stopped_curve(), "ttft_ms", "achieved").to_dict()
+    assert any(s.get("x0") == 2.5 for s in achieved["layout"]["shapes"])  # at the stopped run's throughput

@@ -125,7 +125,7 @@ def test_max_concurrency_bounds_in_flight_and_records_queueing() -> None:
     result = run_load(backend, plan([[1]] * 12), wl)
     assert backend.peak == 3 and result.stats["peak_concurrency"] == 3
     queued = sorted((r.send_ns - r.arrival_ns) / 1e6 for r in result.records)
-    assert queued[:3] == pytest.approx([0, 0, 0], abs=2) and queued[-1] > 20  # last ones waited ~3 rounds
+    assert queued[:3] == pytest.approx([0, 0, 0], abs=5) and queued[-1] > 20  # last ones waited ~3 rounds
     assert len({r.arrival_ns for r in result.records}) == 1
 
 

@@ -178,6 +178,13 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--seed", type=int_arg, help="prompt seed (default 0)")
     w.add_argument("--stop-at-eos", action="store_true", help="let requests end at EOS (default: fixed length)")
     w.add_argument(
+        "--client-processes",
+        type=positive_int,
+        metavar="N",
+        help="client processes sending the requests, each with its own event loop (default: chosen from the cores "
+        f"and the concurrency; engines {', '.join(engines.with_capability('client_processes'))})",
+    )
+    w.add_argument(
         "--profile-steps",
         type=int_arg,
         metavar="N",
@@ -270,6 +277,7 @@ _SERVER_OPTIONS = (  # applied after --knob, as before
 )
 _WORKLOAD_OPTIONS = (
     "profile_steps",
+    "client_processes",
     "output_tokens",
     "requests",
     "batch_size",

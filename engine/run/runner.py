@@ -26,16 +26,19 @@ from typing import Any
 
 from engine.backends.base import Backend, LoadReport, get_backend
 from engine.measure import memory, provenance, server_metrics, telemetry
+from engine.measure.client_lag import client_group
 from engine.measure.records import RequestRecord
 from engine.run.failures import RunRejected, check_failures, failure_reason
 from engine.run.plan import RequestPlan
 from engine.run.preflight import preflight
 from engine.run.profile import profile_phase
+from engine.run.senders import senders
 from engine.spec import JobSpec
 from engine.weights import models
 from engine.weights.models import ResolvedModel
 
 PHASES: tuple[str, ...] = ("loading", "warm-up", "measuring", "evaluating", "saving")
+DUE_ARRIVALS = ("poisson", "gamma", "trace")  # requests with due times of their own (latency from due is kept)
 
 
 @dataclass
@@ -108,6 +111,10 @@ class _Measured:
     tele: Any  # the device telemetry sampler
     server: Any  # the server /metrics scraper
     cpu_wall_ratio: float
+    client: list[Any] = field(default_factory=list)  # each measured phase's ClientSample of every client process
+    due_times: bool = False  # the requests had due times (an open arrival process or a trace)
+    processes: int = 1  # client processes that sent (1: the backend itself)
+    senders: dict[str, Any] = field(default_factory=dict)  # what they said about themselves
 
 
 def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = print) -> BenchmarkResult:
@@ -179,6 +186,7 @@ def _measure(
     memory.release_freed_memory()  # freed load-time buffers are not the recipe's memory
     backend.measuring_started()  # counters (CUDA peak, speculation) restart: the measured phase only
     load: dict[str, Any] = {}
+    client: list[Any] = []
 
     def run_phase(_trial: int, first_index: int, count: int) -> tuple[list[RequestRecord], int, int]:
         state.requests_total = max(state.requests_total, state.requests_done + count)
@@ -187,6 +195,7 @@ def _measure(
         )
         phase = run_load(backend, plan.measured[:count], wl, state, first_index=first_index)
         load.update(phase.stats)
+        client.extend(phase.client)
         return phase.records, phase.start_ns, phase.end_ns
 
     ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
@@ -199,8 +208,19 @@ def _measure(
     if phases.stopped_because:
         log(f"measured {len(phases.records)} requests in {len(phases.repeats)} rounds: {phases.stopped_because}")
     cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    due = load.get("arrival") in DUE_ARRIVALS
     return _Measured(
-        phases, warm, warmup_s, load, rss.peak_bytes, machine, tele, server, cpu_s / max(wall1 - wall0, 1e-9)
+        phases,
+        warm,
+        warmup_s,
+        load,
+        rss.peak_bytes,
+        machine,
+        tele,
+        server,
+        cpu_s / max(wall1 - wall0, 1e-9),
+        client,
+        due,
     )
 
 
@@ -210,9 +230,13 @@ def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, pro
     from engine.run.load import slo_of
 
     report, backend = loaded.report, loaded.backend
-    metrics = repeats.repeat_metrics(m.phases, m.warm, slo_of(spec.workload), spec.workload.until_metric)
+    metrics = repeats.repeat_metrics(
+        m.phases, m.warm, slo_of(spec.workload), spec.workload.until_metric, due_times=m.due_times
+    )
+    serving = _serving(spec)
     metrics.update(
-        **({"load": m.load} if _serving(spec) else {}),
+        **({"load": m.load} if serving else {}),
+        **({"client": client_group(m.client, m.phases.records, m.processes)} if serving and m.client else {}),
         **memory.peak_metrics(backend.peak_memory(), m.rss_peak),
         weights_memory_bytes=report.weights_memory_bytes,
         load_s=report.load_s,
@@ -233,6 +257,7 @@ def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, pro
         "cpu_wall_ratio": m.cpu_wall_ratio,
         "noise": m.machine.samples,
         "request_source": {"name": plan.source, **plan.facts},
+        **({"client_processes": m.senders} if m.senders else {}),
     }
     series = {**m.server.series(), "telemetry": m.tele.series()}
     return BenchmarkResult(None, metrics, provenance_, m.warm + m.phases.records, series=series)
@@ -243,7 +268,10 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
     loaded = _load(spec, state, log)
     try:
         plan = _plan(spec, loaded)
-        result = _result(spec, loaded, plan, _measure(spec, loaded.backend, plan, state, log), prov)
+        with senders(spec, loaded.backend, log) as sending:  # the backend, or client processes for it
+            measured = _measure(spec, sending.backend, plan, state, log)
+        measured.processes, measured.senders = sending.processes, sending.info
+        result = _result(spec, loaded, plan, measured, prov)
         check_failures(spec, result, log)  # before any accuracy phase: a rejected run is not scored
         measured_prompts = [p.request.prompt for p in plan.measured]
         result.series.update(profile_phase(spec, loaded.backend, measured_prompts, state, log))  # after measuring

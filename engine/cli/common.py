@@ -178,13 +178,6 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--seed", type=int_arg, help="prompt seed (default 0)")
     w.add_argument("--stop-at-eos", action="store_true", help="let requests end at EOS (default: fixed length)")
     w.add_argument(
-        "--client-processes",
-        type=positive_int,
-        metavar="N",
-        help="client processes sending the requests, each with its own event loop (default: chosen from the cores "
-        f"and the concurrency; engines {', '.join(engines.with_capability('client_processes'))})",
-    )
-    w.add_argument(
         "--profile-steps",
         type=int_arg,
         metavar="N",
@@ -221,6 +214,13 @@ def _add_serving_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--rate", type=finite_float, help="poisson/gamma: requests per second")
     s.add_argument("--burstiness", type=finite_float, help="gamma shape: 1 = Poisson, < 1 burstier")
     s.add_argument("--max-concurrency", type=int_arg, help="most requests in flight")
+    s.add_argument(
+        "--client-processes",
+        type=positive_int,
+        metavar="N",
+        help="client processes sending the requests, each with its own event loop (default: chosen from the cores "
+        f"and the concurrency; engines {', '.join(engines.with_capability('client_processes'))})",
+    )
     s.add_argument("--prompt-length", help="fixed | uniform | normal (around --prompt-tokens)")
     s.add_argument("--prompt-length-spread", type=finite_float, help="uniform/normal: relative spread, 0..1")
     for slo in ("ttft", "tpot", "e2el"):

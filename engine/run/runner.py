@@ -208,20 +208,8 @@ def _measure(
     if phases.stopped_because:
         log(f"measured {len(phases.records)} requests in {len(phases.repeats)} rounds: {phases.stopped_because}")
     cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    due = load.get("arrival") in DUE_ARRIVALS
-    return _Measured(
-        phases,
-        warm,
-        warmup_s,
-        load,
-        rss.peak_bytes,
-        machine,
-        tele,
-        server,
-        cpu_s / max(wall1 - wall0, 1e-9),
-        client,
-        due,
-    )
+    ratio, due = cpu_s / max(wall1 - wall0, 1e-9), load.get("arrival") in DUE_ARRIVALS
+    return _Measured(phases, warm, warmup_s, load, rss.peak_bytes, machine, tele, server, ratio, client, due)
 
 
 def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, prov: dict[str, Any]) -> BenchmarkResult:
@@ -230,9 +218,8 @@ def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, pro
     from engine.run.load import slo_of
 
     report, backend = loaded.report, loaded.backend
-    metrics = repeats.repeat_metrics(
-        m.phases, m.warm, slo_of(spec.workload), spec.workload.until_metric, due_times=m.due_times
-    )
+    wl = spec.workload
+    metrics = repeats.repeat_metrics(m.phases, m.warm, slo_of(wl), wl.until_metric, due_times=m.due_times)
     serving = _serving(spec)
     metrics.update(
         **({"load": m.load} if serving else {}),

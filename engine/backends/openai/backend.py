@@ -28,7 +28,7 @@ import json
 import os
 import time
 from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.backends.asyncloop import EventLoop
 from engine.backends.base import REMOTE_DEVICE, BackendError, LoadReport, Progress, Request, Tokenizer, TokenScores
@@ -36,7 +36,9 @@ from engine.backends.openai.http import Client, ConnectFailed, Exchange, HttpErr
 from engine.backends.openai.sse import EventStream, RequestFailed, http_reason
 from engine.measure.records import RequestRecord
 from engine.secrets import register
-from engine.weights.models import ResolvedModel
+
+if TYPE_CHECKING:
+    from engine.weights.models import ResolvedModel
 
 try:  # orjson writes a request body several times faster than json
     from orjson import dumps as _dumps

@@ -237,11 +237,11 @@ class ClientProcesses:
         channel.write(p.writer, message)
         try:
             try:
-                reply = await fut
+                reply = await asyncio.shield(fut)  # shielded: a cancellation leaves the reply to come
             except asyncio.CancelledError:  # a planned cancellation: the process closes it, sends what arrived
                 channel.write(p.writer, {"op": "cancel", "id": ident})
                 try:
-                    reply = await asyncio.wait_for(asyncio.shield(fut), CANCEL_WAIT_S)
+                    reply = await asyncio.wait_for(fut, CANCEL_WAIT_S)
                 except (TimeoutError, BackendError):
                     raise asyncio.CancelledError from None
                 for rec, data in zip(records, reply.get("records") or [], strict=False):

@@ -9,7 +9,6 @@ from fake_openai import FakeServer, fake_server
 
 from engine.backends.base import Request
 from engine.backends.openai.backend import OpenAIBackend
-from engine.measure.records import RequestRecord
 from engine.run.load import run_load
 from engine.run.plan import PlannedRequest, planned
 from engine.spec import Workload

@@ -64,7 +64,7 @@ class EventStream:
             lines = (pending + data).split(b"\n") if pending else data.split(b"\n")
             pending = lines.pop()
             for raw in lines:
-                if self._line(raw, t):
+                if raw and self._line(raw, t):  # events end with an empty line: nothing to read there
                     return
         if pending.strip() == b"data: [DONE]":
             self.done = True

@@ -27,11 +27,13 @@ where the model has no ``tokenizer.json``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+LONG_TEXT = 32_768  # characters: texts this long have their ids cached (see FastTokenizer.encode)
 _SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _CLEANUPS = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
              (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))  # fmt: skip
@@ -81,6 +83,8 @@ class FastTokenizer:
         if "add_bos_token" in self._config or "add_eos_token" in self._config or backend.post_processor is None:
             self._rebuild_post_processor()
         self._template: Any = None
+        self.files: tuple[Path, ...] = ()  # where it was read from (the key of long texts' cached ids)
+        self._files_digest: str | None = None
 
     @classmethod
     def from_files(cls, tokenizer_json: Path, config_json: Path | None, jinja_file: Path | None) -> FastTokenizer:
@@ -91,7 +95,9 @@ class FastTokenizer:
         if config_json is not None and config_json.is_file():
             loaded = json.loads(config_json.read_text(encoding="utf-8"))
             config = loaded if isinstance(loaded, dict) else {}
-        return cls(Tokenizer.from_file(str(tokenizer_json)), config, _chat_template(config, jinja_file))
+        tokenizer = cls(Tokenizer.from_file(str(tokenizer_json)), config, _chat_template(config, jinja_file))
+        tokenizer.files = tuple(p for p in (tokenizer_json, config_json) if p is not None and p.is_file())
+        return tokenizer
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> FastTokenizer:
@@ -132,8 +138,42 @@ class FastTokenizer:
 
     # -- the Tokenizer protocol ------------------------------------------------------------------
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        """Token ids of ``text`` (with the model's special tokens unless told not to)."""
+        """Token ids of ``text`` (with the model's special tokens unless told not to).
+
+        A long text (the default corpus every synthetic run cuts its prompts from) is encoded once per
+        tokenizer and text: its ids are kept in the cache folder, keyed by both."""
+        if len(text) >= LONG_TEXT and self.files:
+            return self._cached_ids(text, add_special_tokens)
         ids: list[int] = self._tok.encode(text, add_special_tokens=add_special_tokens).ids
+        return ids
+
+    def _cached_ids(self, text: str, add_special_tokens: bool) -> list[int]:
+        import hashlib
+        from array import array
+
+        from engine.settings import get_settings
+
+        if self._files_digest is None:
+            digest = hashlib.sha256()
+            for path in self.files:
+                digest.update(path.read_bytes())
+            self._files_digest = digest.hexdigest()
+        key = hashlib.sha256(f"{self._files_digest}:{add_special_tokens}:".encode() + text.encode()).hexdigest()[:24]
+        path = get_settings().cache_dir / "token_ids" / f"{key}.i32"
+        try:
+            stored = array("i")
+            stored.frombytes(path.read_bytes())
+            return stored.tolist()
+        except (OSError, ValueError):
+            pass
+        ids: list[int] = self._tok.encode(text, add_special_tokens=add_special_tokens).ids
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_bytes(array("i", ids).tobytes())
+            tmp.replace(path)  # atomic: a concurrent job never reads half a file
+        except OSError:
+            pass
         return ids
 
     def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = False) -> str:

@@ -8,9 +8,12 @@ lines, stamping, parsing the JSON, appending; plus the request's fixed cost spre
 thin). A bare aiohttp loop that reads and splits lines of the same stream without
 parsing is the floor it is compared with.
 
-    .venv/bin/python benchmarks/openai_client_overhead.py [--chunks 2000] [--repeats 15]
+    .venv/bin/python benchmarks/openai_client_overhead.py [--chunks 2000] [--repeats 15] [--concurrency 1,16,64,256]
 
-Target: <= 20 us per chunk.
+Then, at each ``--concurrency``, that many streams at once from a paced server (one event per write,
+``--itl-ms`` apart, as a decoding server sends them): the client's CPU time (user + system, the
+whole process: loop, HTTP client, parsing, the driver's bookkeeping) per token event, and how late
+its event loop ran. Target (issue 24): <= 15 us of client CPU per token event.
 """
 
 from __future__ import annotations
@@ -79,11 +82,13 @@ def _serve(port_q: mp.Queue) -> None:  # type: ignore[type-arg]
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                 + f"Content-Length: {len(payload)}\r\n\r\n".encode()
             )
-            if body.get("model") == "paced":  # one event per write, 1 ms apart, like a decoding server
+            model = str(body.get("model"))
+            if model.startswith("paced"):  # one event per write, 1 ms (paced:MS) apart, like a decoding server
+                gap = float(model.partition(":")[2] or 1) / 1000
                 for event in payload.split(b"\n\n")[:-1]:
                     writer.write(event + b"\n\n")
                     await writer.drain()
-                    await asyncio.sleep(0.001)
+                    await asyncio.sleep(gap)
             else:
                 writer.write(payload)
             await writer.drain()
@@ -125,10 +130,37 @@ async def _bare(url: str, n: int, model: str = "instant") -> list[int]:
             return stamps
 
 
+def _at_concurrency(url: str, c: int, itl_ms: float, events: int) -> tuple[int, float, float, float]:
+    """``c`` paced streams through the load driver: client CPU per token event (us), loop lag p99 (ms), wall (s)."""
+    import resource
+
+    from engine.run.load import run_load
+    from engine.run.plan import planned
+    from engine.spec import Workload
+
+    client = OpenAIBackend()
+    client._configure(url, f"paced:{itl_ms:g}", "completions", None)
+    try:
+        run_load(client, planned([[1, 2, 3]] * min(c, 8), 4), Workload(requests=min(c, 8), arrival="max"))  # connect
+        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        result = run_load(client, planned([[1, 2, 3]] * c, events), Workload(requests=c, arrival="max"))
+        r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    finally:
+        client.unload()
+    tokens = sum(r.output_tokens for r in result.records)
+    assert tokens == c * events, (tokens, [r.error for r in result.records if r.error][:3])
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    lags = sorted(result.client[0].loop_lag_ns) or [0]
+    return c, cpu / tokens * 1e6, lags[int(0.99 * (len(lags) - 1))] / 1e6, t1 - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chunks", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--concurrency", default="1,16,64,256", help="streams at once for the CPU per token event")
+    ap.add_argument("--itl-ms", type=float, default=10.0, help="the paced server's gap between events")
+    ap.add_argument("--events", type=int, default=100, help="token events per stream at each concurrency")
     args = ap.parse_args()
 
     q: mp.Queue = mp.Queue()  # type: ignore[type-arg]
@@ -169,6 +201,7 @@ def main() -> None:
             if i >= 1:
                 cpu_ours.append((c1 - c0) / n_paced / 1000)
                 cpu_floor.append((c2 - c1) / n_paced / 1000)
+        at_scale = [_at_concurrency(url, int(c), args.itl_ms, args.events) for c in args.concurrency.split(",")]
         client.run(_SESSION[0].close())
         paced.unload()
         client.unload()
@@ -185,6 +218,12 @@ def main() -> None:
         f"paced (one chunk per read, 1 ms apart, {n_paced} chunks): client CPU per chunk: ours median {co:.2f} us, "
         f"bare floor {cf:.2f} us, ours above the floor {co - cf:.2f} us"
     )
+    for c, per_event, lag_p99, wall in at_scale:
+        print(
+            f"concurrency {c:>5} ({args.events} events each, {args.itl_ms:g} ms apart): client CPU per token event "
+            f"{per_event:.2f} us -> target <= 15 us {'met' if per_event <= 15 else 'NOT met'}; "
+            f"event-loop lag p99 {lag_p99:.2f} ms; {wall:.2f} s"
+        )
     own = max(o, co - cf)
     print(
         f"our own overhead per chunk (instant total; paced above the aiohttp floor, which vLLM's bench serve "

@@ -129,6 +129,13 @@ def _summary(comparison, runs) -> None:
                 "its ratios are not the recipe's alone.",
                 icon=":material/warning:",
             )
+    for r in runs:  # measured under contention, or by a client that set the pace: the ratios may be the machine's
+        busy = [f for f in (r.metrics or {}).get("noise_flags") or [] if f.get("kind") == "machine"]
+        if busy:
+            words = "; ".join(f"{f.get('flag', '').replace('_', '-')}: {f.get('detail', '')}" for f in busy)
+            st.warning(
+                f"Run {r.id} was measured on a busy machine ({escape_markdown(words)}).", icon=":material/warning:"
+            )
     with st.expander("Recipes", expanded=False):
         for r in runs:
             st.markdown(

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.report.compare import recipe_in_words
-from ui import auth, profile_view, server_metrics_view
+from ui import auth, client_view, profile_view, server_metrics_view
 from ui.common import query_int
 from ui.diagnostics_view import render_diagnostics
 from ui.run_view import (
@@ -85,6 +85,7 @@ FLAG_WORDS = {
     "short": "too short",
     "warmup": "warm-up too short",
     "drift": "trials drift",
+    "client_bound": "client-bound",
 }
 
 
@@ -128,6 +129,7 @@ def main() -> None:
     if run.submitted_by:
         st.caption(f"launched by {code_span(run.submitted_by)}")
     # the page's sections, in order (each shows nothing when it has nothing to show)
+    client_view.render(run)  # the client's own lag: did it, not the server, set the pace?
     distributions_section(run, requests)
     over_time_section(run, requests)
     tokens_section(run, requests)

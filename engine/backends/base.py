@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from engine.measure.records import RequestRecord
-from engine.weights.models import ResolvedModel
 
 if TYPE_CHECKING:
     from engine.spec.recipes import EngineRecipe
+    from engine.weights.models import ResolvedModel
 
 T = TypeVar("T")
 
@@ -62,7 +62,9 @@ class Request:
 
 
 class Tokenizer(Protocol):
-    """What the harness asks of a tokenizer (a Hugging Face tokenizer is one)."""
+    """What the harness asks of a tokenizer: a Hugging Face tokenizer is one, and so are the OpenAI client's
+    light ones (:mod:`engine.backends.openai.tokenizer`: tokenizer.json without transformers; the server's
+    /tokenize). ``apply_chat_template`` is Hugging Face's (sessions' prompts: :func:`chat_prompt_ids`)."""
 
     eos_token_id: Any
 
@@ -71,6 +73,24 @@ class Tokenizer(Protocol):
     def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = ...) -> str: ...
 
     def __len__(self) -> int: ...
+
+    def apply_chat_template(
+        self,
+        conversation: Sequence[Mapping[str, Any]],
+        add_generation_prompt: bool = ...,
+        tokenize: bool = ...,
+        **kw: Any,
+    ) -> Any: ...
+
+
+def chat_prompt_ids(tokenizer: Tokenizer, messages: Sequence[Message]) -> list[int]:
+    """A conversation as the prompt token ids its next reply follows (the chat template, generation prompt
+    added), from any :class:`Tokenizer` (transformers 5 returns a dict unless told not to)."""
+    out = tokenizer.apply_chat_template(
+        [dict(m) for m in messages], add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    ids = out["input_ids"] if isinstance(out, Mapping) else out
+    return [int(i) for i in ids]
 
 
 REMOTE_DEVICE = "remote server (unknown device)"

@@ -188,6 +188,13 @@ def _add_serving_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--rate", type=finite_float, help="poisson/gamma: requests per second")
     s.add_argument("--burstiness", type=finite_float, help="gamma shape: 1 = Poisson, < 1 burstier")
     s.add_argument("--max-concurrency", type=int_arg, help="most requests in flight")
+    s.add_argument(
+        "--client-processes",
+        type=positive_int,
+        metavar="N",
+        help="client processes sending the requests, each with its own event loop (default: chosen from the cores "
+        f"and the concurrency; engines {', '.join(engines.with_capability('client_processes'))})",
+    )
     s.add_argument("--prompt-length", help="fixed | uniform | normal (around --prompt-tokens)")
     s.add_argument("--prompt-length-spread", type=finite_float, help="uniform/normal: relative spread, 0..1")
     for slo in ("ttft", "tpot", "e2el"):
@@ -244,6 +251,7 @@ _SERVER_OPTIONS = (  # applied after --knob, as before
 )
 _WORKLOAD_OPTIONS = (
     "profile_steps",
+    "client_processes",
     "output_tokens",
     "requests",
     "batch_size",

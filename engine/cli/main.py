@@ -21,29 +21,31 @@ from engine.cli.common import EXIT_FAILED, EXIT_USAGE, Parser, UsageError, commo
 from engine.cli.values import one_line
 from engine.spec import SpecError
 
-# Modules that add verbs, in the order of the help text: each has ``register(subparsers, common, as_json)``.
-VERB_MODULES: list[str] = [
-    "engine.cli.run",
-    "engine.cli.runs",
-    "engine.cli.prepare",
-    "engine.cli.knobs",
-    "engine.cli.export",
-    "engine.cli.jobs",
-    "engine.cli.estimate",
-    "engine.cli.sweep",
-    "engine.cli.suite",
-    "engine.cli.optimize",
-    "engine.cli.sla",
-]
+# Modules that add verbs, in the order of the help text: each has ``register(subparsers, common, as_json)``,
+# with the verbs it adds (a verb's own module is all a command needs: ``run`` starts without the others).
+VERB_MODULES: dict[str, tuple[str, ...]] = {
+    "engine.cli.run": ("run",),
+    "engine.cli.runs": ("runs", "show"),
+    "engine.cli.prepare": ("prepare",),
+    "engine.cli.knobs": ("knobs",),
+    "engine.cli.export": ("export",),
+    "engine.cli.jobs": ("submit", "worker", "jobs", "cancel", "retry"),
+    "engine.cli.estimate": ("estimate", "calibrate"),
+    "engine.cli.sweep": ("sweep",),
+    "engine.cli.suite": ("suite", "check"),
+    "engine.cli.optimize": ("optimize",),
+    "engine.cli.sla": ("sla",),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of every verb."""
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every verb, or of ``verb`` alone (its module is the only one imported)."""
     parser = Parser(prog="python -m engine", description="LatencyLab: benchmark LLM inference recipes")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
     common, as_json = common_parent(), json_parent()
-    for module_name in VERB_MODULES:
-        importlib.import_module(module_name).register(sub, common, as_json)
+    for module_name, verbs in VERB_MODULES.items():
+        if verb is None or verb in verbs:
+            importlib.import_module(module_name).register(sub, common, as_json)
     return parser
 
 
@@ -58,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "--verbose" in argv
-    parser = build_parser()
+    known = {v for verbs in VERB_MODULES.values() for v in verbs}
+    parser = build_parser(argv[0] if argv and argv[0] in known else None)
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):

@@ -51,7 +51,7 @@ def job_outcome(
 
 def failed_run_of(job: Any, reason: str) -> Any:
     """The failed run (a :class:`storage.runs.NewRun`) of a job that ended without storing one."""
-    from engine.run.runner import new_run
+    from engine.run.store import new_run
     from engine.spec import SpecError, parse_job_spec
     from storage.runs import NewRun
 

@@ -36,6 +36,7 @@ class Group:
     order: int
     samples: Callable[[Phase], list[float]]  # its samples in ms
     headline: bool = True  # one of DESIGN's four result groups (client queueing is not)
+    optional: bool = False  # left out of a phase without samples of it (latency from the due time)
     shown: frozenset[str] = frozenset()  # where every statistic appears
     by_stat: Mapping[str, frozenset[str]] = field(default_factory=dict)  # and where some appear besides
     note: str = ""  # added to every statistic's label
@@ -87,6 +88,15 @@ GROUPS: tuple[Group, ...] = (
         "queue_ms", "client queueing", "queueing", 500, _group_samples("queue_ms"), headline=False,
         shown=frozenset({RESULT}),
     ),
+    # coordinated omission: where requests have due times, latency from the due time beside latency from the send
+    Group(
+        "ttft_from_due_ms", "TTFT from the due time", "TTFT from due", 600, _group_samples("ttft_from_due_ms"),
+        headline=False, optional=True, shown=frozenset({RESULT}), note=" (from the due time)",
+    ),
+    Group(
+        "e2el_from_due_ms", "E2EL from the due time", "E2EL from due", 700, _group_samples("e2el_from_due_ms"),
+        headline=False, optional=True, shown=frozenset({RESULT}), note=" (from the due time)",
+    ),
 )  # fmt: skip
 
 
@@ -126,6 +136,18 @@ def _rows(key: str) -> Callable[[Phase], np.ndarray | None]:
     return lambda phase: phase.throughput.get(key)
 
 
+def _client(name: str) -> Callable[[Mapping[str, object], Mapping[str, object]], object]:
+    """A figure of the result's ``client`` group (engine.measure.client_lag: the client checks itself)."""
+    return lambda metrics, _quality: (metrics.get("client") or {}).get(name)  # type: ignore[union-attr]
+
+
+def _client_lag(name: str, label: str, short: str, order: int, shown: frozenset[str] = frozenset()) -> Metric:
+    return Metric(
+        f"client_{name}", label, "ms", "lower", "latency", short, order=order, shown=shown,
+        source="the load driver and its client processes (engine.measure.client_lag)", read=_client(name),
+    )  # fmt: skip
+
+
 def _bookkeeping(key: str, label: str, shown: frozenset[str], order: int, **how: object) -> Metric:
     return Metric(key, label, "", None, "bookkeeping", order=order, shown=shown, **how)  # type: ignore[arg-type]
 
@@ -136,6 +158,7 @@ _ENERGY = "the energy meter of the measured phase (engine.measure.energy: NVML o
 _ALL = SHOWN | {TRIALS}
 _IN_RESULT = frozenset({RESULT})
 _PER_TRIAL = frozenset({RESULT, TRIALS})
+_EXPLORE = frozenset({EXPLORE})
 
 METRICS: tuple[Metric, ...] = (
     *(m for g in GROUPS for m in g.metrics()),
@@ -211,6 +234,24 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "quality.greedy_flip_rate", "greedy flip rate vs reference", "ratio", "lower", "accuracy", "flips", True,
         order=2040, shown=ACCURACY_SHOWN, source=_ACCURACY, aliases=("greedy_flip_rate",),
+    ),
+    # the client checks itself (the result's "client" group): how late it sent and how late its event loop ran
+    _client_lag("send_lag_ms_p50", "client send lag p50 (send minus due or slot)", "send lag p50", 800),
+    _client_lag("send_lag_ms_p99", "client send lag p99 (send minus due or slot)", "send lag p99", 801, _EXPLORE),
+    _client_lag("loop_lag_ms_p50", "client event-loop lag p50", "loop lag p50", 810),
+    _client_lag("loop_lag_ms_p99", "client event-loop lag p99", "loop lag p99", 811, _EXPLORE),
+    _client_lag("loop_lag_ms_max", "client event-loop lag max", "loop lag max", 812),
+    _bookkeeping(
+        "client_cpu_share", "client CPU share of its cores", frozenset(), 3200, read=_client("cpu_share"),
+        source="the load driver and its client processes (engine.measure.client_lag)",
+    ),
+    _bookkeeping(
+        "client_cpu_share_max", "client CPU share of its busiest process", frozenset(), 3210,
+        read=_client("cpu_share_max"), source="the load driver and its client processes (engine.measure.client_lag)",
+    ),
+    _bookkeeping(
+        "client_processes", "client processes that sent", frozenset(), 3220, read=_client("processes"),
+        source="the runner (engine/run/senders.py)",
     ),
     # bookkeeping: counts and companions of the figures, never shown or compared as metrics
     _bookkeeping("mean_tokens_per_chunk", "mean tokens per chunk", _IN_RESULT, 3000, compute=_tokens_per_chunk),

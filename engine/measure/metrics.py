@@ -148,8 +148,12 @@ def compute_metrics(run: RunRecord, slo: SLO | None = None) -> dict[str, Any]:
     """The metric set of DESIGN.md for one measured phase (warm-up excluded): every latency group,
     the scalar intervals under ``ci``, then every declared figure with a computation."""
     duration_s = max(run.end_ns - run.start_ns, 1) / 1e9
-    phase = Phase(run.requests, duration_s, slo)
-    out: dict[str, Any] = {g.key: latency_group(g.samples(phase)) for g in registry.GROUPS}
+    phase = Phase(run.requests, duration_s, slo, run.due_times)
+    out: dict[str, Any] = {
+        g.key: latency_group(samples)
+        for g in registry.GROUPS
+        if (samples := g.samples(phase)) or not g.optional  # latency from due: only where requests had due times
+    }
     out["ci"] = {m.key: scalar_interval(m, phase) for m in registry.with_interval()}
     out.update({m.key: m.compute(phase) for m in registry.computed() if m.compute is not None})
     out["slo"] = None if slo is None else {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2el_ms": slo.e2el_ms}

@@ -32,6 +32,9 @@ class RequestRecord:
     turn: int | None = None
     cancelled: bool = False  # cancelled on purpose by the client (workload.cancel_rate): not a failure, no latency
     cached_prompt_tokens: int | None = None  # prompt tokens the engine found in its prefix cache, where it says
+    # when the client could send it: its due time, or when its concurrency slot or its static batch's turn came
+    # (the client's own send lag is send_ns - ready_ns: engine.measure.client_lag); kept in memory, not stored
+    ready_ns: int = 0
     text: str | None = field(default=None, repr=False)  # the reply's text, only when the plan needs it back
 
     @property
@@ -56,3 +59,4 @@ class RunRecord:
     end_ns: int
     requests: list[RequestRecord]
     warmup_requests: int = 0
+    due_times: bool = False  # its requests had due times of their own (latency from the due time is kept)

@@ -77,11 +77,23 @@ def measured_requests(requests: Sequence[RequestRecord]) -> list[RequestRecord]:
     return [r for r in requests if not r.warmup and not r.cancelled]
 
 
-def group_samples(requests: Sequence[RequestRecord]) -> dict[str, list[float]]:
-    """Each latency group's samples in ms (measured requests; successful ones but for queueing)."""
+def from_due_ns(req: RequestRecord, last: bool = False) -> int | None:
+    """First (``last``: last) token-bearing chunk minus the request's due time; None without one."""
+    stamps = _token_chunks(req)
+    return (stamps[-1] if last else stamps[0]) - req.arrival_ns if stamps else None
+
+
+def group_samples(requests: Sequence[RequestRecord], due_times: bool = False) -> dict[str, list[float]]:
+    """Each latency group's samples in ms (measured requests; successful ones but for queueing).
+
+    ``due_times``: the requests had due times of their own (an open arrival process, a trace), so
+    latency is also kept from the due time (coordinated omission: a late send hides nothing)."""
     measured = measured_requests(requests)
     ok = [r for r in measured if r.ok]
+    due_ok = ok if due_times else []
     return {
+        "ttft_from_due_ms": [v / NS_PER_MS for r in due_ok if (v := from_due_ns(r)) is not None],
+        "e2el_from_due_ms": [v / NS_PER_MS for r in due_ok if (v := from_due_ns(r, last=True)) is not None],
         "ttft_ms": [v / NS_PER_MS for r in ok if (v := ttft_ns(r)) is not None],
         "tpot_ms": [v / NS_PER_MS for r in ok if (v := tpot_ns(r)) is not None],
         "itl_ms": [g / NS_PER_MS for r in ok for g in itl_gaps_ns(r)],
@@ -117,10 +129,13 @@ class Phase:
     """One measured phase as the metric declarations see it: its requests (warm-up included, left
     out of every figure), its duration in seconds and its SLO (None: none set)."""
 
-    def __init__(self, requests: Sequence[RequestRecord], duration_s: float, slo: SLO | None = None) -> None:
+    def __init__(
+        self, requests: Sequence[RequestRecord], duration_s: float, slo: SLO | None = None, due_times: bool = False
+    ) -> None:
         self.requests = list(requests)
         self.duration_s = duration_s
         self.slo = slo
+        self.due_times = due_times
 
     @cached_property
     def measured(self) -> list[RequestRecord]:
@@ -135,7 +150,7 @@ class Phase:
     @cached_property
     def samples(self) -> dict[str, list[float]]:
         """Each latency group's samples in ms (:func:`group_samples`)."""
-        return group_samples(self.requests)
+        return group_samples(self.requests, self.due_times)
 
     @cached_property
     def throughput(self) -> dict[str, np.ndarray]:

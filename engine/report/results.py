@@ -64,6 +64,8 @@ def result_object(run: Any, requests: Sequence[Any] | None = None) -> dict[str, 
     if metrics.get("load") is not None:  # serving runs: configured vs achieved rate, concurrency, SLOs
         obj["load"] = metrics["load"]
         obj["slo"] = metrics.get("slo")
+    if metrics.get("client") is not None:  # serving runs: the client's own lag and CPU (engine.measure.client_lag)
+        obj["client"] = metrics["client"]
     for key in ("trials", "trial_drift", "stopped_because", "noise_flags"):  # engine/run/repeats.py, noise.py
         if metrics.get(key) is not None:
             obj[key] = metrics[key]

@@ -47,6 +47,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from engine.backends.base import Backend, Message, Request, RequestError
+from engine.measure.client_lag import ClientSample, LoopMonitor
 from engine.measure.metrics import SLO
 from engine.measure.records import RequestRecord
 from engine.run.plan import ChatIds, PlannedRequest
@@ -101,6 +102,7 @@ class LoadResult:
     start_ns: int
     end_ns: int
     stats: dict[str, Any] = field(default_factory=dict)
+    client: list[ClientSample] = field(default_factory=list)  # the client's own lag and CPU, per process
 
 
 def _achieved_rate(records: Sequence[RequestRecord], start_ns: int) -> float | None:
@@ -224,6 +226,7 @@ async def _stream(
     now = time.perf_counter_ns()
     for rec in records:
         rec.send_ns = now  # engines restamp it as the request goes out
+        rec.ready_ns = rec.ready_ns or now
     try:
         if cancel_s is None:
             await phase.backend.stream(batch, records)
@@ -245,14 +248,35 @@ async def _cancelled_after(call: Coroutine[Any, Any, None], seconds: float) -> b
     return False
 
 
+async def _sleep_until(due_ns: int) -> None:
+    """Sleep until ``due_ns``, never before it: a loop whose timers fire early (uvloop counts whole
+    milliseconds) sleeps once more, a millisecond longer, instead of spinning."""
+    again = 0.0
+    while (left := due_ns - time.perf_counter_ns()) > 0:
+        await asyncio.sleep(left / 1e9 + again)
+        again = 0.001
+
+
+async def _ready(due_ns: int, sem: asyncio.Semaphore | None) -> int:
+    """Wait until a request is due and holds its concurrency slot; the moment it could go out: its due
+    time, or when its slot (or, for a static batch, its turn: now) came, whichever is later."""
+    turn = time.perf_counter_ns()
+    await _sleep_until(due_ns)
+    ready = max(due_ns, turn)
+    if sem is not None:
+        waited = sem.locked()
+        await sem.acquire()
+        if waited:
+            ready = max(ready, time.perf_counter_ns())
+    return ready
+
+
 async def _send(phase: _Phase, indices: range, records: list[RequestRecord], sem: asyncio.Semaphore | None) -> None:
     """One request (or one static batch) when it is due."""
     batch = [records[i] for i in indices]
-    delay = (batch[0].arrival_ns - time.perf_counter_ns()) / 1e9
-    if delay > 0:
-        await asyncio.sleep(delay)
-    if sem is not None:
-        await sem.acquire()
+    ready = await _ready(batch[0].arrival_ns, sem)
+    for rec in batch:
+        rec.ready_ns = ready
     try:
         cancel_s = phase.planned[indices[0]].cancel_after_s if len(indices) == 1 else None
         await _stream(phase, [phase.planned[i].request for i in indices], batch, cancel_s)
@@ -267,12 +291,7 @@ async def _session(
     phase: _Phase, turns: list[int], records: list[RequestRecord], sem: asyncio.Semaphore | None
 ) -> None:
     """One session's turns in order, each carrying the conversation so far with the real replies."""
-    first = records[turns[0]]
-    delay = (first.arrival_ns - time.perf_counter_ns()) / 1e9
-    if delay > 0:
-        await asyncio.sleep(delay)
-    if sem is not None:
-        await sem.acquire()  # a slot is held for the whole session
+    records[turns[0]].ready_ns = await _ready(records[turns[0]].arrival_ns, sem)  # a slot for the whole session
     rng = np.random.default_rng((phase.seed, phase.planned[turns[0]].session or 0))
     history: list[Message] = []
     try:
@@ -283,7 +302,7 @@ async def _session(
                 think = float(rng.exponential(phase.think_time_s)) if phase.think_time_s > 0 else 0.0
                 if think > 0:
                     await asyncio.sleep(think)
-                rec.arrival_ns = time.perf_counter_ns()  # due now: the reply came and the user thought
+                rec.arrival_ns = rec.ready_ns = time.perf_counter_ns()  # due now: the reply came, the user thought
                 messages = [*history, *(request.messages or ())]
                 if phase.chat_ids is None:
                     raise RuntimeError("a plan of sessions needs its chat_ids")
@@ -330,6 +349,19 @@ async def _all_or_first_error(coros: list[Any]) -> None:
 
 
 async def _drive(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_size: int | None) -> LoadResult:
+    monitor = LoopMonitor().start()  # the driver's own loop: how late it ran while it drove the phase
+    senders = getattr(phase.backend, "client_sampling", None)  # client processes (--client-processes) sample theirs
+    if senders is not None:
+        await senders(True)
+    try:
+        result = await _drive_requests(phase, offsets, limit, batch_size)
+    finally:
+        sample = monitor.stop()
+    result.client = [sample, *(await senders(False) if senders is not None else [])]
+    return result
+
+
+async def _drive_requests(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_size: int | None) -> LoadResult:
     sem = asyncio.Semaphore(limit) if limit else None
     start_ns = time.perf_counter_ns()
     records = phase.records(offsets.tolist(), start_ns)

@@ -18,7 +18,13 @@ per problem, stored as ``metrics["noise_flags"]``; each also says its ``kind``:
 - ``warmup``: with 3 or more trials, the first trial's TPOT p50 is slower than every
   other trial and by more than the others' own spread (and :data:`DRIFT_PCT` %):
   the warm-up was too short;
-- ``drift``: the trials' TPOT p50 spread ((max - min) / median) exceeds :data:`SPREAD_PCT` %.
+- ``drift``: the trials' TPOT p50 spread ((max - min) / median) exceeds :data:`SPREAD_PCT` %;
+- ``client_bound``: the client, not the server, set the pace (``metrics["client"]``,
+  :mod:`engine.measure.client_lag`): its busiest process used at least :data:`CLIENT_CPU_SHARE` of
+  its core, its event loop ran :data:`CLIENT_LOOP_LAG_MS` ms late or more (p99), or requests went out
+  :data:`CLIENT_SEND_LAG_MS` ms or more after they could (p99). Its stamps and sends were late, so
+  its latencies say more about the client than about the server: it counts as a busy machine
+  (``kind`` ``"machine"``), as contention does (Explore hides such runs with them, Compare warns).
 """
 
 from __future__ import annotations
@@ -34,7 +40,11 @@ DRIFT_PCT = 3.0  # the first trial must be slower than the rest by more than thi
 SPREAD_PCT = 10.0
 
 
-MACHINE_FLAGS = ("contention", "steal", "gpu_busy")
+CLIENT_CPU_SHARE = 0.9  # of one core: an event loop runs on one
+CLIENT_LOOP_LAG_MS = 5.0
+CLIENT_SEND_LAG_MS = 10.0
+
+MACHINE_FLAGS = ("contention", "steal", "gpu_busy", "client_bound")
 
 
 def _flag(flag: str, detail: str) -> dict[str, str]:
@@ -108,11 +118,38 @@ def drift_flags(trials: list[dict[str, Any]], drift: dict[str, Any] | None) -> l
     return out
 
 
+def client_flags(client: dict[str, Any] | None) -> list[dict[str, str]]:
+    """``client_bound`` when the client's own figures say it set the pace (the rules above)."""
+    if not client:
+        return []
+    reasons = []
+    share = client.get("cpu_share_max")
+    if share is not None and share >= CLIENT_CPU_SHARE:
+        reasons.append(f"its busiest process used {share:.0%} of a core")
+    loop = client.get("loop_lag_ms_p99")
+    if loop is not None and loop >= CLIENT_LOOP_LAG_MS:
+        reasons.append(f"its event loop ran {loop:.1f} ms late (p99)")
+    send = client.get("send_lag_ms_p99")
+    if send is not None and send >= CLIENT_SEND_LAG_MS:
+        reasons.append(f"requests went out {send:.1f} ms after they could (p99)")
+    if not reasons:
+        return []
+    n = client.get("processes") or 1
+    more = (
+        "; try more --client-processes"
+        if n < (client.get("machine_cores") or 1)
+        else "; try a less busy client machine"
+    )
+    detail = f"the client set the pace: {', '.join(reasons)} ({n} client process{'es' if n > 1 else ''}{more})"
+    return [_flag("client_bound", detail)]
+
+
 def noise_flags(samples: dict[str, Any] | None, metrics: dict[str, Any]) -> list[dict[str, str]]:
-    """Every flag of a run: the machine's (contention, steal, GPU) then the figures' (requests, length, drift)."""
-    return machine_flags(samples) + validity_flags(metrics)
+    """Every flag of a run: the machine's (contention, steal, GPU, a client that set the pace) then the
+    figures' (requests, length, drift)."""
+    return machine_flags(samples) + client_flags(metrics.get("client")) + validity_flags(metrics)
 
 
 def contended(flags: list[dict[str, Any]] | None) -> bool:
-    """Whether a run was measured under contention (CPU, steal or GPU)."""
+    """Whether a run was measured under contention (CPU, steal or GPU) or by a client that set the pace."""
     return any(f.get("kind") == "machine" for f in flags or [])

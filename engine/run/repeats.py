@@ -204,13 +204,20 @@ def widen_with_repeats(pooled: dict[str, Any], rows: Sequence[dict[str, Any]]) -
 
 
 def repeat_metrics(
-    measured: Measured, warm: list[RequestRecord], slo: SLO | None, until_metric: str | None = None
+    measured: Measured,
+    warm: list[RequestRecord],
+    slo: SLO | None,
+    until_metric: str | None = None,
+    due_times: bool = False,
 ) -> dict[str, Any]:
-    """The run's metrics: headline figures over every trial's requests, plus per-trial figures and drift."""
+    """The run's metrics: headline figures over every trial's requests, plus per-trial figures and drift.
+
+    ``due_times``: the requests had due times of their own (latency from the due time is kept too)."""
     for r in measured.records:
         if r.output_tokens == 0:
             r.error = r.error or "no tokens returned"
-    pooled = compute_metrics(RunRecord(start_ns=0, end_ns=measured.duration_ns, requests=warm + measured.records), slo)
+    everything = RunRecord(0, measured.duration_ns, warm + measured.records, due_times=due_times)
+    pooled = compute_metrics(everything, slo)
     if len(measured.repeats) > 1 or measured.stopped_because is not None:
         rows = [
             {"trial": t.index, **repeat_headline(compute_metrics(RunRecord(t.start_ns, t.end_ns, t.records), slo))}

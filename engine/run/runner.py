@@ -27,16 +27,20 @@ from typing import Any
 from engine.backends.base import Backend, LoadReport, get_backend
 from engine.measure import memory, provenance, saturation, server_metrics, telemetry
 from engine.measure.breakdowns import per_turn
+from engine.measure.client_lag import client_group
 from engine.measure.records import RequestRecord
 from engine.run.failures import RunRejected, check_failures, failure_reason
 from engine.run.plan import RequestPlan
 from engine.run.preflight import preflight
 from engine.run.profile import profile_phase
+from engine.run.senders import senders
+from engine.run.store import Where
 from engine.spec import JobSpec, SpecError
 from engine.weights import models
 from engine.weights.models import ResolvedModel
 
 PHASES: tuple[str, ...] = ("loading", "warm-up", "measuring", "evaluating", "saving")
+DUE_ARRIVALS = ("poisson", "gamma", "trace")  # requests with due times of their own (latency from due is kept)
 
 
 @dataclass
@@ -109,6 +113,10 @@ class _Measured:
     tele: Any  # the device telemetry sampler
     server: Any  # the server /metrics scraper
     cpu_wall_ratio: float
+    client: list[Any] = field(default_factory=list)  # each measured phase's ClientSample of every client process
+    due_times: bool = False  # the requests had due times (an open arrival process or a trace)
+    processes: int = 1  # client processes that sent (1: the backend itself)
+    senders: dict[str, Any] = field(default_factory=dict)  # what they said about themselves
 
 
 def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = print) -> BenchmarkResult:
@@ -181,6 +189,7 @@ def _measure(
     memory.release_freed_memory()  # freed load-time buffers are not the recipe's memory
     backend.measuring_started()  # counters (CUDA peak, speculation) restart: the measured phase only
     load: dict[str, Any] = {}
+    client: list[Any] = []
 
     def run_phase(_trial: int, first_index: int, count: int) -> tuple[list[RequestRecord], int, int]:
         state.requests_total = max(state.requests_total, state.requests_done + count)
@@ -191,6 +200,7 @@ def _measure(
             backend, plan.measured[:count], wl, state, False, first_index, plan.chat_ids, plan.think_time_s
         )
         load.update(phase.stats)
+        client.extend(phase.client)
         return phase.records, phase.start_ns, phase.end_ns
 
     ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
@@ -203,9 +213,8 @@ def _measure(
     if phases.stopped_because:
         log(f"measured {len(phases.records)} requests in {len(phases.repeats)} rounds: {phases.stopped_because}")
     cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    return _Measured(
-        phases, warm, warmup_s, load, rss.peak_bytes, machine, tele, server, cpu_s / max(wall1 - wall0, 1e-9)
-    )
+    ratio, due = cpu_s / max(wall1 - wall0, 1e-9), load.get("arrival") in DUE_ARRIVALS
+    return _Measured(phases, warm, warmup_s, load, rss.peak_bytes, machine, tele, server, ratio, client, due)
 
 
 def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, prov: dict[str, Any]) -> BenchmarkResult:
@@ -214,9 +223,12 @@ def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, pro
     from engine.run.load import slo_of
 
     report, backend = loaded.report, loaded.backend
-    metrics = repeats.repeat_metrics(m.phases, m.warm, slo_of(spec.workload), spec.workload.until_metric)
+    wl = spec.workload
+    metrics = repeats.repeat_metrics(m.phases, m.warm, slo_of(wl), wl.until_metric, due_times=m.due_times)
+    serving = _serving(spec)
     metrics.update(
-        **({"load": m.load} if _serving(spec) else {}),
+        **({"load": m.load} if serving else {}),
+        **({"client": client_group(m.client, m.phases.records, m.processes)} if serving and m.client else {}),
         **memory.peak_metrics(backend.peak_memory(), m.rss_peak),
         weights_memory_bytes=report.weights_memory_bytes,
         load_s=report.load_s,
@@ -240,6 +252,7 @@ def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, pro
         "cpu_wall_ratio": m.cpu_wall_ratio,
         "noise": m.machine.samples,
         "request_source": {"name": plan.source, **plan.facts},
+        **({"client_processes": m.senders} if m.senders else {}),
     }
     series = {**m.server.series(), "telemetry": m.tele.series()}
     if _serving(spec):  # was the server saturated? (engine/measure/saturation.py)
@@ -252,7 +265,10 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
     loaded = _load(spec, state, log)
     try:
         plan = _plan(spec, loaded)
-        result = _result(spec, loaded, plan, _measure(spec, loaded.backend, plan, state, log), prov)
+        with senders(spec, loaded.backend, log) as sending:  # the backend, or client processes for it
+            measured = _measure(spec, sending.backend, plan, state, log)
+        measured.processes, measured.senders = sending.processes, sending.info
+        result = _result(spec, loaded, plan, measured, prov)
         check_failures(spec, result, log)  # before any accuracy phase: a rejected run is not scored
         measured_prompts = [p.request.prompt for p in plan.measured]
         result.series.update(profile_phase(spec, loaded.backend, measured_prompts, state, log))  # after measuring
@@ -321,7 +337,7 @@ def run_benchmark(
     preflight(spec)
     spec = pinned(spec)
     state = state or ProgressState()
-    where = _Where(db, spec, job_id, sweep, worker_id)
+    where = Where(db, spec, job_id, sweep, worker_id)
     try:
         result = execute(spec, state, log)
     except (KeyboardInterrupt, SpecError):
@@ -342,51 +358,3 @@ def run_benchmark(
     )
     state.enter("done")
     return result
-
-
-@dataclass(frozen=True)
-class _Where:
-    """Where a run is stored: the database, its spec and, for a job, the job and its worker."""
-
-    db: Any | None
-    spec: JobSpec
-    job_id: int | None
-    sweep: str | None
-    worker_id: str | None
-
-    def store(
-        self,
-        status: str,
-        metrics: dict[str, Any] | None,
-        prov: dict[str, Any],
-        requests: list[RequestRecord],
-        error: str | None,
-        quality: dict[str, Any] | None = None,
-        series: dict[str, dict[str, Any]] | None = None,
-    ) -> int | None:
-        """Save the run (one transaction); its id, or None without a database."""
-        if self.db is None:
-            return None
-        from storage.runs import save_run
-
-        run = new_run(self.spec, status, error, job_id=self.job_id, device_name=prov.get("device_name"))
-        run.sweep, run.provenance, run.metrics, run.quality = self.sweep, prov, metrics, quality
-        run.requests, run.worker_id, run.series = requests, self.worker_id, dict(series or {})
-        return save_run(self.db, run)
-
-
-def new_run(spec: JobSpec, status: str, error: str | None, **extra: Any) -> Any:
-    """A :class:`storage.runs.NewRun` for ``spec`` (identity from the spec; figures filled in by the caller)."""
-    from storage.runs import NewRun
-
-    return NewRun(
-        status=status,
-        spec=spec.model_dump(mode="json"),
-        fingerprint=spec.fingerprint(),
-        model=spec.model.label,
-        engine=spec.recipe.engine,
-        device=spec.device,
-        name=spec.name,
-        error=error,
-        **extra,
-    )

@@ -37,7 +37,9 @@ class Capabilities:
     distribution (KL against a baseline). ``server_metrics``: it is measured through a
     server whose Prometheus ``/metrics`` the job reads. ``remote``: that server is not the
     job's (no local device, no memory figure). ``tensor_parallel``: the job itself launches
-    one process per rank (:meth:`EngineRecipe.world_size`).
+    one process per rank (:meth:`EngineRecipe.world_size`). ``client_processes``: its requests
+    leave the process (HTTP to a server), so several client processes can send them
+    (``workload.client_processes``, :mod:`engine.run.senders`).
     """
 
     serving: bool = False
@@ -46,6 +48,7 @@ class Capabilities:
     server_metrics: bool = False
     remote: bool = False
     tensor_parallel: bool = False
+    client_processes: bool = False
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,7 @@ WORKLOAD_LABELS: dict[str, str] = {
     "max_seconds": "Most seconds measured (adaptive)",
     "soak_minutes": "Soak: keep sending for (minutes)",
     "profile_steps": "Profile decode steps (0: off)",
+    "client_processes": "Client processes (empty: chosen from the cores and the concurrency)",
     **TRAFFIC_LABELS,
 }
 # The workload fields shown at once; every other field of a section sits in the form's "Advanced" expander.

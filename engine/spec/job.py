@@ -43,6 +43,14 @@ class JobSpec(_Strict):
     @model_validator(mode="after")
     def _check_combination(self) -> JobSpec:
         problems = self.recipe.job_problems(self.device, self.workload, self.model.kind)
+        if (self.workload.client_processes or 1) > 1 and not engines.get(
+            self.recipe.engine
+        ).capabilities.client_processes:
+            problems.append(
+                f"client_processes: the {self.recipe.engine} engine serves its requests inside the job's process; "
+                f"several client processes need one whose requests leave it "
+                f"({', '.join(engines.with_capability('client_processes'))})"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         if self.quality.enabled and (problems := self.recipe.accuracy_problems()):
@@ -66,6 +74,7 @@ class JobSpec(_Strict):
         exclude = {"name"} if self.quality.enabled else {"name", "quality"}
         data = self.model_dump(mode="json", exclude=exclude)
         data["workload"].pop("profile_steps", None)  # a profile runs after the measured figures are taken
+        data["workload"].pop("client_processes", None)  # how many processes send the same requests
         for key, default in SERVING_DEFAULTS.items():  # serving fields at their defaults keep old fingerprints
             if data["workload"].get(key) == default:
                 data["workload"].pop(key, None)

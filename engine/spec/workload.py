@@ -113,6 +113,14 @@ class Workload(TrafficFields):
     soak_minutes: float | None = Field(
         default=None, gt=0, le=10_080, description="soak: keep sending rounds of `requests` for this many minutes"
     )
+    # How the client sends (engine/run/senders.py): the same requests whatever the number; left out of the fingerprint
+    client_processes: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        description="client processes that send the requests, each with its own event loop (None: chosen from the "
+        "cores and the concurrency); engines whose requests leave the process only (openai, vllm-server)",
+    )
     # Profile phase (engine/run/profile.py): after the measured phase; left out of the fingerprint
     profile_steps: int = Field(
         default=0, ge=0, le=1000, description="decode steps recorded with torch.profiler after the measured phase"

@@ -89,3 +89,24 @@ def test_database_errors_are_one_line(tmp_path):
     with pytest.raises(StorageError) as info, db.session() as s:
         s.execute(text("SELECT * FROM no_such_table"))
     assert "\n" not in str(info.value) and "Background" not in str(info.value)
+
+
+def test_a_database_at_every_head_opens_without_alembic(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from storage import open_database
+    from storage.db import Database, migration_heads
+
+    url = f"sqlite:///{tmp_path / 'heads.db'}"
+    open_database(url)  # made and migrated by Alembic
+    assert migration_heads() and Database(url).at_heads()
+    probe = (
+        "import sys; from storage.db import Database; Database(sys.argv[1]).migrate(); print('alembic' in sys.modules)"
+    )
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=60, check=True, cwd=repo
+    )
+    assert out.stdout.strip() == "False"
+    assert not Database(f"sqlite:///{tmp_path / 'new.db'}").at_heads()

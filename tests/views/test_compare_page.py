@@ -131,3 +131,16 @@ def test_table_has_intervals_verdicts_and_says_n_too_small(seeded, db):
     assert table.loc["TTFT p50", f"#{fast} verdict"] == "no significant difference"
     assert table.loc["perplexity", f"#{fast} verdict"] == "no significant change"
     assert "n too small" in " ".join(c.value for c in at.caption)
+
+
+def test_a_run_measured_on_a_busy_machine_or_by_a_client_that_set_the_pace_is_warned_about(seeded, db):
+    from seed_runs import make_run
+
+    flag = {"flag": "client_bound", "kind": "machine", "detail": "the client set the pace: its event loop ran late"}
+    bound = make_run(db, name="bound", extra_metrics={"noise_flags": [flag]})
+    at = open_compare(runs=f"{seeded['base']},{bound}", baseline=str(seeded["base"]))
+    assert not at.exception
+    warnings = [w.value for w in at.warning]
+    assert any(
+        f"Run {bound} was measured on a busy machine (client-bound: the client set the pace" in w for w in warnings
+    )

@@ -225,3 +225,23 @@ def test_small_sample_warnings_and_whole_number_count_axes(seeded):
         "requested 8",
     ]
     assert all(isinstance(d, int) and d >= 1 for d in (tokens["layout"]["yaxis"]["dtick"],))
+
+
+CLIENT = {
+    "processes": 2, "send_lag_ms_p50": 0.4, "send_lag_ms_p99": 31.0, "send_lag_ms_max": 40.0, "loop_lag_ms_p50": 0.9,
+    "loop_lag_ms_p99": 7.5, "loop_lag_ms_max": 9.0, "cpu_share": 0.6, "cpu_share_max": 0.97, "cores": 2,
+}  # fmt: skip
+CLIENT_BOUND = {"flag": "client_bound", "kind": "machine", "detail": "the client set the pace: its event loop ran late"}
+
+
+def test_a_client_bound_run_shows_its_badge_and_the_client_section(db, db_url, monkeypatch):
+    from seed_runs import make_run
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    bound = make_run(db, name="bound", extra_metrics={"noise_flags": [CLIENT_BOUND], "client": CLIENT})
+    at = open_run(str(bound))
+    assert not at.exception
+    bodies = " ".join(m.proto.body for m in at.markdown)
+    assert "client-bound: the client set the pace" in bodies and ":orange-badge" in bodies
+    assert "event-loop lag: p50 0.90 ms, p99 7.50 ms" in bodies and "the busiest process 97%" in bodies
+    assert any(e.label.startswith("Client (it set the pace") for e in at.expander)

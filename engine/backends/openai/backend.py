@@ -1,13 +1,18 @@
 """Any OpenAI-compatible server (vLLM, TGI, SGLang, llama.cpp, TensorRT-LLM ...), over HTTP.
 
-Requests stream (``stream: true`` with ``stream_options.include_usage``); every SSE line
-is stamped with ``time.perf_counter_ns()`` as it is read, before it is parsed. Like
-vLLM's ``bench serve``, each completions chunk with choices (each chat chunk with
-content) is one token-bearing chunk; the output
-token count comes from the server's ``usage`` and is spread over the chunks (several
-tokens per chunk under speculative decoding). A server that sends no usage gets its
-output counted with the model's tokenizer, and the request is flagged
+Requests stream (``stream: true`` with ``stream_options.include_usage``) through LatencyLab's own
+HTTP client (:mod:`engine.backends.openai.http`) on uvloop where it is installed: every network
+read is stamped with ``time.perf_counter_ns()`` as it arrives and the SSE events are parsed
+afterwards (:mod:`engine.backends.openai.sse`), each stamped by the read that completed it. Like
+vLLM's ``bench serve``, each completions chunk with choices (each chat chunk with content) is one
+token-bearing chunk; the output token count comes from the server's ``usage`` and is spread over
+the chunks (several tokens per chunk under speculative decoding). A server that sends no usage
+gets its output counted with the model's tokenizer, and the request is flagged
 (``info()["output_tokens_source"]``).
+
+The tokenizer is the model's ``tokenizer.json`` read by the ``tokenizers`` library, or the
+server's ``/tokenize`` (:mod:`engine.backends.openai.tokenizer`): nothing here imports
+transformers or torch, so a run against an endpoint starts in about a second.
 
 Failures (unreachable URL, HTTP 4xx/5xx, an unknown model, malformed SSE, a stream
 closed before ``[DONE]``, timeouts) end that request with its reason; the run goes on.
@@ -23,14 +28,25 @@ import json
 import os
 import time
 from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.backends.asyncloop import EventLoop
 from engine.backends.base import REMOTE_DEVICE, BackendError, LoadReport, Progress, Request, Tokenizer, TokenScores
+from engine.backends.openai.http import Client, ConnectFailed, Exchange, HttpError
 from engine.backends.openai.sse import EventStream, RequestFailed, http_reason
 from engine.measure.records import RequestRecord
 from engine.secrets import register
-from engine.weights.models import ResolvedModel
+
+if TYPE_CHECKING:
+    from engine.weights.models import ResolvedModel
+
+try:  # orjson writes a request body several times faster than json
+    from orjson import dumps as _dumps
+except ImportError:  # pragma: no cover
+
+    def _dumps(obj: Any) -> bytes:
+        return json.dumps(obj).encode()
+
 
 T = TypeVar("T")
 
@@ -41,11 +57,12 @@ class OpenAIBackend:
     name = "openai"
 
     def __init__(self) -> None:
-        self._loop = EventLoop()
-        self._session: Any = None
+        self._loop = EventLoop(fast=True)
+        self._http: Client | None = None
         self._tokenizer: Any = None
         self._recipe: Any = None
         self._url = ""
+        self._path = "/completions"
         self._headers: dict[str, str] = {}
         self._server_models: list[str] | None = None
         self._counts = {"usage": 0, "tokenizer": 0, "chunks": 0}
@@ -54,6 +71,8 @@ class OpenAIBackend:
         self._endpoint = "completions"
         self._send_ignore_eos = True
         self._timeout_s = 600.0
+        self._api_key_env: str | None = None
+        self._tokenizer_source: dict[str, Any] | None = None
 
     # -- lifecycle -----------------------------------------------------------------
     def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport:
@@ -66,18 +85,64 @@ class OpenAIBackend:
             if not key:
                 raise BackendError(f"the API key variable {recipe.api_key_env} is not set in the environment")
             register(key)  # scrubbed from every reason, log line and stored field of this process
+        self._api_key_env = recipe.api_key_env
         self._configure(
             recipe.base_url, recipe.model_name, recipe.endpoint, key, recipe.send_ignore_eos, recipe.timeout_s
         )
-        self._tokenizer = _load_tokenizer(model, progress)
+        self._tokenizer = self._load_tokenizer(model, progress)
         progress(f"probing {self._base_url}/models", None)
         self.run(self._probe_models())
         return LoadReport(
             load_s=time.perf_counter() - t0,
             device_name=REMOTE_DEVICE,
             applied={"endpoint": self._endpoint, "model_name": self._model_name},
-            vocab_size=len(self._tokenizer) if self._tokenizer is not None else None,
+            vocab_size=(len(self._tokenizer) or None) if self._tokenizer is not None else None,
         )
+
+    def _load_tokenizer(self, model: ResolvedModel, progress: Progress) -> Any | None:
+        """The model's tokenizer.json (tokenizers), else the server's /tokenize; None for synthetic weights."""
+        from engine.backends.openai.server_tokenizer import probe
+        from engine.backends.openai.tokenizer import load_tokenizer
+
+        if model.path is not None:
+            progress("loading tokenizer", None)
+        from engine.backends.openai.tokenizer import FastTokenizer
+
+        headers = {k: v for k, v in self._headers.items() if k == "Authorization"}
+        try:
+            tokenizer = load_tokenizer(
+                model.path, model.spec.revision, model.label, lambda: probe(self.server_root, self._model_name, headers)
+            )
+        except LookupError as exc:
+            raise BackendError(str(exc)) from exc
+        if isinstance(tokenizer, FastTokenizer):
+            self._tokenizer_source = {"kind": "files", "path": model.path, "revision": model.spec.revision}
+        elif tokenizer is not None:
+            self._tokenizer_source = {"kind": "server"}
+        return tokenizer
+
+    def client_settings(self) -> dict[str, Any]:
+        """How another process builds this same client (:mod:`engine.backends.openai.client_process`): never the key."""
+        return {
+            "base_url": self._base_url,
+            "model_name": self._model_name,
+            "endpoint": self._endpoint,
+            "api_key_env": self._api_key_env,
+            "send_ignore_eos": self._send_ignore_eos,
+            "timeout_s": self._timeout_s,
+            "tokenizer": self._tokenizer_source,
+        }
+
+    def client_processes(self, n: int, progress: Progress) -> Any:
+        """``n`` client processes sending for this client (:class:`~engine.backends.openai.client_processes.ClientProcesses`)."""
+        from engine.backends.openai.client_processes import ClientProcesses
+
+        return ClientProcesses(self, n).start(progress)
+
+    @property
+    def server_root(self) -> str:
+        """The server's root URL: the base URL without its ``/v1`` (where ``/tokenize`` and ``/metrics`` live)."""
+        return self._base_url.removesuffix("/v1")
 
     def _configure(
         self,
@@ -93,11 +158,15 @@ class OpenAIBackend:
         self._endpoint = endpoint
         self._send_ignore_eos = send_ignore_eos
         self._timeout_s = timeout_s
-        path = "/chat/completions" if endpoint == "chat" else "/completions"
-        self._url = self._base_url + path
+        self._path = "/chat/completions" if endpoint == "chat" else "/completions"
+        self._url = self._base_url + self._path
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
+        try:
+            self._http = Client(self._base_url, self._headers)
+        except HttpError as exc:
+            raise BackendError(str(exc)) from exc
         self._loop.open()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -105,31 +174,20 @@ class OpenAIBackend:
         result: T = self._loop.run(coro)
         return result
 
-    async def _ensure_session(self) -> Any:
-        import aiohttp
-
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                timeout=aiohttp.ClientTimeout(total=self._timeout_s),
-                trust_env=False,
-                read_bufsize=2**16,
-            )
-        return self._session
+    @property
+    def http(self) -> Client:
+        if self._http is None:
+            raise BackendError("the OpenAI client is not configured: load() first")
+        return self._http
 
     async def _probe_models(self) -> None:
-        import aiohttp
-
-        session = await self._ensure_session()
         try:
-            async with session.get(
-                self._base_url + "/models", headers=self._headers, timeout=aiohttp.ClientTimeout(total=10)
-            ) as resp:
-                if resp.status == 200:
-                    data = await resp.json(content_type=None)
-                    self._server_models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
-        except (TimeoutError, aiohttp.ClientError, ValueError):
+            async with asyncio.timeout(10):
+                status, body = await self.http.fetch("GET", "/models")
+            if status == 200:
+                data = json.loads(body)
+                self._server_models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
+        except (TimeoutError, HttpError, ValueError, AttributeError):
             self._server_models = None  # requests will say why they fail
 
     def tokenizer(self) -> Tokenizer | None:
@@ -137,8 +195,6 @@ class OpenAIBackend:
 
     def info(self) -> dict[str, Any]:
         """Server URL, model, endpoint and where output counts came from (never the key)."""
-        import aiohttp
-
         return {
             "engine": self.name,
             "device_name": REMOTE_DEVICE,
@@ -147,7 +203,9 @@ class OpenAIBackend:
             "endpoint": self._endpoint,
             "server_models": self._server_models,
             "output_tokens_source": dict(self._counts),
-            "aiohttp": aiohttp.__version__,
+            "http_client": "latencylab (HTTP/1.1, a stamp per network read)",
+            "event_loop": self._loop.kind,
+            "tokenizer": type(self._tokenizer).__name__ if self._tokenizer is not None else None,
         }
 
     @property
@@ -165,8 +223,10 @@ class OpenAIBackend:
         return None, "not measured: the server's memory is not visible from the client"
 
     def unload(self) -> None:
-        session, self._session = self._session, None
-        self._loop.close(session.close() if session is not None and not session.closed else None)
+        http, self._http = self._http, None
+        if http is not None:
+            http.close()
+        self._loop.close()
 
     # -- requests ------------------------------------------------------------------
     def _payload(self, request: Request) -> dict[str, Any]:
@@ -183,8 +243,9 @@ class OpenAIBackend:
             body["messages"] = [dict(m) for m in request.messages]
             return body
         text: str | list[int]
-        if self._tokenizer is not None:
-            text = self._tokenizer.decode(request.prompt)
+        tokenizer = self._tokenizer
+        if tokenizer is not None and not (getattr(tokenizer, "sends_ids", False) and self._endpoint != "chat"):
+            text = tokenizer.decode(request.prompt)
         else:
             text = request.prompt  # token ids: vLLM's completions endpoint accepts them
         if self._endpoint == "chat":
@@ -212,37 +273,35 @@ class OpenAIBackend:
                 raise out
 
     async def _one(self, request: Request, record: RequestRecord) -> None:
-        """Send one request and append each content chunk's stamp to ``record``; raise RequestFailed."""
-        import aiohttp
-
-        body = self._payload(request)
-        session = await self._ensure_session()
+        """Send one request, then its chunks' stamps into ``record`` from the stamped reads; raise RequestFailed."""
+        body = _dumps(self._payload(request))
         events = EventStream(record, chat=self._endpoint == "chat")
+        ex: Exchange | None = None
+        record.send_ns = time.perf_counter_ns()  # after the payload is built, as vLLM's bench serve
         try:
-            record.send_ns = time.perf_counter_ns()  # after the payload is built, as vLLM's bench serve
-            async with session.post(self._url, json=body, headers=self._headers) as resp:
-                if resp.status != 200:
-                    raise RequestFailed(http_reason(resp.status, await resp.text()))
-                await events.read(resp.content)
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise self._failure(exc) from exc
+            async with asyncio.timeout(self._timeout_s):
+                ex = await self.http.request("POST", self._path, body)
+                record.send_ns = ex.sent_ns  # the attempt that was answered (a dead pooled connection is retried)
+                await self.http.read(ex)
+        except TimeoutError as exc:
+            _parse_quietly(events, ex)
+            raise RequestFailed(f"timed out after {self._timeout_s:.0f} s") from exc
+        except ConnectFailed as exc:
+            raise RequestFailed(f"cannot connect to {self._base_url}: {exc.reason}") from exc
+        except HttpError as exc:  # the connection closed or the answer was malformed
+            if ex is None or ex.status != 200:
+                raise RequestFailed(f"stream closed early: {exc}") from exc
+        except asyncio.CancelledError:  # cancelled on purpose: the record keeps what had arrived
+            _parse_quietly(events, ex)
+            raise
+        if ex.status != 200:
+            raise RequestFailed(http_reason(ex.status, ex.body.decode(errors="replace")))
+        events.parse(ex.reads)
         if not events.done:
             raise RequestFailed(f"stream closed early (no [DONE]) after {len(record.chunk_ns)} chunk(s)")
         self._count_tokens(record, events.usage, events.texts)
         if request.want_text:
             record.text = "".join(events.texts)
-
-    def _failure(self, exc: BaseException) -> RequestFailed:
-        """The request-level reason for a timeout or an aiohttp error."""
-        import aiohttp
-
-        if isinstance(exc, TimeoutError):
-            return RequestFailed(f"timed out after {self._timeout_s:.0f} s")
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            return RequestFailed(f"cannot connect to {self._base_url}: {exc.os_error or exc}")
-        if isinstance(exc, aiohttp.ClientPayloadError):
-            return RequestFailed(f"stream closed early: {exc}")
-        return RequestFailed(f"{type(exc).__name__}: {exc}")  # RequestFailed scrubs every reason
 
     def _count_tokens(self, record: RequestRecord, usage: dict[str, Any] | None, texts: list[str]) -> None:
         """Set the chunks' token counts from usage (spread evenly), else from the tokenizer (flagged)."""
@@ -253,7 +312,7 @@ class OpenAIBackend:
             self._counts["usage"] += 1
             if isinstance(usage.get("prompt_tokens"), int):
                 record.prompt_tokens = usage["prompt_tokens"]
-        elif self._tokenizer is not None:
+        elif self._tokenizer is not None and not getattr(self._tokenizer, "sends_ids", False):
             total = len(self._tokenizer.encode("".join(texts), add_special_tokens=False))
             self._counts["tokenizer"] += 1
         else:
@@ -278,10 +337,19 @@ class OpenAIBackend:
         return self.run(_score_echo(self, sequences, top_k))
 
 
+def _parse_quietly(events: EventStream, ex: Exchange | None) -> None:
+    """What had arrived before a cancellation or a timeout, kept on the record (a bad line ends it quietly)."""
+    if ex is None or ex.status != 200:
+        return
+    try:
+        events.parse(ex.reads)
+    except RequestFailed:
+        pass
+
+
 async def _score_echo(backend: OpenAIBackend, sequences: list[list[int]], top_k: int) -> list[TokenScores]:
     import numpy as np
 
-    session = await backend._ensure_session()
     out = []
     for seq in sequences:
         body = {
@@ -292,12 +360,15 @@ async def _score_echo(backend: OpenAIBackend, sequences: list[list[int]], top_k:
             "logprobs": max(top_k, 1),
             "temperature": 0.0,
         }
-        async with session.post(backend._base_url + "/completions", json=body, headers=backend._headers) as resp:
-            text = await resp.text()
-            if resp.status != 200:
-                raise BackendError(  # http_reason scrubs the server's text
-                    f"scoring (echo + logprobs) is not supported by this server: {http_reason(resp.status, text)}"
-                )
+        try:
+            status, raw = await backend.http.fetch("POST", "/completions", _dumps(body))
+        except HttpError as exc:
+            raise BackendError(f"scoring (echo + logprobs) failed: {exc}") from exc
+        text = raw.decode(errors="replace")
+        if status != 200:
+            raise BackendError(  # http_reason scrubs the server's text
+                f"scoring (echo + logprobs) is not supported by this server: {http_reason(status, text)}"
+            )
         try:
             lp = json.loads(text)["choices"][0]["logprobs"]
             token_lps = lp["token_logprobs"][1 : len(seq)]
@@ -307,17 +378,3 @@ async def _score_echo(backend: OpenAIBackend, sequences: list[list[int]], top_k:
             raise BackendError("scoring (echo + logprobs) is not supported by this server: prompt logprobs missing")
         out.append(TokenScores(token_logprobs=np.asarray(token_lps, dtype=np.float32)))
     return out
-
-
-def _load_tokenizer(model: ResolvedModel, progress: Progress, trust_remote_code: bool = False) -> Any | None:
-    if model.path is None:
-        return None  # synthetic weights: prompts go as token ids
-    from transformers import AutoTokenizer
-
-    progress("loading tokenizer", None)
-    try:
-        return AutoTokenizer.from_pretrained(
-            model.path, revision=model.spec.revision, trust_remote_code=trust_remote_code
-        )
-    except (OSError, ValueError) as exc:
-        raise BackendError(f"cannot load the tokenizer of {model.label}: {exc}") from exc

@@ -12,7 +12,7 @@ DESCRIPTOR = EngineDescriptor(
     summary="any OpenAI-compatible server (vLLM, TGI, SGLang, llama.cpp ...) the job does not manage, over HTTP",
     backend="engine.backends.openai.backend:OpenAIBackend",
     preflight="engine.backends.openai.preflight:check",
-    capabilities=Capabilities(serving=True, server_metrics=True, remote=True),
+    capabilities=Capabilities(serving=True, server_metrics=True, remote=True, client_processes=True),
     knob_dependencies=rules.DEPENDENCIES,
     form=FormGroups(
         basic=("base_url", "model_name", "endpoint", "api_key_env"),

@@ -1,14 +1,18 @@
-"""Server-sent events of an OpenAI-compatible streaming response, read with a stamp per network read.
+"""Server-sent events of an OpenAI-compatible streaming response, parsed after the reads were stamped.
 
-Each completions chunk with choices (each chat chunk with content) is one token-bearing
-chunk, as in vLLM's ``bench serve``; ``usage`` is kept for the token count. Anything that
-is not a well-formed SSE stream ends the request with a :class:`RequestFailed` reason.
+The HTTP client (:mod:`engine.backends.openai.http`) keeps each network read as ``(stamp, bytes)``;
+:meth:`EventStream.parse` turns them into the record's chunks afterwards (when the response is
+over, or cut short), in one cheap pass: each SSE line is stamped with the read that completed it,
+exactly as if it had been parsed as it arrived. Each completions chunk with choices (each chat
+chunk with content) is one token-bearing chunk, as in vLLM's ``bench serve``; ``usage`` is kept for
+the token count. Anything that is not a well-formed SSE stream ends the request with a
+:class:`RequestFailed` reason.
 """
 
 from __future__ import annotations
 
 import json
-import time
+from collections.abc import Iterable
 from typing import Any
 
 from engine.backends.base import RequestError
@@ -52,16 +56,15 @@ class EventStream:
         self.done = False
         self.chat = chat
 
-    async def read(self, content: Any) -> None:
-        """Consume the body until ``[DONE]`` or its end; each network read is stamped once."""
-        perf = time.perf_counter_ns
+    def parse(self, reads: Iterable[tuple[int, bytes]]) -> None:
+        """The body's reads, in order, each ``(stamp, bytes)``: every line stamped by the read that completed it;
+        stops at ``[DONE]``."""
         pending = b""
-        async for data in content.iter_any():
-            t = perf()
+        for t, data in reads:
             lines = (pending + data).split(b"\n") if pending else data.split(b"\n")
             pending = lines.pop()
             for raw in lines:
-                if self._line(raw, t):
+                if raw and self._line(raw, t):  # events end with an empty line: nothing to read there
                     return
         if pending.strip() == b"data: [DONE]":
             self.done = True

@@ -187,9 +187,7 @@ class VllmServerBackend(OpenAIBackend):
         self._startup_s = self._server.start(recipe.startup_timeout_s, progress)
         try:
             self._configure(self._server.base_url, SERVED_MODEL, recipe.endpoint, None)
-            from engine.backends.openai.backend import _load_tokenizer
-
-            self._tokenizer = _load_tokenizer(model, progress, trust_remote_code=recipe.trust_remote_code)
+            self._tokenizer = self._load_tokenizer(model, progress)  # tokenizer.json, else the server's /tokenize
             self.run(self._probe_models())
         except BaseException:
             self.unload()
@@ -198,7 +196,7 @@ class VllmServerBackend(OpenAIBackend):
             load_s=time.perf_counter() - t0,
             device_name=self._device_name,
             applied={"server_args": self._server.args[3:], "endpoint": recipe.endpoint},
-            vocab_size=len(self._tokenizer) if self._tokenizer is not None else None,
+            vocab_size=(len(self._tokenizer) or None) if self._tokenizer is not None else None,
         )
 
     def info(self) -> dict[str, Any]:

@@ -5,24 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from engine.backends.base import Message, Tokenizer
+from engine.backends.base import Message, Tokenizer, chat_prompt_ids
 from engine.spec import SpecError
 
 
 def chat_ids(tokenizer: Tokenizer, messages: Sequence[Mapping[str, str]]) -> list[int]:
-    """``messages`` rendered by the tokenizer's chat template (with the assistant's turn opened),
-    as token ids; a tokenizer without a template joins the messages as ``role: content`` lines."""
+    """``messages`` rendered by the tokenizer's chat template (with the assistant's turn opened), as token
+    ids (:func:`engine.backends.base.chat_prompt_ids`); a tokenizer without a template (a base model)
+    joins the messages as ``role: content`` lines."""
     convo = [{"role": m["role"], "content": m["content"]} for m in messages]
-    render: Any = getattr(tokenizer, "apply_chat_template", None)
-    text: str | None = None
-    if render is not None:
-        try:
-            text = render(convo, tokenize=False, add_generation_prompt=True)
-        except (ValueError, TypeError, KeyError):  # no chat template (a base model), or one that refuses roles
-            text = None
-    if not isinstance(text, str):
+    try:
+        return chat_prompt_ids(tokenizer, convo)
+    except (ValueError, TypeError, KeyError, AttributeError):  # no chat template, or one that refuses roles
         text = "".join(f"{m['role']}: {m['content']}\n" for m in convo) + "assistant:"
-    return tokenizer.encode(text, add_special_tokens=False)
+        return tokenizer.encode(text, add_special_tokens=False)
 
 
 def messages_of(pairs: Sequence[Any]) -> tuple[Message, ...]:

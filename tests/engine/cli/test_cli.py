@@ -182,3 +182,13 @@ def test_non_finite_numbers_exit_2_in_one_line_and_store_nothing(args, db_url, c
     err = capsys.readouterr().err.strip()
     assert "finite number" in err and len(err.splitlines()) == 1, err
     assert count_runs(open_database(db_url)) == 0
+
+
+def test_every_verb_names_its_module_so_a_command_imports_only_its_own() -> None:
+    from engine.cli.main import VERB_MODULES, build_parser
+
+    parser = build_parser()
+    verbs = set(next(a for a in parser._actions if a.dest == "verb").choices)  # type: ignore[union-attr]
+    assert verbs == {v for names in VERB_MODULES.values() for v in names}
+    only_run = build_parser("run")
+    assert set(next(a for a in only_run._actions if a.dest == "verb").choices) == {"run"}  # type: ignore[union-attr]

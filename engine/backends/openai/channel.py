@@ -1,0 +1,91 @@
+"""Messages between the load driver's process and its client processes: length-prefixed JSON over a socket pair.
+
+Each message is a JSON object (orjson: plain lists of ints stay cheap) after its length as 4 bytes,
+big-endian. A request travels as :func:`request_json`, a filled record back as :func:`record_json`
+and is copied into the driver's own record by :func:`fill_record`, so the driver stores exactly the
+records one process would have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from engine.backends.base import Request
+from engine.measure.records import RequestRecord
+
+try:
+    from orjson import dumps as _dumps
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover
+    import json
+
+    def _dumps(obj: Any) -> bytes:
+        return json.dumps(obj).encode()
+
+    _loads = json.loads
+
+_HEADER = struct.Struct(">I")
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One message as it travels: its length, then its JSON."""
+    data = _dumps(message)
+    return _HEADER.pack(len(data)) + data
+
+
+def decode(data: bytes) -> dict[str, Any]:
+    """A message's JSON (without its length)."""
+    message: dict[str, Any] = _loads(data)
+    return message
+
+
+def write(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
+    """Queue one message on ``writer`` (the transport buffers it: never blocks the loop)."""
+    writer.write(encode(message))
+
+
+async def read(reader: asyncio.StreamReader) -> dict[str, Any]:
+    """The next message; ``asyncio.IncompleteReadError`` when the other side is gone."""
+    (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+    return decode(await reader.readexactly(size))
+
+
+def request_json(request: Request) -> list[Any]:
+    return [
+        request.prompt,
+        request.max_new_tokens,
+        request.ignore_eos,
+        None if request.messages is None else [dict(m) for m in request.messages],
+        request.want_text,
+    ]
+
+
+def request_of(data: list[Any]) -> Request:
+    prompt, max_new_tokens, ignore_eos, messages, want_text = data
+    return Request(
+        prompt=list(prompt),
+        max_new_tokens=int(max_new_tokens),
+        ignore_eos=bool(ignore_eos),
+        messages=None if messages is None else tuple(messages),
+        want_text=bool(want_text),
+    )
+
+
+def record_json(record: RequestRecord) -> list[Any]:
+    """What a client process filled in: the send stamp, the chunks, the server's prompt count, error, text."""
+    return [record.send_ns, record.chunk_ns, record.chunk_tokens, record.prompt_tokens, record.error, record.text]
+
+
+def fill_record(record: RequestRecord, data: list[Any]) -> None:
+    """Copy a client process's ``record_json`` into the driver's record."""
+    send_ns, chunk_ns, chunk_tokens, prompt_tokens, error, text = data
+    record.send_ns = int(send_ns) or record.send_ns
+    record.chunk_ns[:] = chunk_ns
+    record.chunk_tokens[:] = chunk_tokens
+    record.prompt_tokens = int(prompt_tokens)
+    if error is not None:
+        record.error = record.error or str(error)
+    if text is not None:
+        record.text = str(text)

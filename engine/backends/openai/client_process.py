@@ -1,0 +1,164 @@
+"""One client process of ``--client-processes``: ``python -m engine.backends.openai.client_process FD``.
+
+It is an :class:`~engine.backends.openai.backend.OpenAIBackend` with its own event loop (uvloop where
+installed), set up from the settings the driver's process sends first (server, model, endpoint, the
+API key's variable name, where the tokenizer's files are), then serving the driver's messages on the
+socket ``FD``: ``stream`` (send these requests now; answer with the filled records), ``cancel`` (the
+driver cancelled that call: the connection closes, the partial record goes back), ``sample`` (start,
+or stop and return, the loop-lag and CPU sample of a phase) and ``stop``. It never decides when a
+request goes out: the driver's one scheduler does (:mod:`engine.backends.openai.client_processes`).
+It ends when the driver's process ends (its socket closes; PR_SET_PDEATHSIG besides).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+import traceback
+from typing import Any
+
+from engine.backends.openai import channel
+from engine.backends.openai.backend import OpenAIBackend
+from engine.backends.openai.sse import RequestFailed
+from engine.measure.client_lag import LoopMonitor
+from engine.measure.records import RequestRecord
+from engine.secrets import register, scrub
+
+
+def client_of(settings: dict[str, Any]) -> OpenAIBackend:
+    """An OpenAI client configured as the driver's (the API key read here from its variable)."""
+    key = None
+    if settings.get("api_key_env"):
+        key = os.environ.get(settings["api_key_env"])
+        if key:
+            register(key)
+    client = OpenAIBackend()
+    client._configure(
+        settings["base_url"],
+        settings["model_name"],
+        settings["endpoint"],
+        key,
+        settings["send_ignore_eos"],
+        settings["timeout_s"],
+    )
+    tokenizer = settings.get("tokenizer")
+    if tokenizer and tokenizer.get("kind") == "files":
+        from engine.backends.openai.tokenizer import local_tokenizer
+
+        client._tokenizer = local_tokenizer(tokenizer["path"], tokenizer.get("revision"))
+    elif tokenizer and tokenizer.get("kind") == "server":
+        from engine.backends.openai.server_tokenizer import ServerTokenizer
+
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        client._tokenizer = ServerTokenizer(client.server_root, settings["model_name"], headers)
+    return client
+
+
+class _Serving:
+    """The driver's messages, each ``stream`` its own task."""
+
+    def __init__(self, client: OpenAIBackend, writer: asyncio.StreamWriter) -> None:
+        self.client = client
+        self.writer = writer
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.monitor: LoopMonitor | None = None
+
+    def handle(self, message: dict[str, Any]) -> bool:
+        """One message; False on ``stop``."""
+        op, ident = message.get("op"), message.get("id")
+        if op == "stream":
+            self.tasks[ident] = asyncio.get_running_loop().create_task(self._stream(ident, message))
+        elif op == "cancel":
+            task = self.tasks.get(ident)
+            if task is not None:
+                task.cancel()
+        elif op == "sample":
+            self._sample(ident, bool(message.get("start")))
+        elif op == "stop":
+            return False
+        return True
+
+    def _sample(self, ident: int, start: bool) -> None:
+        if start:
+            self.monitor = LoopMonitor(role="sender", whole_process=True).start()
+            channel.write(self.writer, {"id": ident})
+            return
+        sample = self.monitor.stop().to_json() if self.monitor is not None else None
+        self.monitor = None
+        channel.write(self.writer, {"id": ident, "sample": sample})
+
+    async def _stream(self, ident: int, message: dict[str, Any]) -> None:
+        requests = [channel.request_of(r) for r in message["requests"]]
+        records = [RequestRecord(index=0, arrival_ns=0, send_ns=0, prompt_tokens=n) for n in message["prompt_tokens"]]
+        reply: dict[str, Any] = {"id": ident}
+        try:
+            await self.client.stream(requests, records)
+        except RequestFailed as exc:
+            reply["failed"] = str(exc)
+        except asyncio.CancelledError:
+            reply["cancelled"] = True  # the partial records go back: the driver keeps what had arrived
+        except Exception:  # noqa: BLE001 - anything else ends the run: the driver raises it with this text
+            reply["crash"] = scrub(traceback.format_exc(limit=8))
+        finally:
+            self.tasks.pop(ident, None)
+        reply["records"] = [channel.record_json(r) for r in records]
+        channel.write(self.writer, reply)
+
+
+async def serve(sock: socket.socket, client: OpenAIBackend, ident: Any) -> None:
+    """Say ready, then serve the driver's messages until ``stop`` or the driver goes."""
+    from engine.backends.asyncloop import loop_kind
+
+    reader, writer = await asyncio.open_connection(sock=sock)
+    channel.write(writer, {"id": ident, "pid": os.getpid(), "event_loop": loop_kind(asyncio.get_running_loop())})
+    serving = _Serving(client, writer)
+    try:
+        while True:
+            try:
+                message = await channel.read(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return  # the driver is gone
+            if not serving.handle(message):
+                return
+    finally:
+        for task in list(serving.tasks.values()):
+            task.cancel()
+
+
+def _read_setup(sock: socket.socket) -> dict[str, Any]:
+    """The first message, read before any event loop exists (it says how to build the client)."""
+    head = _recv_exactly(sock, 4)
+    return channel.decode(_recv_exactly(sock, int.from_bytes(head, "big")))
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        part = sock.recv(n - len(data))
+        if not part:
+            raise ConnectionError("the driver closed the socket")
+        data += part
+    return data
+
+
+def main(argv: list[str]) -> int:
+    """Run one client process on the inherited socket ``argv[0]`` (a file descriptor)."""
+    sock = socket.socket(fileno=int(argv[0]))
+    setup = _read_setup(sock)
+    try:
+        client = client_of(setup["settings"])
+    except Exception as exc:  # noqa: BLE001 - said to the driver in one line, which fails the run with it
+        sock.sendall(channel.encode({"id": setup.get("id"), "error": scrub(f"{type(exc).__name__}: {exc}")}))
+        return 1
+    try:
+        client.run(serve(sock, client, setup.get("id")))
+    finally:
+        client.unload()
+        sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

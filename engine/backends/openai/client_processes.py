@@ -1,0 +1,316 @@
+"""Several client processes for one OpenAI client: every core sends, one scheduler decides when.
+
+:class:`ClientProcesses` is a :class:`~engine.backends.base.Backend` for the load driver
+(:mod:`engine.run.load`), which stays the one scheduler: its arrival process, due times,
+concurrency limit and sessions run in the job's process exactly as with one client, and each
+``stream`` call (one request, or a static batch) is handed to a client process
+(:mod:`engine.backends.openai.client_process`), each with its own event loop, which sends it,
+stamps every network read and parses the events, and sends the filled record back. The driver
+copies it into its own record, so the run is stored exactly as one process would store it.
+
+Where a request goes: a session's turns to the process of its first turn (a session stays in
+one process); anything else to the process with the fewest requests in flight; a static batch
+is split over the processes. A concurrency slot is freed when the record is back, after the
+last byte arrived, so the limit holds across processes. Stamps are ``perf_counter_ns``
+(CLOCK_MONOTONIC, one clock for every process of a host). The send stamp is the client
+process's own; the hand-over (a few tens of microseconds) is client-side queueing, never TTFT.
+A cancelled call (a planned cancellation) closes that request's connection in its process and
+brings back what had arrived. A client process that dies fails the run with its last words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from engine.backends.base import BackendError, LoadReport, Progress, Request, Tokenizer, TokenScores
+from engine.backends.openai import channel
+from engine.backends.openai.sse import RequestFailed
+from engine.measure.client_lag import ClientSample
+from engine.measure.records import RequestRecord
+from engine.processes import die_with_parent
+
+if TYPE_CHECKING:
+    from engine.backends.openai.backend import OpenAIBackend
+    from engine.weights.models import ResolvedModel
+
+T = TypeVar("T")
+START_TIMEOUT_S = 60.0
+CANCEL_WAIT_S = 10.0
+_ROOT = Path(__file__).resolve().parents[3]  # the folder holding the engine package
+
+
+class _Process:
+    """One client process: its child, its socket streams, the calls in flight."""
+
+    def __init__(self, index: int, proc: subprocess.Popen[bytes], sock: socket.socket, log: Path) -> None:
+        self.index = index
+        self.proc = proc
+        self.sock = sock
+        self.log = log
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.in_flight = 0
+        self.sent = 0
+        self.dead: str | None = None
+        self.pid = proc.pid
+        self.event_loop = ""
+
+    def last_words(self) -> str:
+        try:
+            lines = [ln.strip() for ln in self.log.read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        return lines[-1][:300] if lines else ""
+
+
+class ClientProcesses:
+    """``n`` client processes behind one Backend; the wrapped backend keeps everything else (loop, tokenizer)."""
+
+    def __init__(self, backend: OpenAIBackend, n: int) -> None:
+        self.name = backend.name
+        self._backend = backend
+        self._n = n
+        self._procs: list[_Process] = []
+        self._ids = itertools.count(1)
+        self._rr = itertools.count()
+        self._sessions: dict[int, int] = {}
+        self.placements: dict[int, int] = {}  # record index -> the process that sent it
+        self._reading: list[asyncio.Task[None]] = []
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self, progress: Progress) -> ClientProcesses:
+        """Start the processes and wait until each is ready (its client set up); BackendError otherwise."""
+        progress(f"starting {self._n} client processes", None)
+        try:
+            for index in range(self._n):
+                self._procs.append(self._spawn(index))
+            self._backend.run(self._connect_all(self._backend.client_settings()))
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _spawn(self, index: int) -> _Process:
+        ours, theirs = socket.socketpair()
+        fd, log = tempfile.mkstemp(prefix=f"client-process-{index}-", suffix=".log")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH")) if p)}
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "engine.backends.openai.client_process", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=fd,
+                env=env,
+                preexec_fn=die_with_parent,
+            )
+        finally:
+            os.close(fd)
+            theirs.close()
+        return _Process(index, proc, ours, Path(log))
+
+    async def _connect_all(self, settings: dict[str, Any]) -> None:
+        async with asyncio.timeout(START_TIMEOUT_S):
+            await asyncio.gather(*(self._connect(p, settings) for p in self._procs))
+
+    async def _connect(self, p: _Process, settings: dict[str, Any]) -> None:
+        p.reader, p.writer = await asyncio.open_connection(sock=p.sock)
+        channel.write(p.writer, {"op": "setup", "id": 0, "settings": settings})
+        try:
+            ready = await channel.read(p.reader)
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            raise BackendError(f"client process {p.index} exited while starting: {p.last_words() or exc}") from exc
+        if ready.get("error"):
+            raise BackendError(f"client process {p.index} could not set up its client: {ready['error']}")
+        p.pid, p.event_loop = int(ready.get("pid") or p.pid), str(ready.get("event_loop") or "")
+        self._reading.append(asyncio.get_running_loop().create_task(self._read(p)))
+
+    async def _read(self, p: _Process) -> None:
+        assert p.reader is not None
+        try:
+            while True:
+                message = await channel.read(p.reader)
+                fut = p.pending.pop(int(message.get("id") or 0), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(message)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            code = p.proc.poll()
+            p.dead = f"client process {p.index} (pid {p.pid}) exited{f' with code {code}' if code else ''}"
+            p.dead += f": {p.last_words()}" if p.last_words() else ""
+            for fut in p.pending.values():
+                if not fut.done():
+                    fut.set_exception(BackendError(p.dead))
+            p.pending.clear()
+
+    def close(self) -> None:
+        """Stop every process (``stop``, then SIGTERM, then SIGKILL) and remove their logs."""
+        procs, self._procs = self._procs, []
+        if procs:
+            try:
+                self._backend.run(self._stop(procs))
+            except (RuntimeError, OSError, TimeoutError):  # the loop is closed already: signals do it
+                pass
+        for p in procs:
+            for signal_it in (None, p.proc.terminate, p.proc.kill):
+                if signal_it is not None:
+                    signal_it()
+                try:
+                    p.proc.wait(timeout=5.0)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            p.sock.close()
+            p.log.unlink(missing_ok=True)
+
+    async def _stop(self, procs: list[_Process]) -> None:
+        for task in self._reading:
+            task.cancel()
+        self._reading.clear()
+        for p in procs:
+            if p.writer is not None and not p.writer.is_closing():
+                channel.write(p.writer, {"op": "stop", "id": 0})
+                async with asyncio.timeout(5.0):
+                    await p.writer.drain()
+                p.writer.close()
+
+    # -- the Backend the load driver drives --------------------------------------------------------
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the wrapped backend's loop (where the processes' sockets live)."""
+        return self._backend.run(coro)
+
+    async def stream(self, batch: Sequence[Request], records: Sequence[RequestRecord]) -> None:
+        """One request to one process (RequestFailed for it), or a static batch split over the processes."""
+        if len(batch) == 1:
+            await self._call(self._pick(records[0]), batch, records)
+            return
+        parts = _split(len(batch), min(len(self._procs), len(batch)))
+        order = sorted(self._procs, key=lambda p: p.in_flight)
+        outcomes = await asyncio.gather(
+            *(self._call(p, batch[a:b], records[a:b]) for p, (a, b) in zip(order, parts, strict=False)),
+            return_exceptions=True,
+        )
+        for (a, b), out in zip(parts, outcomes, strict=True):
+            if isinstance(out, RequestFailed):
+                for rec in records[a:b]:
+                    rec.error = rec.error or str(out)
+            elif isinstance(out, BaseException):
+                raise out
+
+    def _pick(self, record: RequestRecord) -> _Process:
+        """A session's own process, else the one with the fewest requests in flight."""
+        if record.session is not None and record.session in self._sessions:
+            chosen = self._procs[self._sessions[record.session]]
+        else:
+            start = next(self._rr) % len(self._procs)
+            ring = self._procs[start:] + self._procs[:start]
+            chosen = min(ring, key=lambda p: p.in_flight)
+            if record.session is not None:
+                self._sessions[record.session] = chosen.index
+        self.placements[record.index] = chosen.index
+        return chosen
+
+    async def _call(self, p: _Process, batch: Sequence[Request], records: Sequence[RequestRecord]) -> None:
+        if p.dead:
+            raise BackendError(p.dead)
+        assert p.writer is not None
+        ident = next(self._ids)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        p.pending[ident] = fut
+        p.in_flight += len(batch)
+        p.sent += len(batch)
+        message = {
+            "op": "stream",
+            "id": ident,
+            "requests": [channel.request_json(r) for r in batch],
+            "prompt_tokens": [r.prompt_tokens for r in records],
+        }
+        channel.write(p.writer, message)
+        try:
+            try:
+                reply = await asyncio.shield(fut)  # shielded: a cancellation leaves the reply to come
+            except asyncio.CancelledError:  # a planned cancellation: the process closes it, sends what arrived
+                channel.write(p.writer, {"op": "cancel", "id": ident})
+                try:
+                    reply = await asyncio.wait_for(fut, CANCEL_WAIT_S)
+                except (TimeoutError, BackendError):
+                    raise asyncio.CancelledError from None
+                for rec, data in zip(records, reply.get("records") or [], strict=False):
+                    channel.fill_record(rec, data)
+                raise
+        finally:
+            p.in_flight -= len(batch)
+            p.pending.pop(ident, None)
+        for rec, data in zip(records, reply.get("records") or [], strict=False):
+            channel.fill_record(rec, data)
+        if reply.get("crash"):
+            raise BackendError(f"client process {p.index} failed: {reply['crash'].strip().splitlines()[-1]}")
+        if reply.get("failed"):
+            raise RequestFailed(reply["failed"])
+
+    async def client_sampling(self, start: bool) -> list[ClientSample]:
+        """Start each process's loop-lag and CPU sample of a phase, or stop them and return them."""
+        replies = await asyncio.gather(*(self._ask(p, {"op": "sample", "start": start}) for p in self._procs))
+        return [ClientSample.from_json(r["sample"]) for r in replies if not start and r.get("sample")]
+
+    async def _ask(self, p: _Process, message: dict[str, Any]) -> dict[str, Any]:
+        if p.dead:
+            raise BackendError(p.dead)
+        assert p.writer is not None
+        ident = next(self._ids)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        p.pending[ident] = fut
+        channel.write(p.writer, {**message, "id": ident})
+        return await fut
+
+    # -- everything else is the wrapped backend's ------------------------------------------------
+    def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport:
+        raise BackendError("client processes send for a loaded backend; they load nothing themselves")
+
+    def tokenizer(self) -> Tokenizer | None:
+        return self._backend.tokenizer()
+
+    def info(self) -> dict[str, Any]:
+        """The processes, their loops and how many requests each sent."""
+        return {
+            "processes": len(self._procs) or self._n,
+            "pids": [p.pid for p in self._procs],
+            "event_loops": sorted({p.event_loop for p in self._procs if p.event_loop}),
+            "requests": [p.sent for p in self._procs],
+        }
+
+    @property
+    def metrics_url(self) -> str | None:
+        return self._backend.metrics_url
+
+    def score(self, sequences: list[list[int]], top_k: int = 0, full: bool = False) -> list[TokenScores]:
+        return self._backend.score(sequences, top_k, full)
+
+    def measuring_started(self) -> None:
+        self._backend.measuring_started()
+
+    def peak_memory(self) -> tuple[int | None, str] | None:
+        return self._backend.peak_memory()
+
+    def unload(self) -> None:
+        self.close()
+
+
+def _split(n: int, parts: int) -> list[tuple[int, int]]:
+    """``n`` items in ``parts`` contiguous slices as even as can be."""
+    base, extra = divmod(n, parts)
+    bounds, start = [], 0
+    for i in range(parts):
+        end = start + base + (1 if i < extra else 0)
+        bounds.append((start, end))
+        start = end
+    return bounds

@@ -1,0 +1,143 @@
+"""The client checks itself: how late it sent, how late its event loop ran, how busy its processes were.
+
+Every process that drives requests (the load driver's, and each client process of
+``--client-processes``) samples its event loop with :class:`LoopMonitor` during a phase: a task
+that sleeps :data:`SAMPLE_S` and records how much later than asked it woke (a loop busy with other
+callbacks wakes it late, and stamps the reads it handles late by as much). Each process also counts
+its CPU time over the phase (:class:`ClientSample`). :func:`client_group` turns the samples and the
+records' send lag (a request's send stamp minus the moment it could go out: its due time, or when
+its concurrency slot or its static batch's turn came; ``RequestRecord.ready_ns``) into the run's
+``client`` group of the result JSON, whose figures are declared in the metric registry
+(:mod:`engine.measure.declarations`); :mod:`engine.run.noise` flags a run the client held back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.measure.records import RequestRecord
+
+SAMPLE_S = 0.01  # the loop monitor's period: 100 wake-ups a second, a few microseconds each
+
+
+@dataclass
+class ClientSample:
+    """One client process over one phase: its loop's lateness samples, CPU and wall time."""
+
+    loop_lag_ns: list[int] = field(default_factory=list)
+    cpu_ns: int = 0
+    wall_ns: int = 0
+    role: str = "driver"  # "driver" (the load driver's process) or "sender" (a client process)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClientSample:
+        return cls(
+            loop_lag_ns=[int(v) for v in data.get("loop_lag_ns") or []],
+            cpu_ns=int(data.get("cpu_ns") or 0),
+            wall_ns=int(data.get("wall_ns") or 0),
+            role=str(data.get("role") or "sender"),
+        )
+
+
+def process_cpu_ns() -> int:
+    """CPU time (user + system) of this whole process so far."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return int((ru.ru_utime + ru.ru_stime) * 1e9)
+
+
+class LoopMonitor:
+    """Samples the running loop's lateness and this thread's (or process's) CPU until :meth:`stop`."""
+
+    def __init__(self, role: str = "driver", whole_process: bool = False) -> None:
+        self._role = role
+        self._cpu = process_cpu_ns if whole_process else time.thread_time_ns
+        self._lags: list[int] = []
+        self._task: asyncio.Task[None] | None = None
+        self._cpu0 = self._wall0 = 0
+
+    def start(self) -> LoopMonitor:
+        """Begin sampling on the running loop."""
+        self._cpu0, self._wall0 = self._cpu(), time.perf_counter_ns()
+        self._task = asyncio.get_running_loop().create_task(self._sample())
+        return self
+
+    async def _sample(self) -> None:
+        period = int(SAMPLE_S * 1e9)
+        lags = self._lags
+        while True:
+            asked = time.perf_counter_ns() + period
+            await asyncio.sleep(SAMPLE_S)
+            lags.append(max(time.perf_counter_ns() - asked, 0))
+
+    def stop(self) -> ClientSample:
+        """The samples so far; sampling ends."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        return ClientSample(
+            loop_lag_ns=list(self._lags),
+            cpu_ns=self._cpu() - self._cpu0,
+            wall_ns=time.perf_counter_ns() - self._wall0,
+            role=self._role,
+        )
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _ms_stats(values_ns: Sequence[int] | np.ndarray, prefix: str) -> dict[str, float | None]:
+    arr = np.asarray(values_ns, dtype=float) / 1e6
+    if arr.size == 0:
+        return {f"{prefix}_ms_p50": None, f"{prefix}_ms_p99": None, f"{prefix}_ms_max": None}
+    p50, p99 = np.percentile(arr, [50, 99])
+    return {f"{prefix}_ms_p50": float(p50), f"{prefix}_ms_p99": float(p99), f"{prefix}_ms_max": float(arr.max())}
+
+
+def send_lags_ns(records: Iterable[RequestRecord]) -> list[int]:
+    """Each measured, sent request's send stamp minus the moment it could go out (``ready_ns``)."""
+    return [max(r.send_ns - r.ready_ns, 0) for r in records if not r.warmup and r.send_ns and r.ready_ns]
+
+
+def client_group(samples: Sequence[ClientSample], records: Sequence[RequestRecord], processes: int) -> dict[str, Any]:
+    """The ``client`` group of a run's metrics: send lag, event-loop lag (every process's samples pooled)
+    and CPU share, ``cpu_share`` over the cores the client's processes could use, ``cpu_share_max`` of the
+    busiest process (one core each: an event loop runs on one)."""
+    lags = [v for s in samples for v in s.loop_lag_ns]
+    cpu = sum(s.cpu_ns for s in samples)
+    by_role: dict[str, list[float]] = {}
+    for s in samples:
+        if s.wall_ns > 0:
+            by_role.setdefault(s.role, []).append(s.cpu_ns / s.wall_ns)
+    wall = max((s.wall_ns for s in samples if s.role == "driver"), default=0) or max(
+        (s.wall_ns for s in samples), default=0
+    )
+    n_proc = 1 + (processes if processes > 1 else 0)  # the driver, and the client processes it feeds
+    machine = usable_cores()
+    cores = min(n_proc, machine)
+    shares = [v for values in by_role.values() for v in values]
+    return {
+        "processes": processes,
+        **_ms_stats(send_lags_ns(records), "send_lag"),
+        **_ms_stats(lags, "loop_lag"),
+        "loop_lag_samples": len(lags),
+        "cpu_share": (cpu / (wall * cores)) if wall > 0 else None,
+        "cpu_share_max": max(shares) if shares else None,
+        "cores": cores,
+        "machine_cores": machine,
+    }

@@ -1,0 +1,68 @@
+"""Who sends a job's requests: the loaded backend itself, or several client processes for it.
+
+``workload.client_processes`` (``--client-processes N``) says how many processes send; None chooses
+from the machine's cores and the most requests the workload can have in flight
+(:func:`choose`: one process per :data:`STREAMS_PER_PROCESS` streams, at most half the cores, so
+the server and the driver keep theirs). Only engines whose requests leave the job's process
+(capability ``client_processes``: openai, vllm-server) can; the spec refuses it for the others.
+The load driver stays the one scheduler either way (:mod:`engine.backends.openai.client_processes`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.backends.base import Backend
+from engine.measure.client_lag import usable_cores
+from engine.spec import JobSpec, Workload, engines
+
+STREAMS_PER_PROCESS = 256  # streams one client process serves with its stamps well under a millisecond late
+
+
+def most_in_flight(workload: Workload) -> int:
+    """The most requests the workload can have in flight at once."""
+    if workload.max_concurrency is not None:
+        return workload.max_concurrency
+    if workload.arrival == "batch":
+        return workload.batch_size
+    return workload.requests  # an open loop without a limit: up to every request
+
+
+def choose(spec: JobSpec, cores: int | None = None) -> int:
+    """How many client processes send ``spec``'s requests (1: the backend itself)."""
+    if not engines.get(spec.recipe.engine).capabilities.client_processes:
+        return 1
+    if spec.workload.client_processes is not None:
+        return spec.workload.client_processes
+    cores = usable_cores() if cores is None else cores
+    return max(1, min(cores // 2, math.ceil(most_in_flight(spec.workload) / STREAMS_PER_PROCESS)))
+
+
+@dataclass
+class Senders:
+    """The backend the load driver drives, and what the client processes said about themselves."""
+
+    backend: Backend
+    processes: int = 1
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def senders(spec: JobSpec, backend: Backend, log: Callable[[str], None]) -> Iterator[Senders]:
+    """The backend itself, or its client processes for the block (stopped after it)."""
+    n = choose(spec)
+    start = getattr(backend, "client_processes", None)
+    if n <= 1 or start is None:
+        yield Senders(backend)
+        return
+    pool = start(n, lambda msg, _f: log(msg))
+    out = Senders(pool, n)
+    try:
+        yield out
+    finally:
+        out.info = pool.info()
+        pool.close()

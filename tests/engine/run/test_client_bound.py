@@ -1,0 +1,91 @@
+"""The client checks itself: its lag in the result's client group, and the client-bound flag."""
+
+from __future__ import annotations
+
+import time
+
+from fake_openai import fake_server
+
+from engine.measure.client_lag import ClientSample, client_group
+from engine.measure.records import RequestRecord
+from engine.run import noise
+
+QUIET = {"processes": 1, "cpu_share_max": 0.2, "loop_lag_ms_p99": 1.1, "send_lag_ms_p99": 0.4, "machine_cores": 8}
+
+
+def test_the_rule_flags_a_busy_process_a_late_loop_or_late_sends() -> None:
+    assert noise.client_flags(QUIET) == [] and noise.client_flags(None) == []
+    for late in ({"cpu_share_max": 0.95}, {"loop_lag_ms_p99": 7.0}, {"send_lag_ms_p99": 30.0}):
+        [flag] = noise.client_flags({**QUIET, **late})
+        assert flag["flag"] == "client_bound" and flag["kind"] == "machine"
+        assert "the client set the pace" in flag["detail"] and "--client-processes" in flag["detail"]
+    assert noise.contended(noise.client_flags({**QUIET, "loop_lag_ms_p99": 9.0}))  # hidden like contention
+
+
+def test_the_client_group_pools_every_process() -> None:
+    def rec(ready: int, send: int) -> RequestRecord:
+        return RequestRecord(index=0, arrival_ns=ready, send_ns=send, prompt_tokens=1, ready_ns=ready)
+
+    records = [rec(1_000_000, 1_000_000 + d) for d in (100_000, 200_000, 3_000_000)]
+    samples = [
+        ClientSample([1_000_000] * 10, cpu_ns=500_000_000, wall_ns=1_000_000_000, role="driver"),
+        ClientSample([2_000_000] * 10, cpu_ns=900_000_000, wall_ns=1_000_000_000, role="sender"),
+        ClientSample([3_000_000] * 10, cpu_ns=100_000_000, wall_ns=1_000_000_000, role="sender"),
+    ]
+    group = client_group(samples, records, processes=2)
+    assert group["processes"] == 2 and group["loop_lag_samples"] == 30
+    assert group["send_lag_ms_p50"] == 0.2 and group["send_lag_ms_max"] == 3.0
+    assert group["loop_lag_ms_max"] == 3.0 and group["cpu_share_max"] == 0.9
+
+
+def test_a_starved_client_is_flagged_client_bound(db, monkeypatch) -> None:
+    from engine.backends.openai import sse
+    from engine.run.runner import run_benchmark
+    from engine.spec import parse_job_spec
+
+    real = sse.EventStream.parse
+
+    def starved(self, reads):  # type: ignore[no-untyped-def]
+        end = time.perf_counter() + 0.03  # 30 ms of CPU per response, on the event loop
+        while time.perf_counter() < end:
+            pass
+        real(self, reads)
+
+    monkeypatch.setattr(sse.EventStream, "parse", starved)
+    with fake_server(itl_s=0.001) as server:
+        spec = parse_job_spec(
+            {
+                "model": {"source": "synthetic:smollm2-135m"},
+                "recipe": {"engine": "openai", "base_url": server.base_url, "model_name": "fake"},
+                "workload": {"prompt_tokens": 4, "output_tokens": 4, "requests": 40, "warmup_requests": 0,
+                             "arrival": "concurrency", "max_concurrency": 8},
+            }
+        )  # fmt: skip
+        result = run_benchmark(spec, db=db, log=lambda _m: None)
+    client = result.metrics["client"]
+    assert client["loop_lag_ms_p99"] >= noise.CLIENT_LOOP_LAG_MS
+    flags = {f["flag"]: f for f in result.metrics["noise_flags"]}
+    assert "client_bound" in flags and "event loop ran" in flags["client_bound"]["detail"]
+    from storage.frames import RunQuery, count
+
+    assert count(db, RunQuery(status=("done",))) == 1
+    assert count(db, RunQuery(status=("done",), quiet=True)) == 0  # Explore's "hide ... contention" hides it
+
+
+def test_latency_from_the_due_time_is_kept_only_where_requests_had_due_times() -> None:
+    from engine.measure.metrics import compute_metrics
+    from engine.measure.records import RunRecord
+
+    def late(i: int) -> RequestRecord:  # due at 10 ms steps, sent 5 ms late, first token 20 ms after the send
+        due = i * 10_000_000
+        return RequestRecord(i, due, due + 5_000_000, 4, [due + 25_000_000, due + 30_000_000], [1, 1])
+
+    records = [late(i) for i in range(8)]
+    open_loop = compute_metrics(RunRecord(0, 100_000_000, records, due_times=True))
+    assert open_loop["ttft_ms"]["p50"] == 20.0 and open_loop["ttft_from_due_ms"]["p50"] == 25.0
+    assert open_loop["e2el_from_due_ms"]["p50"] == 30.0 and open_loop["ttft_from_due_ms"]["n"] == 8
+    closed = compute_metrics(RunRecord(0, 100_000_000, records))
+    assert "ttft_from_due_ms" not in closed and "e2el_from_due_ms" not in closed
+    from engine.measure import registry
+
+    assert registry.lookup("ttft_from_due_ms_p99").value(open_loop) == open_loop["ttft_from_due_ms"]["p99"]

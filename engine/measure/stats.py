@@ -74,10 +74,20 @@ def min_samples(q: float, confidence: float = CONFIDENCE) -> int:
     return n
 
 
+def _binom_cdf(k: np.ndarray, n: int, p: float) -> np.ndarray:
+    """``scipy.stats.binom.cdf(k, n, p)`` for whole ``k`` in [0, n], from the ufunc it calls itself:
+    the same numbers without importing scipy.stats (a second after a run, before the first figure)."""
+    try:
+        from scipy.special._ufuncs import _binom_cdf as cdf
+    except ImportError:  # pragma: no cover - another scipy: the public way
+        from scipy.stats import binom
+
+        return np.asarray(binom.cdf(k, n, p))
+    return np.asarray(cdf(np.floor(k).astype(np.float64), n, p))
+
+
 def percentile_ci(samples: Sequence[float] | np.ndarray, q: float, confidence: float = CONFIDENCE) -> Interval | None:
     """The order-statistic interval of the q-th percentile; None when the sample cannot support it."""
-    from scipy.stats import binom
-
     x = np.sort(np.asarray(samples, dtype=np.float64))
     x = x[np.isfinite(x)]
     n = int(x.size)
@@ -92,7 +102,7 @@ def percentile_ci(samples: Sequence[float] | np.ndarray, q: float, confidence: f
         w = np.arange(min(limit, n) + 1)
         lo = np.maximum(0, math.floor(centre) - 1 - w)
         hi = np.minimum(n - 1, math.ceil(centre) + w)
-        enough = (binom.cdf(hi, n, p) - binom.cdf(lo, n, p) >= confidence) | ((lo == 0) & (hi == n - 1))
+        enough = (_binom_cdf(hi, n, p) - _binom_cdf(lo, n, p) >= confidence) | ((lo == 0) & (hi == n - 1))
         if enough.any():
             k = int(np.argmax(enough))
             return Interval(float(x[lo[k]]), float(x[hi[k]]), confidence)
@@ -153,14 +163,14 @@ def ratio_ci(
 # -- means, ratios of sums and other statistics: t-intervals and a row bootstrap ----------------
 def mean_ci(samples: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> Interval | None:
     """Student's t interval of the mean; None for fewer than 2 finite samples."""
-    from scipy.stats import t
+    from scipy.special import stdtrit  # what scipy.stats.t.ppf computes, without importing scipy.stats
 
     x = np.asarray(samples, dtype=np.float64)
     x = x[np.isfinite(x)]
     if x.size < 2:
         return None
     centre, sem = float(x.mean()), float(x.std(ddof=1)) / math.sqrt(x.size)
-    half = float(t.ppf(0.5 + confidence / 2, x.size - 1)) * sem
+    half = float(stdtrit(x.size - 1, 0.5 + confidence / 2)) * sem
     return Interval(centre - half, centre + half, confidence)
 
 
@@ -189,11 +199,18 @@ Statistic = Callable[[np.ndarray], np.ndarray]  # (resamples, n, columns) -> (re
 
 
 def _resampled(rows: np.ndarray, statistic: Statistic, rng: np.random.Generator, batch: int = 200) -> np.ndarray:
-    """``statistic`` over N_RESAMPLES resamples of whole rows (rows stay paired), in batches."""
+    """``statistic`` over N_RESAMPLES resamples of whole rows (rows stay paired), in batches.
+
+    The statistics of this module are computed column by column from the resampled row indices
+    (:data:`_BY_COLUMN`): the same draws and the same sums as over the gathered rows, at a third of
+    the time on large runs."""
     out = np.empty(N_RESAMPLES)
+    by_column = _BY_COLUMN.get(statistic)
+    columns = [np.ascontiguousarray(rows[:, j]) for j in range(rows.shape[1])] if by_column else []
     for start in range(0, N_RESAMPLES, batch):
         m = min(batch, N_RESAMPLES - start)
-        out[start : start + m] = statistic(rows[rng.integers(0, rows.shape[0], size=(m, rows.shape[0]))])
+        idx = rng.integers(0, rows.shape[0], size=(m, rows.shape[0]))
+        out[start : start + m] = by_column(columns, idx) if by_column else statistic(rows[idx])
     return out
 
 
@@ -233,6 +250,22 @@ def sum_ratio(resamples: np.ndarray) -> np.ndarray:
 def column_mean(resamples: np.ndarray) -> np.ndarray:
     """The mean of column 0, per resample."""
     return resamples[..., 0].mean(axis=-1)
+
+
+def _sum_ratio_by_column(columns: list[np.ndarray], idx: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return columns[0][idx].sum(axis=-1) / columns[1][idx].sum(axis=-1)
+
+
+def _column_mean_by_column(columns: list[np.ndarray], idx: np.ndarray) -> np.ndarray:
+    return columns[0][idx].mean(axis=-1)
+
+
+# the module's statistics, from the resampled row indices and the data's columns (see _resampled)
+_BY_COLUMN: dict[Statistic, Callable[[list[np.ndarray], np.ndarray], np.ndarray]] = {
+    sum_ratio: _sum_ratio_by_column,
+    column_mean: _column_mean_by_column,
+}
 
 
 def statistic_ratio_ci(

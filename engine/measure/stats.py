@@ -32,6 +32,7 @@ import numpy as np
 CONFIDENCE = 0.95
 N_RESAMPLES = 2000
 _MAX_BOOTSTRAP_SAMPLES = 5000  # larger samples are thinned evenly (sorted), keeping their shape
+MAX_BOOTSTRAP_ROWS = 10_000  # a ratio of sums over more rows resamples this many groups of them (bootstrap_ci)
 
 
 @dataclass(frozen=True)
@@ -86,10 +87,18 @@ def _binom_cdf(k: np.ndarray, n: int, p: float) -> np.ndarray:
     return np.asarray(cdf(np.floor(k).astype(np.float64), n, p))
 
 
-def percentile_ci(samples: Sequence[float] | np.ndarray, q: float, confidence: float = CONFIDENCE) -> Interval | None:
-    """The order-statistic interval of the q-th percentile; None when the sample cannot support it."""
-    x = np.sort(np.asarray(samples, dtype=np.float64))
-    x = x[np.isfinite(x)]
+def percentile_ci(
+    samples: Sequence[float] | np.ndarray, q: float, confidence: float = CONFIDENCE, presorted: bool = False
+) -> Interval | None:
+    """The order-statistic interval of the q-th percentile; None when the sample cannot support it.
+
+    ``presorted``: ``samples`` is already a sorted float array of finite values (one sort for every
+    percentile of a group: a large run's pooled ITL gaps are millions of values)."""
+    if presorted:
+        x = np.asarray(samples, dtype=np.float64)
+    else:
+        x = np.sort(np.asarray(samples, dtype=np.float64))
+        x = x[np.isfinite(x)]
     n = int(x.size)
     if n < min_samples(q, confidence):
         return None
@@ -227,17 +236,27 @@ def bootstrap_ci(
     seed: int = 0,
     min_rows: int = 2,
 ) -> Interval | None:
-    """A seeded percentile bootstrap of ``statistic`` over rows of ``data`` (columns resampled together)."""
+    """A seeded percentile bootstrap of ``statistic`` over rows of ``data`` (columns resampled together).
+
+    A ratio of sums (:func:`sum_ratio`) over more than :data:`MAX_BOOTSTRAP_ROWS` rows resamples
+    groups instead: row i is summed into group ``i mod MAX_BOOTSTRAP_ROWS`` and the groups are the
+    rows resampled. The figure is the same ratio, and a resampled sum of groups has the variance of a
+    resampled sum of rows (n times a row's), so the interval is the rows' one to within the bootstrap's
+    own noise, at a fixed cost (100,000 requests: seconds less). Up to that many rows nothing changes."""
     rows = _rows(data)
     if rows.shape[0] < min_rows:
         return None
+    centre = float(statistic(rows[np.newaxis])[0])
+    if statistic is sum_ratio and rows.shape[0] > MAX_BOOTSTRAP_ROWS:
+        groups = np.zeros((MAX_BOOTSTRAP_ROWS, rows.shape[1]))
+        np.add.at(groups, np.arange(rows.shape[0]) % MAX_BOOTSTRAP_ROWS, rows)
+        rows = groups
     stats = _resampled(rows, statistic, np.random.default_rng(seed))
     stats = stats[np.isfinite(stats)]
     if stats.size == 0:
         return None
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(stats, [alpha, 1 - alpha])
-    centre = float(statistic(rows[np.newaxis])[0])
     return Interval(min(float(lo), centre), max(float(hi), centre), confidence)
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.backends.base import Backend, LoadReport, get_backend
-from engine.measure import memory, provenance, server_metrics, telemetry
+from engine.measure import aggregates, memory, provenance, server_metrics, telemetry
 from engine.measure.records import RequestRecord
 from engine.run.failures import RunRejected, check_failures, failure_reason
 from engine.run.plan import RequestPlan
@@ -234,8 +234,13 @@ def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, pro
         "noise": m.machine.samples,
         "request_source": {"name": plan.source, **plan.facts},
     }
-    series = {**m.server.series(), "telemetry": m.tele.series()}
-    return BenchmarkResult(None, metrics, provenance_, m.warm + m.phases.records, series=series)
+    requests = m.warm + m.phases.records
+    series = {
+        **m.server.series(),
+        "telemetry": m.tele.series(),
+        aggregates.KIND: aggregates.summarise(requests).to_json(),
+    }
+    return BenchmarkResult(None, metrics, provenance_, requests, series=series)
 
 
 def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> BenchmarkResult:

@@ -12,6 +12,7 @@ import math
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine.measure.metrics import SLO, compute_metrics
@@ -84,3 +85,17 @@ def test_figures_are_the_ones_before_the_fast_path():
 
 if __name__ == "__main__":  # regenerate (only with the code whose figures are the reference)
     BEFORE.write_text(json.dumps(figures(), indent=1, sort_keys=True) + "\n")
+
+
+def test_a_ratio_over_many_rows_resamples_groups_with_the_same_spread(monkeypatch):
+    from engine.measure import stats
+
+    rng = np.random.default_rng(3)
+    rows = np.c_[rng.integers(20, 40, 30_000).astype(float), rng.uniform(0.5, 1.5, 30_000)]
+    grouped = stats.bootstrap_ci(rows, stats.sum_ratio)
+    monkeypatch.setattr(stats, "MAX_BOOTSTRAP_ROWS", 10**9)  # every row resampled, as before
+    whole = stats.bootstrap_ci(rows, stats.sum_ratio)
+    assert grouped is not None and whole is not None
+    centre = rows[:, 0].sum() / rows[:, 1].sum()
+    assert grouped.lo < centre < grouped.hi
+    assert grouped.hi - grouped.lo == pytest.approx(whole.hi - whole.lo, rel=0.15)

@@ -204,9 +204,8 @@ def _itl(agg: Aggregates) -> tuple[tuple[Series, Series], str]:
 def panels_of(agg: Aggregates) -> Panels:
     """The four panels of a run's aggregates (module doc)."""
     c, m = agg.columns, agg.mask()
-    firsts: dict[int, int] = {}
-    for trial, send in zip(c["trial"][m].tolist(), c["send"][m].tolist(), strict=True):
-        firsts[trial] = min(firsts.get(trial, send), send)
+    trials, sends = c["trial"][m], c["send"][m]
+    firsts = {int(k): int(sends[trials == k].min()) for k in np.unique(trials)}
     starts = sorted((k, v / NS_PER_S) for k, v in firsts.items() if v > 0) if len(firsts) > 1 else []
     rate = Series(np.asarray(agg.tokens_per_s.get("t") or []), np.asarray(agg.tokens_per_s.get("y") or []))
     flight, flight_note = _flight(agg)

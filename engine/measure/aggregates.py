@@ -2,9 +2,9 @@
 
 A 100,000-request run has millions of chunk stamps; its page draws from this instead (pure numpy):
 
-* **per request** (``columns``, each stored as base64 of little-endian int64): index, warm-up, ok, trial, due, sent, first and last chunk,
-  first and last token-bearing chunk (ns since ``t0_ns``, the first measured send), output and
-  prompt tokens; the failed requests' reasons. Every per-request figure (TTFT, TPOT, E2EL,
+* **per request** (``columns``, each stored as base64 of little-endian int64): index, warm-up,
+  ok, trial, due, sent, first and last chunk, first and last token-bearing chunk (ns since
+  ``t0_ns``, the first measured send), output and prompt tokens; the failed requests' reasons. Every per-request figure (TTFT, TPOT, E2EL,
   queueing, requests in flight) is exact from these, and :meth:`Aggregates.endpoint_records`
   gives them back as records with only those stamps (for the per-request diagnostics).
 * **the token gaps** (ITL), which only every chunk has: their count, 2,000 order statistics
@@ -226,7 +226,7 @@ class Aggregates:
                     bool(warmup),
                     trial,
                     cancelled=not ok and pos not in errors,
-                )  # fmt: skip
+                )
                 for pos, index, arrival, send, prompt, warmup, trial, ok, chunks, tokens, fc, ft, lt, lc, n in zip(
                     *cols, strict=True
                 )

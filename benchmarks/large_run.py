@@ -142,23 +142,29 @@ def real_run(args: argparse.Namespace, work: Path) -> str:
     cmd += ["--base-url", server.url, "--served-model", mock_openai.MODEL, "--arrival", "concurrency"]
     cmd += ["--max-concurrency", str(args.concurrency), "--requests", str(args.requests), "--output-tokens", "32"]
     cmd += ["--warmup", "2", "--db", db_url, "--json", *shlex.split(args.ours_args)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}  # JSON out at once
     env.pop("LATENCYLAB_DB_URL", None)
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
-        printed_ns = time.perf_counter_ns()  # the JSON is its last output: the run was stored and summarised
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        lines, printed_ns = [], 0
+        for line in proc.stdout or []:  # the JSON is printed once the run is stored and summarised
+            lines.append(line)
+            printed_ns = time.perf_counter_ns()
+        proc.wait(3600)
+        exited_ns = time.perf_counter_ns()
     finally:
         mock_openai.stop(server.process)
+    stdout = "".join(lines)
     if proc.returncode != 0:
-        return f"the real run failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}"
-    obj = json.loads(proc.stdout[proc.stdout.index("{") :])
+        return f"the real run failed ({proc.returncode}): {stdout.strip().splitlines()[-1:]}"
+    obj = json.loads(stdout[stdout.index("{") :])
     records = get_requests(open_database(db_url), int(obj["run_id"]))
     last = max(r.chunk_ns[-1] for r in records if r.chunk_ns)
     return (
         f"real run: {obj.get('completed')} ok, {obj.get('failed')} failed, TTFT p50 {obj['ttft_ms']['p50']:.0f} ms, "
-        f"{time.perf_counter() - t0:.0f} s in all; last response -> JSON printed: {(printed_ns - last) / 1e9:.2f} s "
-        f"(stored, summarised and printed)"
+        f"{time.perf_counter() - t0:.0f} s in all; last response -> JSON printed (stored, summarised): "
+        f"{(printed_ns - last) / 1e9:.2f} s; -> process exited: {(exited_ns - last) / 1e9:.2f} s"
     )
 
 

@@ -17,9 +17,10 @@ from typing import Any
 log = logging.getLogger("storage")
 
 try:  # orjson is strict (no NaN/Infinity) and several times faster on big frames
+    from orjson import dumps as _fast_dumps
     from orjson import loads as _fast_loads
 except ImportError:  # pragma: no cover - orjson is in requirements.txt
-    _fast_loads = None
+    _fast_dumps = _fast_loads = None
 
 
 def finite(value: Any) -> Any:
@@ -39,6 +40,19 @@ def dumps(value: Any, **kwargs: Any) -> str:
     if default is not None:  # stringify unknown objects first, so their floats are checked too
         value = json.loads(json.dumps(value, default=default))
     return json.dumps(finite(value), allow_nan=False, **kwargs)
+
+
+def dumps_numbers(values: list[Any]) -> str:
+    """Strict JSON text of a flat list of numbers (a request's stamps), as :func:`dumps` reads it.
+
+    orjson writes a non-finite float as ``null`` too, ten times faster than the general path
+    (a large run stores millions of stamps); anything orjson refuses takes :func:`dumps`."""
+    if _fast_dumps is not None:
+        try:
+            return str(_fast_dumps(values), "utf-8")
+        except TypeError:  # e.g. an integer beyond 64 bits
+            pass
+    return dumps(values)
 
 
 def _refuse_constant(name: str) -> Any:

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, insert, select, update
 
 from engine.measure.records import RequestRecord
 from engine.settings import cli_actor
 from storage.columns import column_values
 from storage.db import ClaimLost, Database
-from storage.jsontext import dumps, loads, loads_or_none, skip_warning
+from storage.jsontext import dumps, dumps_numbers, loads, loads_or_none, skip_warning
 from storage.models import JobRow, RequestRow, RunRow, RunSeriesRow
 
 _LOG = logging.getLogger(__name__)
@@ -104,8 +104,31 @@ def _summary_fields(row: RunRow) -> dict[str, Any]:
     }
 
 
-def run_row(run: NewRun) -> RunRow:
-    """The rows of one run (its requests attached), ready to add to a session; strict JSON only."""
+def request_values(r: RequestRecord) -> dict[str, Any]:
+    """One request's row values (every column of ``requests`` but its ids): the one place they are listed,
+    for the rows attached by :func:`run_row` and the bulk insert of :func:`save_run` alike."""
+    return {
+        "idx": r.index,
+        "warmup": r.warmup,
+        "trial": r.trial,
+        "arrival_ns": r.arrival_ns,
+        "send_ns": r.send_ns,
+        "prompt_tokens": r.prompt_tokens,
+        "output_tokens": r.output_tokens,
+        "chunk_ns_json": dumps_numbers(r.chunk_ns),
+        "chunk_tokens_json": dumps_numbers(r.chunk_tokens),
+        "error": r.error,
+        "requested_output_tokens": r.requested_output_tokens,
+        "session": r.session,
+        "turn": r.turn,
+        "cancelled": r.cancelled,
+        "cached_prompt_tokens": r.cached_prompt_tokens,
+    }
+
+
+def run_row(run: NewRun, with_requests: bool = True) -> RunRow:
+    """The rows of one run (its requests attached unless ``with_requests`` is False), ready to add to a
+    session; strict JSON only."""
     row = RunRow(
         created_at=datetime.now(UTC),
         status=run.status,
@@ -128,26 +151,8 @@ def run_row(run: NewRun) -> RunRow:
     stored = [None if text is None else loads(text) for text in (row.spec_json, row.metrics_json, row.quality_json)]
     for column, value in column_values(*stored, run.engine).items():
         setattr(row, column, value)
-    row.requests = [
-        RequestRow(
-            idx=r.index,
-            warmup=r.warmup,
-            trial=r.trial,
-            arrival_ns=r.arrival_ns,
-            send_ns=r.send_ns,
-            prompt_tokens=r.prompt_tokens,
-            output_tokens=r.output_tokens,
-            chunk_ns_json=dumps(r.chunk_ns),
-            chunk_tokens_json=dumps(r.chunk_tokens),
-            error=r.error,
-            requested_output_tokens=r.requested_output_tokens,
-            session=r.session,
-            turn=r.turn,
-            cancelled=r.cancelled,
-            cached_prompt_tokens=r.cached_prompt_tokens,
-        )
-        for r in run.requests
-    ]
+    if with_requests:
+        row.requests = [RequestRow(**request_values(r)) for r in run.requests]
     row.series = [RunSeriesRow(kind=kind, body_json=dumps(body)) for kind, body in sorted(run.series.items())]
     return row
 
@@ -159,13 +164,17 @@ def save_run(db: Database, run: NewRun) -> int:
     holds the job (and the job is linked to it in the same transaction); else ClaimLost.
     The run records who launched it: its job's ``submitted_by``; a run without a job is
     stored only by ``python -m engine run``/``sweep``, so by ``cli:<OS user>``.
+    The requests go in one bulk insert (:func:`request_values` rows, no ORM object per request):
+    10,000 requests of 32 stamps in a fraction of a second.
     """
-    row = run_row(run)
+    row = run_row(run, with_requests=False)
     with db.session() as s:
         if row.submitted_by is None:
             row.submitted_by = _launched_by(s, run.job_id)
         s.add(row)
         s.flush()
+        if run.requests:
+            s.execute(insert(RequestRow.__table__), [{**request_values(r), "run_id": row.id} for r in run.requests])
         if run.job_id is not None and run.worker_id is not None:
             _link_to_claimed_job(s, run.job_id, run.worker_id, row.id)
         return row.id
@@ -239,27 +248,49 @@ def get_runs(db: Database, run_ids: list[int]) -> list[RunDetail]:
 
 
 def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
-    """The raw per-request stamps of a run, in request order."""
-    stmt = select(RequestRow).where(RequestRow.run_id == run_id).order_by(RequestRow.idx)
+    """The raw per-request stamps of a run, in request order (read as plain rows: no ORM object per request)."""
+    t = RequestRow.__table__.c
+    stmt = (
+        select(t.idx, t.arrival_ns, t.send_ns, t.prompt_tokens, t.chunk_ns_json, t.chunk_tokens_json)
+        .add_columns(t.error, t.warmup, t.trial, t.requested_output_tokens, t.session, t.turn, t.cancelled)
+        .add_columns(t.cached_prompt_tokens)
+        .where(t.run_id == run_id)
+        .order_by(t.idx)
+    )
     with db.session() as s:
         return [
             RequestRecord(
-                index=r.idx,
-                arrival_ns=r.arrival_ns,
-                send_ns=r.send_ns,
-                prompt_tokens=r.prompt_tokens,
-                chunk_ns=loads(r.chunk_ns_json),
-                chunk_tokens=loads(r.chunk_tokens_json),
-                error=r.error,
-                warmup=r.warmup,
-                trial=r.trial or 0,
-                requested_output_tokens=r.requested_output_tokens,
-                session=r.session,
-                turn=r.turn,
-                cancelled=bool(r.cancelled),
-                cached_prompt_tokens=r.cached_prompt_tokens,
+                index=idx,
+                arrival_ns=arrival_ns,
+                send_ns=send_ns,
+                prompt_tokens=prompt_tokens,
+                chunk_ns=loads(chunk_ns),
+                chunk_tokens=loads(chunk_tokens),
+                error=error,
+                warmup=bool(warmup),
+                trial=trial or 0,
+                requested_output_tokens=requested,
+                session=session,
+                turn=turn,
+                cancelled=bool(cancelled),
+                cached_prompt_tokens=cached,
             )
-            for r in s.scalars(stmt)
+            for (
+                idx,
+                arrival_ns,
+                send_ns,
+                prompt_tokens,
+                chunk_ns,
+                chunk_tokens,
+                error,
+                warmup,
+                trial,
+                requested,
+                session,
+                turn,
+                cancelled,
+                cached,
+            ) in s.execute(stmt)
         ]
 
 

@@ -118,57 +118,61 @@ def render_run(run: Any, requests: list[Any] | None = None) -> None:
 DISTRIBUTIONS = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("itl_ms", "ITL (AIPerf: ICL)"))
 
 
-def distributions_section(run: Any, requests: list[Any]) -> None:
-    """Small-sample warnings, then a tab per latency group (CDF and histogram) and the per-request timeline."""
-    if run.status != "done":
+def distributions_section(run: Any, agg: Any) -> None:
+    """Small-sample warnings, then a tab per latency group (CDF and histogram) and the per-request timeline,
+    drawn from the run's aggregates (``engine.measure.aggregates``)."""
+    if run.status != "done" or agg is None:
         return
     from engine.report.distributions import (
         cdf_figure,
         histogram_figure,
-        latency_samples,
+        latency_samples_of,
         small_sample_warnings,
-        timeline_figure,
+        timeline_of,
     )
 
-    samples = latency_samples(requests)
+    samples = latency_samples_of(agg)
+    counts = {k: range(len(samples[k]) if k != "itl_ms" else samples[k]["n"]) for k, _label in DISTRIBUTIONS}
     st.subheader("Distributions")
-    warnings = small_sample_warnings(samples)
+    warnings = small_sample_warnings(counts)
     if warnings:
         st.warning("Small samples:\n" + "\n".join(f"- {escape_markdown(w)}" for w in warnings), icon=":material/info:")
     tabs = st.tabs([label.split(" (")[0] for _k, label in DISTRIBUTIONS] + ["Timeline"])
     for tab, (key, label) in zip(tabs, DISTRIBUTIONS, strict=False):
         with tab:
-            if not samples[key]:
+            if not len(counts[key]):
                 st.info(f"No {label} samples (e.g. requests with a single output token have no TPOT).")
                 continue
             left, right = st.columns(2)
             left.plotly_chart(cdf_figure({f"run {run.id}": samples[key]}, key), key=f"cdf_{key}")
-            right.plotly_chart(histogram_figure(samples[key], key), key=f"hist_{key}")
+            hist = samples["itl_hist"] if key == "itl_ms" else samples[key]
+            right.plotly_chart(histogram_figure(hist, key), key=f"hist_{key}")
     with tabs[-1]:
-        st.plotly_chart(timeline_figure(requests), key="timeline")
+        st.plotly_chart(timeline_of(agg), key="timeline")
         st.caption("Grey: queued (due → sent); orange: sent → first token; blue: first → last token.")
 
 
-def over_time_section(run: Any, requests: list[Any]) -> None:
-    """Output tokens/s in 1 s windows, requests in flight, TTFT and ITL over the run."""
-    if run.status != "done" or not requests:
+def over_time_section(run: Any, agg: Any) -> None:
+    """Output tokens/s in 1 s windows, requests in flight, TTFT and ITL over the run (from its aggregates)."""
+    if run.status != "done" or agg is None or not len(agg):
         return
-    from engine.report.timeseries import timeseries_figure
+    from engine.report.timeseries import over_time_figure
 
-    st.plotly_chart(timeseries_figure(requests), key="timeseries", width="stretch")
+    st.plotly_chart(over_time_figure(agg), key="timeseries", width="stretch")
     st.caption(
         "Measured requests only (warm-up left out); time from the first measured send. TTFT: one point per "
-        "request at its send time; ITL: one point per token gap; black: rolling median. Dotted lines: a new trial."
+        "request at its send time; ITL: one point per token gap; black: rolling median (the median per time bin "
+        "where the panel's title says it shows a sample). Dotted lines: a new trial."
     )
 
 
-def tokens_section(run: Any, requests: list[Any]) -> None:
+def tokens_section(run: Any, agg: Any) -> None:
     """Prompt and output tokens per request against what the workload asked for."""
-    if run.status != "done" or not requests:
+    if run.status != "done" or agg is None or not len(agg):
         return
-    from engine.report.distributions import Requested, token_histograms
+    from engine.report.distributions import Requested, token_figure_of
 
-    st.plotly_chart(token_histograms(requests, Requested.from_spec(run.spec)), key="tokens", width="stretch")
+    st.plotly_chart(token_figure_of(agg, Requested.from_spec(run.spec)), key="tokens", width="stretch")
 
 
 def _with_ci(obj: dict[str, Any], key: str) -> str:
@@ -225,6 +229,28 @@ def cached_requests(_db: Any, db_url: str, run_id: int, token: tuple[int, int]) 
     from storage.runs import get_requests
 
     return get_requests(_db, run_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=16, ttl=3600)
+def cached_aggregates(_db: Any, db_url: str, run_id: int, token: tuple[int, int]) -> Any:
+    """The run's aggregates (``engine.measure.aggregates``): stored with it, else made from its requests (runs
+    stored before them); cached. The Run page draws from them, never from every stamp."""
+    from engine.measure.aggregates import KIND, Aggregates, summarise
+    from storage.series import get_series
+
+    stored = Aggregates.from_json(get_series(_db, run_id, KIND))
+    if stored is not None:
+        return stored
+    from storage.runs import get_requests
+
+    return summarise(get_requests(_db, run_id))
+
+
+@st.cache_resource(show_spinner=False, max_entries=4, ttl=3600)
+def cached_endpoints(_db: Any, db_url: str, run_id: int, token: tuple[int, int], _agg: Any) -> list[Any]:
+    """The run's requests with only their first and last stamps (from its aggregates), shared, not copied:
+    what the per-request diagnostics read. Nothing may change them."""
+    return _agg.endpoint_records()
 
 
 def current_params() -> dict[str, Any]:

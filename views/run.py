@@ -12,6 +12,8 @@ from ui import auth, client_view, profile_view, server_metrics_view
 from ui.common import query_int
 from ui.diagnostics_view import render_diagnostics
 from ui.run_view import (
+    cached_aggregates,
+    cached_endpoints,
     cached_requests,
     cached_run,
     cached_runs_frame,
@@ -119,8 +121,10 @@ def main() -> None:
         _pick_run(db, token)
         return
 
-    requests = cached_requests(db, db.url, run.id, token) if run.status == "done" else []
-    render_run(run, requests)  # the raw requests give runs stored before intervals their 95 % CIs
+    done = run.status == "done"
+    agg = cached_aggregates(db, db.url, run.id, token) if done else None  # what the figures draw from
+    old = done and "ci" not in (run.metrics or {})  # stored before intervals: computed from its raw requests
+    render_run(run, cached_requests(db, db.url, run.id, token) if old else None)
     for text, color in noise_badges(run.metrics):
         st.badge(text, icon=":material/warning:", color=color)
     st.markdown(f"**Recipe:** {escape_markdown(run.model)} · {escape_markdown(recipe_in_words(run.spec, run.engine))}")
@@ -130,9 +134,10 @@ def main() -> None:
         st.caption(f"launched by {code_span(run.submitted_by)}")
     # the page's sections, in order (each shows nothing when it has nothing to show)
     client_view.render(run)  # the client's own lag: did it, not the server, set the pace?
-    distributions_section(run, requests)
-    over_time_section(run, requests)
-    tokens_section(run, requests)
+    distributions_section(run, agg)
+    over_time_section(run, agg)
+    tokens_section(run, agg)
+    requests = cached_endpoints(db, db.url, run.id, token, agg) if agg is not None else []  # first/last stamps
     render_diagnostics(db, run, requests)  # findings, energy per token, telemetry charts (ui/diagnostics_view.py)
     if run.status == "done":
         server_metrics_view.render(db, run, requests)  # a serving engine's /metrics beside the client's view

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.measure.metric import COLUMN, COMPARE, EXPLORE, RESULT, SUMMARY, TRIALS, Metric, error_rate
-from engine.measure.stamps import Phase, cached_share, per_user_samples
+from engine.measure.stamps import Phase, cached_share
 
 STATS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99")
 STORED = frozenset({RESULT, EXPLORE, COLUMN})  # a headline figure: in the result object, Explore and its column
@@ -106,7 +106,7 @@ def _per_s(count: float, phase: Phase) -> float:
 
 
 def _output_tokens(phase: Phase) -> int:
-    return sum(r.output_tokens for r in phase.ok)
+    return phase.output_tokens
 
 
 def _per_user(phase: Phase) -> float | None:
@@ -128,8 +128,8 @@ def _error_rate(phase: Phase) -> float | None:
 
 
 def _tokens_per_chunk(phase: Phase) -> float | None:
-    sizes = [n for r in phase.ok for n in r.chunk_tokens if n > 0]
-    return float(np.mean(sizes)) if sizes else None
+    tokens, chunks = phase.token_chunks  # the mean of the token-bearing chunks' sizes
+    return tokens / chunks if chunks else None
 
 
 def _rows(key: str) -> Callable[[Phase], np.ndarray | None]:
@@ -175,7 +175,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "tokens_per_s_per_user", "tokens/s per user (1/TPOT)", "tok/s", "higher", "throughput", "tok/s/user",
         order=1020, shown=SHOWN, interval="mean", compute=_per_user,
-        samples=lambda phase: np.asarray(per_user_samples(phase.requests), dtype=float),
+        samples=lambda phase: np.asarray(phase.per_user, dtype=float),
     ),
     Metric(
         "output_tokens_per_s_per_gpu", "output tokens/s per GPU", "tok/s", "higher", "throughput", "tok/s/GPU",

@@ -92,7 +92,7 @@ PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 
 def summarize(values: Iterable[float]) -> dict[str, float | None]:
     """Mean and p50/p90/p95/p99 (linear interpolation); ``None`` for no values."""
-    arr = np.asarray(list(values), dtype=float)
+    arr = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=float)
     keys = ["mean"] + [f"p{p}" for p in PERCENTILES]
     if arr.size == 0:
         return dict.fromkeys(keys)
@@ -102,16 +102,24 @@ def summarize(values: Iterable[float]) -> dict[str, float | None]:
     return out
 
 
-def latency_intervals(values: Sequence[float]) -> dict[str, Any]:
-    """``{"n": samples, "ci": {"p50": [lo, hi] | None, ..., "mean": [lo, hi] | None}}`` (see the module doc)."""
-    ci: dict[str, list[float] | None] = {f"p{p}": stats.pair(stats.percentile_ci(values, p)) for p in PERCENTILES}
-    ci["mean"] = stats.pair(stats.mean_ci(values))
+def latency_intervals(values: Sequence[float] | np.ndarray) -> dict[str, Any]:
+    """``{"n": samples, "ci": {"p50": [lo, hi] | None, ..., "mean": [lo, hi] | None}}`` (see the module doc).
+
+    The samples are turned into an array and sorted once for every percentile."""
+    arr = np.asarray(values, dtype=np.float64)
+    ordered = np.sort(arr)
+    ordered = ordered[np.isfinite(ordered)]
+    ci: dict[str, list[float] | None] = {
+        f"p{p}": stats.pair(stats.percentile_ci(ordered, p, presorted=True)) for p in PERCENTILES
+    }
+    ci["mean"] = stats.pair(stats.mean_ci(arr))
     return {"n": len(values), "ci": ci}
 
 
 def latency_group(values: Sequence[float]) -> dict[str, Any]:
-    """:func:`summarize` plus its sample count and intervals."""
-    return {**summarize(values), **latency_intervals(values)}
+    """:func:`summarize` plus its sample count and intervals (the samples made an array once)."""
+    arr = np.asarray(values, dtype=np.float64)
+    return {**summarize(arr), **latency_intervals(arr)}
 
 
 def scalar_interval(metric: registry.Metric, phase: Phase) -> list[float] | None:

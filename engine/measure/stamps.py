@@ -30,7 +30,11 @@ class SLO:
 
 
 def _token_chunks(req: RequestRecord) -> list[int]:
-    return [t for t, n in zip(req.chunk_ns, req.chunk_tokens, strict=True) if n > 0]
+    """The stamps of the token-bearing chunks (the record's own list when every chunk bears tokens)."""
+    tokens = req.chunk_tokens
+    if len(tokens) == len(req.chunk_ns) and (not tokens or min(tokens) > 0):
+        return req.chunk_ns  # the common case, checked in C: no copy, no Python loop
+    return [t for t, n in zip(req.chunk_ns, tokens, strict=True) if n > 0]
 
 
 def ttft_ns(req: RequestRecord) -> int | None:
@@ -77,29 +81,96 @@ def measured_requests(requests: Sequence[RequestRecord]) -> list[RequestRecord]:
     return [r for r in requests if not r.warmup and not r.cancelled]
 
 
-def from_due_ns(req: RequestRecord, last: bool = False) -> int | None:
-    """First (``last``: last) token-bearing chunk minus the request's due time; None without one."""
-    stamps = _token_chunks(req)
-    return (stamps[-1] if last else stamps[0]) - req.arrival_ns if stamps else None
+@dataclass(frozen=True)
+class _Walk:
+    """One pass over a phase's measured requests: what every per-request figure is made of.
+
+    ``first``/``last``: the first and last token-bearing stamps minus the send (None without one);
+    ``n_out``: output tokens; ``flat``/``ends``: the successful requests' token stamps end to end."""
+
+    measured: list[RequestRecord]
+    first: list[int | None]
+    last: list[int | None]
+    n_out: list[int]
+    flat: list[int]
+    ends: list[int]
+
+
+def _walk(requests: Sequence[RequestRecord]) -> _Walk:
+    measured = measured_requests(requests)
+    walk = _Walk(measured, [], [], [], [], [])
+    for r in measured:
+        stamps = _token_chunks(r)
+        walk.n_out.append(sum(r.chunk_tokens))
+        if not stamps:
+            walk.first.append(None)
+            walk.last.append(None)
+            continue
+        walk.first.append(stamps[0] - r.send_ns)
+        walk.last.append(stamps[-1] - r.send_ns)
+        if r.ok:
+            walk.flat.extend(stamps)
+            walk.ends.append(len(walk.flat))
+    return walk
+
+
+def _tpot(first: int | None, last: int | None, n_out: int) -> float | None:
+    return None if n_out <= 1 or first is None or last is None else (last - first) / (n_out - 1)
+
+
+def _samples(walk: _Walk, due_times: bool = False) -> dict[str, list[float]]:
+    ttft: list[float] = []
+    tpot: list[float] = []
+    e2el: list[float] = []
+    late: list[float] = []  # send minus due, of the successful requests (latency from the due time adds it)
+    for r, first, last, n_out in zip(walk.measured, walk.first, walk.last, walk.n_out, strict=True):
+        if not r.ok or first is None or last is None:
+            continue
+        ttft.append(first / NS_PER_MS)
+        e2el.append(last / NS_PER_MS)
+        late.append((r.send_ns - r.arrival_ns) / NS_PER_MS)
+        if (v := _tpot(first, last, n_out)) is not None:
+            tpot.append(v / NS_PER_MS)
+    return {  # latency from the due time: only where requests had due times of their own (else empty)
+        "ttft_from_due_ms": [t + d for t, d in zip(ttft, late, strict=True)] if due_times else [],
+        "e2el_from_due_ms": [e + d for e, d in zip(e2el, late, strict=True)] if due_times else [],
+        "ttft_ms": ttft,
+        "tpot_ms": tpot,
+        "itl_ms": _pooled_gaps_ms(walk.flat, walk.ends),
+        "e2el_ms": e2el,
+        "queue_ms": [(r.send_ns - r.arrival_ns) / NS_PER_MS for r in walk.measured],
+    }
 
 
 def group_samples(requests: Sequence[RequestRecord], due_times: bool = False) -> dict[str, list[float]]:
     """Each latency group's samples in ms (measured requests; successful ones but for queueing).
 
+    One pass over the requests; the ITL gaps of every request are taken at once with numpy
+    (integer differences, then the same division by NS_PER_MS as one request at a time).
     ``due_times``: the requests had due times of their own (an open arrival process, a trace), so
     latency is also kept from the due time (coordinated omission: a late send hides nothing)."""
-    measured = measured_requests(requests)
-    ok = [r for r in measured if r.ok]
-    due_ok = ok if due_times else []
-    return {
-        "ttft_from_due_ms": [v / NS_PER_MS for r in due_ok if (v := from_due_ns(r)) is not None],
-        "e2el_from_due_ms": [v / NS_PER_MS for r in due_ok if (v := from_due_ns(r, last=True)) is not None],
-        "ttft_ms": [v / NS_PER_MS for r in ok if (v := ttft_ns(r)) is not None],
-        "tpot_ms": [v / NS_PER_MS for r in ok if (v := tpot_ns(r)) is not None],
-        "itl_ms": [g / NS_PER_MS for r in ok for g in itl_gaps_ns(r)],
-        "e2el_ms": [v / NS_PER_MS for r in ok if (v := e2el_ns(r)) is not None],
-        "queue_ms": [(r.send_ns - r.arrival_ns) / NS_PER_MS for r in measured],
-    }
+    return _samples(_walk(requests), due_times)
+
+
+def _pooled_gaps_ms(flat: list[int], ends: list[int]) -> list[float]:
+    """Every gap between consecutive stamps of one request, request after request, in ms."""
+    if len(flat) < 2:
+        return []
+    gaps = np.diff(np.asarray(flat, dtype=np.int64))
+    keep = np.ones(gaps.size, dtype=bool)
+    keep[np.asarray(ends[:-1], dtype=np.int64) - 1] = False  # the step from one request's last stamp to the next's
+    return (gaps[keep] / NS_PER_MS).tolist()
+
+
+def _throughput(walk: _Walk, duration_s: float) -> dict[str, np.ndarray] | None:
+    measured = walk.measured
+    spans = np.asarray([max(last or 0, 0) for last in walk.last], dtype=float)
+    if len(measured) < MIN_THROUGHPUT_REQUESTS or spans.sum() <= 0 or duration_s <= 0:
+        return None
+    shares = spans * duration_s / spans.sum()
+    tokens = [n if r.ok else 0 for r, n in zip(measured, walk.n_out, strict=True)]
+    done = [1.0 if r.ok else 0.0 for r in measured]
+    return {"output_tokens_per_s": np.c_[tokens, shares], "requests_per_s": np.c_[done, shares]}
 
 
 def throughput_rows(requests: Sequence[RequestRecord], duration_s: float) -> dict[str, np.ndarray] | None:
@@ -109,20 +180,25 @@ def throughput_rows(requests: Sequence[RequestRecord], duration_s: float) -> dic
     summed tokens over summed shares is exactly the run's output tokens/s. None when there are
     fewer than MIN_THROUGHPUT_REQUESTS measured requests or no span at all.
     """
-    measured = measured_requests(requests)
-    spans = np.asarray([max((e2el_ns(r) or 0), 0) for r in measured], dtype=float)
-    if len(measured) < MIN_THROUGHPUT_REQUESTS or spans.sum() <= 0 or duration_s <= 0:
-        return None
-    shares = spans * duration_s / spans.sum()
-    tokens = [r.output_tokens if r.ok else 0 for r in measured]
-    done = [1.0 if r.ok else 0.0 for r in measured]
-    return {"output_tokens_per_s": np.c_[tokens, shares], "requests_per_s": np.c_[done, shares]}
+    return _throughput(_walk(requests), duration_s)
+
+
+def _per_user(walk: _Walk) -> list[float]:
+    out = []
+    for r, first, last, n_out in zip(walk.measured, walk.first, walk.last, walk.n_out, strict=True):
+        if r.ok and (v := _tpot(first, last, n_out)) is not None and v > 0:
+            out.append(1e9 / v)
+    return out
 
 
 def per_user_samples(requests: Sequence[RequestRecord]) -> list[float]:
     """Each successful measured request's tokens/s per user, 1000 / TPOT [ms]."""
-    ok = [r for r in requests if not r.warmup and r.ok]
-    return [1e9 / v for r in ok if (v := tpot_ns(r)) is not None and v > 0]
+    return _per_user(_walk(requests))
+
+
+def _bearing(tokens: list[int]) -> int:
+    """How many chunks bear tokens (all of them, checked in C, in the common case)."""
+    return len(tokens) if min(tokens, default=1) > 0 else sum(1 for n in tokens if n > 0)
 
 
 class Phase:
@@ -139,8 +215,8 @@ class Phase:
 
     @cached_property
     def measured(self) -> list[RequestRecord]:
-        """The measured requests (warm-up excluded)."""
-        return measured_requests(self.requests)
+        """The measured requests (warm-up and cancelled ones excluded: :func:`measured_requests`)."""
+        return self._walk.measured
 
     @cached_property
     def ok(self) -> list[RequestRecord]:
@@ -148,14 +224,33 @@ class Phase:
         return [r for r in self.measured if r.ok]
 
     @cached_property
+    def _walk(self) -> _Walk:
+        return _walk(self.requests)
+
+    @cached_property
     def samples(self) -> dict[str, list[float]]:
         """Each latency group's samples in ms (:func:`group_samples`)."""
-        return group_samples(self.requests, self.due_times)
+        return _samples(self._walk, self.due_times)
 
     @cached_property
     def throughput(self) -> dict[str, np.ndarray]:
         """:func:`throughput_rows` of the phase (empty when there are too few requests)."""
-        return throughput_rows(self.requests, self.duration_s) or {}
+        return _throughput(self._walk, self.duration_s) or {}
+
+    @cached_property
+    def per_user(self) -> list[float]:
+        """:func:`per_user_samples` of the phase."""
+        return _per_user(self._walk)
+
+    @cached_property
+    def output_tokens(self) -> int:
+        """Output tokens of the successful measured requests."""
+        return sum(n for r, n in zip(self._walk.measured, self._walk.n_out, strict=True) if r.ok)
+
+    @cached_property
+    def token_chunks(self) -> tuple[int, int]:
+        """(tokens, token-bearing chunks) of the successful measured requests."""
+        return self.output_tokens, sum(_bearing(r.chunk_tokens) for r in self._walk.measured if r.ok)
 
     @cached_property
     def good(self) -> list[RequestRecord] | None:

@@ -32,6 +32,7 @@ import numpy as np
 CONFIDENCE = 0.95
 N_RESAMPLES = 2000
 _MAX_BOOTSTRAP_SAMPLES = 5000  # larger samples are thinned evenly (sorted), keeping their shape
+MAX_BOOTSTRAP_ROWS = 10_000  # a ratio of sums over more rows resamples this many groups of them (bootstrap_ci)
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,30 @@ def min_samples(q: float, confidence: float = CONFIDENCE) -> int:
     return n
 
 
-def percentile_ci(samples: Sequence[float] | np.ndarray, q: float, confidence: float = CONFIDENCE) -> Interval | None:
-    """The order-statistic interval of the q-th percentile; None when the sample cannot support it."""
-    from scipy.stats import binom
+def _binom_cdf(k: np.ndarray, n: int, p: float) -> np.ndarray:
+    """``scipy.stats.binom.cdf(k, n, p)`` for whole ``k`` in [0, n], from the ufunc it calls itself:
+    the same numbers without importing scipy.stats (a second after a run, before the first figure)."""
+    try:
+        from scipy.special._ufuncs import _binom_cdf as cdf
+    except ImportError:  # pragma: no cover - another scipy: the public way
+        from scipy.stats import binom
 
-    x = np.sort(np.asarray(samples, dtype=np.float64))
-    x = x[np.isfinite(x)]
+        return np.asarray(binom.cdf(k, n, p))
+    return np.asarray(cdf(np.floor(k).astype(np.float64), n, p))
+
+
+def percentile_ci(
+    samples: Sequence[float] | np.ndarray, q: float, confidence: float = CONFIDENCE, presorted: bool = False
+) -> Interval | None:
+    """The order-statistic interval of the q-th percentile; None when the sample cannot support it.
+
+    ``presorted``: ``samples`` is already a sorted float array of finite values (one sort for every
+    percentile of a group: a large run's pooled ITL gaps are millions of values)."""
+    if presorted:
+        x = np.asarray(samples, dtype=np.float64)
+    else:
+        x = np.sort(np.asarray(samples, dtype=np.float64))
+        x = x[np.isfinite(x)]
     n = int(x.size)
     if n < min_samples(q, confidence):
         return None
@@ -92,7 +111,7 @@ def percentile_ci(samples: Sequence[float] | np.ndarray, q: float, confidence: f
         w = np.arange(min(limit, n) + 1)
         lo = np.maximum(0, math.floor(centre) - 1 - w)
         hi = np.minimum(n - 1, math.ceil(centre) + w)
-        enough = (binom.cdf(hi, n, p) - binom.cdf(lo, n, p) >= confidence) | ((lo == 0) & (hi == n - 1))
+        enough = (_binom_cdf(hi, n, p) - _binom_cdf(lo, n, p) >= confidence) | ((lo == 0) & (hi == n - 1))
         if enough.any():
             k = int(np.argmax(enough))
             return Interval(float(x[lo[k]]), float(x[hi[k]]), confidence)
@@ -153,14 +172,14 @@ def ratio_ci(
 # -- means, ratios of sums and other statistics: t-intervals and a row bootstrap ----------------
 def mean_ci(samples: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> Interval | None:
     """Student's t interval of the mean; None for fewer than 2 finite samples."""
-    from scipy.stats import t
+    from scipy.special import stdtrit  # what scipy.stats.t.ppf computes, without importing scipy.stats
 
     x = np.asarray(samples, dtype=np.float64)
     x = x[np.isfinite(x)]
     if x.size < 2:
         return None
     centre, sem = float(x.mean()), float(x.std(ddof=1)) / math.sqrt(x.size)
-    half = float(t.ppf(0.5 + confidence / 2, x.size - 1)) * sem
+    half = float(stdtrit(x.size - 1, 0.5 + confidence / 2)) * sem
     return Interval(centre - half, centre + half, confidence)
 
 
@@ -189,11 +208,18 @@ Statistic = Callable[[np.ndarray], np.ndarray]  # (resamples, n, columns) -> (re
 
 
 def _resampled(rows: np.ndarray, statistic: Statistic, rng: np.random.Generator, batch: int = 200) -> np.ndarray:
-    """``statistic`` over N_RESAMPLES resamples of whole rows (rows stay paired), in batches."""
+    """``statistic`` over N_RESAMPLES resamples of whole rows (rows stay paired), in batches.
+
+    The statistics of this module are computed column by column from the resampled row indices
+    (:data:`_BY_COLUMN`): the same draws and the same sums as over the gathered rows, at a third of
+    the time on large runs."""
     out = np.empty(N_RESAMPLES)
+    by_column = _BY_COLUMN.get(statistic)
+    columns = [np.ascontiguousarray(rows[:, j]) for j in range(rows.shape[1])] if by_column else []
     for start in range(0, N_RESAMPLES, batch):
         m = min(batch, N_RESAMPLES - start)
-        out[start : start + m] = statistic(rows[rng.integers(0, rows.shape[0], size=(m, rows.shape[0]))])
+        idx = rng.integers(0, rows.shape[0], size=(m, rows.shape[0]))
+        out[start : start + m] = by_column(columns, idx) if by_column else statistic(rows[idx])
     return out
 
 
@@ -210,17 +236,27 @@ def bootstrap_ci(
     seed: int = 0,
     min_rows: int = 2,
 ) -> Interval | None:
-    """A seeded percentile bootstrap of ``statistic`` over rows of ``data`` (columns resampled together)."""
+    """A seeded percentile bootstrap of ``statistic`` over rows of ``data`` (columns resampled together).
+
+    A ratio of sums (:func:`sum_ratio`) over more than :data:`MAX_BOOTSTRAP_ROWS` rows resamples
+    groups instead: row i is summed into group ``i mod MAX_BOOTSTRAP_ROWS`` and the groups are the
+    rows resampled. The figure is the same ratio, and a resampled sum of groups has the variance of a
+    resampled sum of rows (n times a row's), so the interval is the rows' one to within the bootstrap's
+    own noise, at a fixed cost (100,000 requests: seconds less). Up to that many rows nothing changes."""
     rows = _rows(data)
     if rows.shape[0] < min_rows:
         return None
+    centre = float(statistic(rows[np.newaxis])[0])
+    if statistic is sum_ratio and rows.shape[0] > MAX_BOOTSTRAP_ROWS:
+        groups = np.zeros((MAX_BOOTSTRAP_ROWS, rows.shape[1]))
+        np.add.at(groups, np.arange(rows.shape[0]) % MAX_BOOTSTRAP_ROWS, rows)
+        rows = groups
     stats = _resampled(rows, statistic, np.random.default_rng(seed))
     stats = stats[np.isfinite(stats)]
     if stats.size == 0:
         return None
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(stats, [alpha, 1 - alpha])
-    centre = float(statistic(rows[np.newaxis])[0])
     return Interval(min(float(lo), centre), max(float(hi), centre), confidence)
 
 
@@ -233,6 +269,22 @@ def sum_ratio(resamples: np.ndarray) -> np.ndarray:
 def column_mean(resamples: np.ndarray) -> np.ndarray:
     """The mean of column 0, per resample."""
     return resamples[..., 0].mean(axis=-1)
+
+
+def _sum_ratio_by_column(columns: list[np.ndarray], idx: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return columns[0][idx].sum(axis=-1) / columns[1][idx].sum(axis=-1)
+
+
+def _column_mean_by_column(columns: list[np.ndarray], idx: np.ndarray) -> np.ndarray:
+    return columns[0][idx].mean(axis=-1)
+
+
+# the module's statistics, from the resampled row indices and the data's columns (see _resampled)
+_BY_COLUMN: dict[Statistic, Callable[[list[np.ndarray], np.ndarray], np.ndarray]] = {
+    sum_ratio: _sum_ratio_by_column,
+    column_mean: _column_mean_by_column,
+}
 
 
 def statistic_ratio_ci(

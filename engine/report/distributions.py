@@ -1,7 +1,10 @@
 """Distribution figures of one or more runs' raw stamps: CDFs, histograms (whole-number count
 axes), requested vs actual tokens, the per-request timeline, and small-sample warnings.
 
-Pure functions of :class:`RequestRecord` lists; no Streamlit.
+Pure functions of :class:`RequestRecord` lists, or of a run's aggregates
+(:mod:`engine.measure.aggregates`: what the Run page draws from); no Streamlit. A CDF of more
+samples than it draws says so in its title (drawn through its order statistics), and so does a
+timeline of a sample of the requests.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from engine.measure.aggregates import Aggregates, cdf_points, histogram
 from engine.measure.metrics import NS_PER_MS, itl_gaps_ns, tpot_ns, ttft_ns
 from engine.measure.records import RequestRecord
 from engine.measure.registry import GROUP_LABELS
@@ -31,26 +35,30 @@ def latency_samples(requests: Sequence[RequestRecord]) -> dict[str, list[float]]
     }
 
 
-def cdf_figure(series: dict[str, Sequence[float]], metric: str, max_points: int = 2000) -> go.Figure:
+def latency_samples_of(agg: Aggregates) -> dict[str, Any]:
+    """:func:`latency_samples` from a run's aggregates: TTFT and TPOT per request (ms arrays), ITL as its
+    stored order statistics (``{"n", "ranks", "values"}``) and histogram (``itl_hist``)."""
+    return {"ttft_ms": agg.ms("ttft"), "tpot_ms": agg.ms("tpot"), "itl_ms": agg.itl["cdf"], "itl_hist": agg.itl["hist"]}
+
+
+def cdf_figure(series: Mapping[str, Any], metric: str, max_points: int = 2000) -> go.Figure:
     """Empirical CDFs of one metric (ms), one line per named series (overlaid for Compare).
 
-    A series of more than ``max_points`` samples is drawn through that many of its order
-    statistics (smallest and largest kept), so exports of large runs stay small.
+    A series is its samples, or their order statistics already drawn (``{"n", "ranks", "values"}``,
+    :func:`engine.measure.aggregates.cdf_points`). A series of more than ``max_points`` samples is
+    drawn through that many of its order statistics (smallest and largest kept), so exports of large
+    runs stay small; the title then says so.
     """
     fig = go.Figure()
-    fig.update_layout(
-        title=f"{GROUP_LABELS.get(metric, metric)} CDF",
-        xaxis_title=f"{GROUP_LABELS.get(metric, metric)} [ms]",
-        yaxis_title="fraction of samples ≤ x",
-        yaxis_range=[0, 1.02],
-        template="plotly_white",
-    )
+    label = GROUP_LABELS.get(metric, metric)
+    thinned: list[str] = []
     for i, (name, values) in enumerate(series.items()):
-        n = len(values)
+        pts = values if isinstance(values, Mapping) else cdf_points(values, max_points)
+        n, ranks, vals = int(pts["n"]), np.asarray(pts["ranks"]), np.asarray(pts["values"], dtype=float)
         if not n:
             continue
-        ranks = np.unique(np.linspace(0, n - 1, min(n, max_points)).round().astype(int))
-        vals = np.sort(np.asarray(values, dtype=float))[ranks]
+        if ranks.size < n:
+            thinned.append(f"{ranks.size:,} of {n:,}")
         fig.add_trace(
             go.Scatter(
                 x=vals.astype(np.float32),  # float32: ample for a chart, half the bytes in an export
@@ -61,6 +69,14 @@ def cdf_figure(series: dict[str, Sequence[float]], metric: str, max_points: int 
                 hovertemplate="%{x:.3f} ms: %{y:.1%}<extra>" + name + "</extra>",
             )
         )
+    note = f" (drawn through {', '.join(thinned)} order statistics)" if thinned else ""
+    fig.update_layout(
+        title=f"{label} CDF{note}",
+        xaxis_title=f"{label} [ms]",
+        yaxis_title="fraction of samples ≤ x",
+        yaxis_range=[0, 1.02],
+        template="plotly_white",
+    )
     return fig
 
 
@@ -69,14 +85,15 @@ def count_step(top: float, ticks: int = 6) -> int:
     return max(1, math.ceil(max(top, 1.0) / ticks))
 
 
-def histogram_figure(values: Sequence[float], metric: str, bins: int = 30) -> go.Figure:
-    """Histogram of one metric's samples in ms; the count axis has whole-number ticks."""
+def histogram_figure(values: Sequence[float] | Mapping[str, Any], metric: str, bins: int = 30) -> go.Figure:
+    """Histogram of one metric's samples in ms (or of its bins already counted: ``{"n", "counts", "edges"}``,
+    :func:`engine.measure.aggregates.histogram`); the count axis has whole-number ticks."""
     name = GROUP_LABELS.get(metric, metric)
-    vals = np.asarray([float(v) for v in values], dtype=float)
+    hist = values if isinstance(values, Mapping) else histogram(values, bins)
+    counts, edges = np.asarray(hist["counts"]), np.asarray(hist["edges"], dtype=float)
     fig = go.Figure()
     top = 0.0
-    if vals.size:
-        counts, edges = np.histogram(vals, bins=min(bins, max(1, vals.size)))
+    if counts.size:
         top = float(counts.max())
         fig.add_trace(
             go.Bar(
@@ -89,7 +106,7 @@ def histogram_figure(values: Sequence[float], metric: str, bins: int = 30) -> go
             )
         )
     fig.update_layout(
-        title=f"{name} histogram (n={len(vals)})", xaxis_title=f"{name} [ms]", template="plotly_white", bargap=0.05
+        title=f"{name} histogram (n={hist['n']})", xaxis_title=f"{name} [ms]", template="plotly_white", bargap=0.05
     )
     fig.update_yaxes(title_text="count", tick0=0, dtick=count_step(top), rangemode="tozero")
     return fig
@@ -153,11 +170,21 @@ def _token_axis(fig: go.Figure, col: int, values: list[int]) -> None:
 
 def token_histograms(requests: Sequence[RequestRecord], requested: Requested) -> go.Figure:
     """Prompt and output tokens per measured request (actual), each with the requested value marked."""
+    ok = [r for r in requests if not r.warmup]
+    return token_figure([int(r.prompt_tokens) for r in ok], [int(r.output_tokens) for r in ok if r.ok], requested)
+
+
+def token_figure_of(agg: Aggregates, requested: Requested) -> go.Figure:
+    """:func:`token_histograms` from a run's aggregates."""
+    c, m = agg.columns, agg.mask()
+    done = m & (c["ok"] == 1)
+    return token_figure(c["prompt_tokens"][m].tolist(), c["output_tokens"][done].tolist(), requested)
+
+
+def token_figure(prompts: list[int], outputs: list[int], requested: Requested) -> go.Figure:
+    """Prompt and output tokens per request, each with the requested value marked."""
     from plotly.subplots import make_subplots
 
-    ok = [r for r in requests if not r.warmup]
-    prompts = [int(r.prompt_tokens) for r in ok]
-    outputs = [int(r.output_tokens) for r in ok if r.ok]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("prompt tokens per request", "output tokens per request"))
     top = max(_token_bars(fig, prompts, 1), _token_bars(fig, outputs, 2))
     for col, values, want in ((1, prompts, requested.prompt_tokens), (2, outputs, requested.output_tokens)):
@@ -256,14 +283,29 @@ def _timeline_phases(requests: Sequence[RequestRecord]) -> Phases:
     return phases
 
 
-def timeline_figure(requests: Sequence[RequestRecord]) -> go.Figure:
+TIMELINE_REQUESTS = 300  # a run's page draws at most this many requests' bars (every k-th beyond)
+
+
+def timeline_of(agg: Aggregates, limit: int = TIMELINE_REQUESTS) -> go.Figure:
+    """:func:`timeline_figure` of a run's aggregates: every request, or every k-th when there are more than
+    ``limit`` (evenly spread over the run; the title says which)."""
+    keep = np.unique(np.linspace(0, len(agg) - 1, min(len(agg), limit)).round().astype(int)) if len(agg) else []
+    records = agg.endpoint_records(keep)
+    if len(records) == len(agg):
+        return timeline_figure(records)
+    step = len(agg) / max(len(records), 1)
+    return timeline_figure(records, f"{len(records):,} of {len(agg):,} requests (every {step:.0f}th)")
+
+
+def timeline_figure(requests: Sequence[RequestRecord], sampled: str | None = None) -> go.Figure:
     """Per-request timeline: queued (due → sent), to first token, decoding (first → last token).
 
-    Times are ms since the earliest stamp of the run; failed requests end with a red mark.
+    Times are ms since the earliest stamp of the requests drawn; failed requests end with a red mark.
+    ``sampled`` says which requests these are when they are not all of the run's.
     """
     fig = go.Figure()
     fig.update_layout(
-        title="Per-request timeline",
+        title="Per-request timeline" + (f": {sampled}" if sampled else ""),
         barmode="overlay",
         template="plotly_white",
         xaxis_title="time since start [ms]",

@@ -5,6 +5,11 @@ Pure functions of :class:`RequestRecord` lists (measured requests only; warm-up 
 times are seconds since the first measured send. With several trials (or adaptive rounds)
 the series run on one clock and :func:`repeat_starts` says where each trial began.
 Labels and units come from the metric registry.
+
+The Run page draws from a run's aggregates (:mod:`engine.measure.aggregates`, :func:`over_time_figure`),
+never from every stamp: up to :data:`MAX_POINTS` points a panel shows every point (the same figure as
+from the requests); beyond, the panel's title says what it shows instead (TTFT: every k-th request;
+ITL: a sample of gaps and the median per time bin; requests in flight: the most in each time bin).
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from engine.measure import registry
+from engine.measure.aggregates import Aggregates, summarise, thin_positions, windowed_rate
+from engine.measure.aggregates import rolling_median as rolling_median
 from engine.measure.metrics import NS_PER_MS, itl_gaps_ns, ttft_ns
 from engine.measure.records import RequestRecord
 from engine.measure.registry import GROUP_LABELS
@@ -66,14 +72,7 @@ def tokens_per_s(requests: Sequence[RequestRecord], window_s: float = WINDOW_S) 
     if t0 is None or not stamps:
         return Series(np.zeros(0), np.zeros(0))
     times = np.array([(t - t0) / NS_PER_S for t, _ in stamps])
-    counts = np.array([n for _, n in stamps], dtype=float)
-    end = float(times.max())
-    n_windows = max(1, math.ceil(end / window_s))  # the last edge is inclusive
-    edges = np.arange(n_windows + 1) * window_s
-    sums, _ = np.histogram(times, bins=edges, weights=counts)
-    widths = np.full(n_windows, window_s)
-    widths[-1] = max(end - edges[-2], window_s * 0.05)
-    return Series(edges[:-1], sums / widths)
+    return Series(*windowed_rate(times, np.array([n for _, n in stamps], dtype=float), window_s))
 
 
 def in_flight(requests: Sequence[RequestRecord]) -> Series:
@@ -115,15 +114,6 @@ def itl_over_time(requests: Sequence[RequestRecord]) -> Series:
     return Series(np.array([(s - t0) / NS_PER_S for s, _ in pts]), np.array([g / NS_PER_MS for _, g in pts]))
 
 
-def rolling_median(values: np.ndarray, window: int | None = None) -> np.ndarray:
-    """Centred rolling median over ``window`` points (default: a twentieth of the series, 5 to 501)."""
-    n = int(values.size)
-    if n == 0:
-        return values.astype(float)
-    k = window or min(501, max(5, n // 20))
-    return pd.Series(values, dtype=float).rolling(k, center=True, min_periods=1).median().to_numpy()
-
-
 def repeat_starts(requests: Sequence[RequestRecord]) -> list[tuple[int, float]]:
     """(trial, s since the first send) where each trial after the first began; [] for one trial."""
     t0 = start_ns(requests)
@@ -135,19 +125,16 @@ def repeat_starts(requests: Sequence[RequestRecord]) -> list[tuple[int, float]]:
     return sorted((trial, (ns - t0) / NS_PER_S) for trial, ns in firsts.items() if ns > t0)
 
 
-def _thin(series: Series, limit: int = MAX_POINTS) -> Series:
-    if len(series) <= limit:
-        return series
-    keep = np.unique(np.linspace(0, len(series) - 1, limit).round().astype(int))
-    return Series(series.t[keep], series.y[keep])
+def _thin(series: Series, limit: int | None = None) -> Series:
+    keep = thin_positions(len(series), limit or MAX_POINTS)
+    return series if keep.size == len(series) else Series(series.t[keep], series.y[keep])
 
 
-def _scatter_with_median(fig: go.Figure, series: Series, row: int, name: str, color: str) -> None:
-    shown = _thin(series)
+def _scatter_with_median(fig: go.Figure, points: Series, median: Series, row: int, name: str, color: str) -> None:
     fig.add_trace(
         go.Scattergl(
-            x=shown.t,
-            y=shown.y,
+            x=points.t,
+            y=points.y,
             mode="markers",
             name=name,
             marker={"size": 4, "color": color, "opacity": 0.45},
@@ -156,41 +143,116 @@ def _scatter_with_median(fig: go.Figure, series: Series, row: int, name: str, co
         row=row,
         col=1,
     )
-    median = _thin(Series(series.t, rolling_median(series.y)))
     fig.add_trace(
-        go.Scatter(x=median.t, y=median.y, mode="lines", name=f"{name} rolling median", line={"color": "black"}),
+        go.Scatter(x=median.t, y=median.y, mode="lines", name=f"{name} median", line={"color": "black"}),
         row=row,
         col=1,
     )
 
 
+@dataclass(frozen=True)
+class Panels:
+    """What the four panels draw, and the words that say when a panel shows less than every point."""
+
+    rate: Series
+    flight: Series
+    ttft: tuple[Series, Series]  # points, median line
+    itl: tuple[Series, Series]
+    starts: list[tuple[int, float]]
+    notes: tuple[str, str, str] = ("", "", "")  # in flight, TTFT, ITL
+
+
+def _flight(agg: Aggregates) -> tuple[Series, str]:
+    """Requests in flight from the aggregates: every step, or the most in each of (at most) 2,000 time bins."""
+    c, m = agg.columns, agg.mask()
+    ends = np.where(c["has_chunks"][m] == 1, np.maximum(c["last_chunk"][m], c["send"][m]), c["send"][m])
+    t = np.concatenate([c["send"][m], ends]) / NS_PER_S
+    d = np.concatenate([np.ones(int(m.sum())), -np.ones(int(m.sum()))])
+    order = np.lexsort((d, t))  # an end before a send at the same stamp
+    steps = Series(t[order], np.cumsum(d[order]))
+    if len(steps) <= 2 * MAX_POINTS or steps.t[-1] <= steps.t[0]:
+        return steps, ""
+    width = (steps.t[-1] - steps.t[0]) / min(2000, MAX_POINTS)
+    which = ((steps.t - steps.t[0]) / width).astype(np.int64)
+    edges = np.flatnonzero(np.diff(which)) + 1
+    most = np.maximum.reduceat(steps.y, np.r_[0, edges])
+    return Series(steps.t[np.r_[0, edges]], most), f" (the most in each {width:.2g} s)"
+
+
+def _ttft(agg: Aggregates) -> tuple[tuple[Series, Series], str]:
+    c, m = agg.columns, agg.mask(ok=True)
+    send, ttft = c["send"][m], c["first_token"][m] - c["send"][m]
+    order = np.lexsort((ttft, send))
+    pts = Series(send[order] / NS_PER_S, ttft[order] / NS_PER_MS)
+    shown = _thin(pts)
+    note = f" ({len(shown):,} of {len(pts):,}, evenly spread)" if len(shown) < len(pts) else ""
+    return (shown, _thin(Series(pts.t, rolling_median(pts.y)))), note
+
+
+def _itl(agg: Aggregates) -> tuple[tuple[Series, Series], str]:
+    over = agg.itl.get("over_time") or {}
+
+    def series(t: str, y: str) -> Series:
+        return Series(np.asarray(over.get(t) or [], dtype=float), np.asarray(over.get(y) or [], dtype=float))
+
+    points, median = series("t", "y"), series("median_t", "median_y")
+    if not over.get("binned"):
+        return (_thin(points), _thin(median)), ""
+    return (points, median), f" ({len(points):,} of {over['n']:,} sampled; median per {over['bin_s']:.2g} s)"
+
+
+def panels_of(agg: Aggregates) -> Panels:
+    """The four panels of a run's aggregates (module doc)."""
+    c, m = agg.columns, agg.mask()
+    trials, sends = c["trial"][m], c["send"][m]
+    firsts = {int(k): int(sends[trials == k].min()) for k in np.unique(trials)}
+    starts = sorted((k, v / NS_PER_S) for k, v in firsts.items() if v > 0) if len(firsts) > 1 else []
+    rate = Series(np.asarray(agg.tokens_per_s.get("t") or []), np.asarray(agg.tokens_per_s.get("y") or []))
+    flight, flight_note = _flight(agg)
+    ttft, ttft_note = _ttft(agg)
+    itl, itl_note = _itl(agg)
+    return Panels(rate, flight, ttft, itl, starts, (flight_note, ttft_note, itl_note))
+
+
 def timeseries_figure(requests: Sequence[RequestRecord], window_s: float = WINDOW_S) -> go.Figure:
     """Four panels on one time axis: output tokens/s, requests in flight, TTFT and ITL over time."""
+    return over_time_figure(summarise(requests), window_s)
+
+
+def over_time_figure(agg: Aggregates, window_s: float | None = None) -> go.Figure:
+    """:func:`timeseries_figure` drawn from a run's aggregates (its windows are the aggregates' own)."""
+    p = panels_of(agg)
+    window_s = float(agg.tokens_per_s.get("window_s") or WINDOW_S) if window_s is None else window_s
     rate = registry.lookup("output_tokens_per_s")
     titles = (
         f"{rate.label} in {window_s:g} s windows",
-        "requests in flight",
-        f"{GROUP_LABELS['ttft_ms']} per request",
-        f"{GROUP_LABELS['itl_ms']} per token",
+        f"requests in flight{p.notes[0]}",
+        f"{GROUP_LABELS['ttft_ms']} per request{p.notes[1]}",
+        f"{GROUP_LABELS['itl_ms']} per token{p.notes[2]}",
     )
     fig = make_subplots(rows=4, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.07)
-    tps = tokens_per_s(requests, window_s)
     fig.add_trace(
-        go.Scatter(x=tps.t, y=tps.y, mode="lines", line={"shape": "hv", "color": "#1f77b4"}, name=rate.label),
+        go.Scatter(x=p.rate.t, y=p.rate.y, mode="lines", line={"shape": "hv", "color": "#1f77b4"}, name=rate.label),
         row=1,
         col=1,
     )
-    flight = in_flight(requests)
     fig.add_trace(
-        go.Scatter(x=flight.t, y=flight.y, mode="lines", line={"shape": "hv", "color": "#7f7f7f"}, name="in flight"),
+        go.Scatter(
+            x=p.flight.t, y=p.flight.y, mode="lines", line={"shape": "hv", "color": "#7f7f7f"}, name="in flight"
+        ),
         row=2,
         col=1,
     )
-    _scatter_with_median(fig, ttft_over_time(requests), 3, "TTFT", "#ff7f0e")
-    _scatter_with_median(fig, itl_over_time(requests), 4, "ITL", "#2ca02c")
-    for trial, at in repeat_starts(requests):
+    _scatter_with_median(fig, *p.ttft, 3, "TTFT", "#ff7f0e")
+    _scatter_with_median(fig, *p.itl, 4, "ITL", "#2ca02c")
+    for trial, at in p.starts:
         fig.add_vline(x=at, line={"dash": "dot", "color": "#999"}, annotation_text=f"trial {trial}")
-    fig.update_yaxes(title_text=f"[{rate.display_unit}]", rangemode="tozero", row=1, col=1)
+    _axes(fig, rate.display_unit, p.flight)
+    return fig
+
+
+def _axes(fig: go.Figure, unit: str, flight: Series) -> None:
+    fig.update_yaxes(title_text=f"[{unit}]", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(
         title_text="requests",
         rangemode="tozero",
@@ -205,7 +267,6 @@ def timeseries_figure(requests: Sequence[RequestRecord], window_s: float = WINDO
     fig.update_layout(
         title="Over the run", template="plotly_white", height=900, showlegend=False, margin={"t": 60, "b": 40}
     )
-    return fig
 
 
 def _duration_s(requests: Sequence[RequestRecord]) -> float:

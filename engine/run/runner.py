@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.backends.base import Backend, LoadReport, get_backend
-from engine.measure import memory, provenance, saturation, server_metrics, telemetry
+from engine.measure import aggregates, memory, provenance, saturation, server_metrics, telemetry
 from engine.measure.breakdowns import per_turn
 from engine.measure.client_lag import client_group
 from engine.measure.records import RequestRecord
@@ -254,10 +254,15 @@ def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, pro
         "request_source": {"name": plan.source, **plan.facts},
         **({"client_processes": m.senders} if m.senders else {}),
     }
-    series = {**m.server.series(), "telemetry": m.tele.series()}
+    requests = m.warm + m.phases.records
+    series = {
+        **m.server.series(),
+        "telemetry": m.tele.series(),
+        aggregates.KIND: aggregates.summarise(requests).to_json(),
+    }
     if _serving(spec):  # was the server saturated? (engine/measure/saturation.py)
         series.update(saturation.side_record(m.load, m.phases.records, series.get("server_metrics")))
-    return BenchmarkResult(None, metrics, provenance_, m.warm + m.phases.records, series=series)
+    return BenchmarkResult(None, metrics, provenance_, requests, series=series)
 
 
 def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> BenchmarkResult:

@@ -75,3 +75,33 @@ def test_cdf_of_a_large_sample_is_thinned_to_its_order_statistics():
     trace = fig.data[0]
     assert len(trace.x) == 500 and trace.x[0] == 0 and trace.x[-1] == 99_999
     assert trace.y[-1] == 1.0 and trace.name == "big (n=100000)"
+
+
+def test_the_run_pages_figures_from_aggregates_say_when_they_are_sampled():
+    from engine.measure.aggregates import summarise
+    from engine.report.distributions import (
+        Requested,
+        latency_samples_of,
+        timeline_of,
+        token_figure_of,
+        token_histograms,
+    )
+
+    reqs = make_requests(n=50, output_tokens=5)
+    agg = summarise(reqs)
+    samples, raw = latency_samples_of(agg), latency_samples(reqs)
+    assert samples["ttft_ms"].tolist() == raw["ttft_ms"]
+    same = (
+        cdf_figure({"a": samples["itl_ms"]}, "itl_ms").to_json() == cdf_figure({"a": raw["itl_ms"]}, "itl_ms").to_json()
+    )
+    assert same and "order statistics" not in cdf_figure({"a": raw["itl_ms"]}, "itl_ms").layout.title.text
+    assert (
+        histogram_figure(samples["itl_hist"], "itl_ms").to_json() == histogram_figure(raw["itl_ms"], "itl_ms").to_json()
+    )
+    requested = Requested(32, 5)
+    assert token_figure_of(agg, requested).to_json() == token_histograms(reqs, requested).to_json()
+    assert timeline_of(agg).layout.title.text == "Per-request timeline"
+    sampled = timeline_of(agg, limit=10)
+    assert sampled.layout.title.text == "Per-request timeline: 10 of 51 requests (every 5th)"
+    thinned = cdf_figure({"big": list(range(5000))}, "itl_ms", max_points=100)
+    assert thinned.layout.title.text.endswith("(drawn through 100 of 5,000 order statistics)")

@@ -99,3 +99,30 @@ def test_report_overlay_widens_windows_for_long_runs():
     assert "(10 s windows)" in fig.layout.title.text
     assert len(fig.data) == 2 and len(fig.data[1].x) == 100
     assert "(1 s windows)" in throughput_overlay({"short": short}).layout.title.text
+
+
+def test_the_run_pages_figure_from_aggregates_is_the_requests_own():
+    from engine.measure.aggregates import summarise
+    from engine.report.timeseries import over_time_figure
+
+    reqs = make_requests(n=30, output_tokens=5) + [_req(99, 0.0, [], trial=0)]
+    assert over_time_figure(summarise(reqs)).to_json() == timeseries_figure(reqs).to_json()
+    fig = over_time_figure(summarise(reqs))
+    ttft = ttft_over_time(reqs)
+    assert list(fig.data[2].y) == pytest.approx(ttft.y.tolist()) and list(fig.data[4].y) == pytest.approx(
+        itl_over_time(reqs).y.tolist()
+    )
+
+
+def test_a_large_run_is_drawn_from_samples_and_bins_and_says_so(monkeypatch):
+    from engine.measure import aggregates
+    from engine.report import timeseries
+
+    monkeypatch.setattr(aggregates, "MAX_POINTS", 300)
+    monkeypatch.setattr(timeseries, "MAX_POINTS", 300)
+    reqs = make_requests(n=400, output_tokens=6, warmup=0, gap_ms=-40.0)  # overlapping requests
+    fig = timeseries.over_time_figure(aggregates.summarise(reqs))
+    titles = [a.text for a in fig.layout.annotations]
+    assert "the most in each" in titles[1] and titles[2].endswith("(300 of 400, evenly spread)")
+    assert "300 of 2,000 sampled; median per" in titles[3]
+    assert all(len(t.x) <= 2 * 300 + 1 for t in fig.data)

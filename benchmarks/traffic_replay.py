@@ -138,7 +138,9 @@ def prefix_caching(db, work: Path, a: argparse.Namespace, server: dict) -> None:
         )
         got[caching] = records
         t = ttft_ms(records)
-        print(f"   prefix caching {caching:>3}: run {run_row.id}, prefix-cache hit rate {hit_rate(series)}, "
+        share = run_row.metrics.get("cached_prompt_share")
+        print(f"   prefix caching {caching:>3}: run {run_row.id}, server hit rate {hit_rate(series)}, "
+              f"prompt tokens from the cache {share if share is None else round(share, 3)}, "
               f"TTFT p50 {np.median(t):.1f} ms, p90 {np.percentile(t, 90):.1f} ms ({len(t)} ok)")  # fmt: skip
     med, lo, hi = paired_difference(got["on"], got["off"])
     print(f"   TTFT off - on, paired by request: median {med:.1f} ms (95 % CI {lo:.1f} to {hi:.1f})")
@@ -157,7 +159,9 @@ def sessions(db, work: Path, server: dict) -> None:  # type: ignore[no-untyped-d
     }
     run_row, records, series = run(db, wl, {**server, "enable_prefix_caching": "on"})
     for row in run_row.metrics.get("turns") or []:
+        cached = row.get("cached_share")
         print(f"   turn {row['turn']}: {row['n']} requests, prompt {row['prompt_tokens_mean']:.0f} tokens, "
+              f"{'?' if cached is None else f'{cached:.0%}'} of them from the prefix cache, "
               f"TTFT p50 {row['ttft_ms']['p50']:.1f} ms")  # fmt: skip
     rates = [v for v in (series or {}).get("fields", {}).get("prefix_cache_hit_rate") or [] if v is not None]
     if rates:

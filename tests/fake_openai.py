@@ -87,6 +87,7 @@ class _Handler(BaseHTTPRequestHandler):
             piece = {"delta": {"content": f"t{i} "}} if chat else {"text": f"t{i} "}
             chunk(b"data: " + json.dumps({"choices": [piece]}).encode() + b"\n\n")
         usage = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}
+        usage["prompt_tokens_details"] = {"cached_tokens": 2}  # as vLLM with --enable-prompt-tokens-details
         chunk(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\ndata: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()

@@ -312,6 +312,9 @@ class OpenAIBackend:
             self._counts["usage"] += 1
             if isinstance(usage.get("prompt_tokens"), int):
                 record.prompt_tokens = usage["prompt_tokens"]
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+                record.cached_prompt_tokens = details["cached_tokens"]  # the server's prefix-cache hits
         elif self._tokenizer is not None and not getattr(self._tokenizer, "sends_ids", False):
             total = len(self._tokenizer.encode("".join(texts), add_special_tokens=False))
             self._counts["tokenizer"] += 1

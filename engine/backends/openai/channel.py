@@ -74,13 +74,22 @@ def request_of(data: list[Any]) -> Request:
 
 
 def record_json(record: RequestRecord) -> list[Any]:
-    """What a client process filled in: the send stamp, the chunks, the server's prompt count, error, text."""
-    return [record.send_ns, record.chunk_ns, record.chunk_tokens, record.prompt_tokens, record.error, record.text]
+    """What a client process filled in: the send stamp, the chunks, the server's prompt count (and its
+    prefix-cache hits), error, text."""
+    return [
+        record.send_ns,
+        record.chunk_ns,
+        record.chunk_tokens,
+        record.prompt_tokens,
+        record.error,
+        record.text,
+        record.cached_prompt_tokens,
+    ]
 
 
 def fill_record(record: RequestRecord, data: list[Any]) -> None:
     """Copy a client process's ``record_json`` into the driver's record."""
-    send_ns, chunk_ns, chunk_tokens, prompt_tokens, error, text = data
+    send_ns, chunk_ns, chunk_tokens, prompt_tokens, error, text, cached = data
     record.send_ns = int(send_ns) or record.send_ns
     record.chunk_ns[:] = chunk_ns
     record.chunk_tokens[:] = chunk_tokens
@@ -89,3 +98,5 @@ def fill_record(record: RequestRecord, data: list[Any]) -> None:
         record.error = record.error or str(error)
     if text is not None:
         record.text = str(text)
+    if cached is not None:
+        record.cached_prompt_tokens = int(cached)

@@ -54,6 +54,7 @@ class ManagedServer:
             str(self.port),
             "--served-model-name",
             served_name,
+            "--enable-prompt-tokens-details",  # usage says how many prompt tokens the prefix cache held
             *server_args(recipe, device, model_path),
         ]
         self.env = vllm_env(recipe, device)

@@ -47,6 +47,7 @@ def test_records_merge_into_one_run_with_exact_counts(pool, server) -> None:
     assert [r.index for r in records] == list(range(24))
     assert all(r.ok for r in records), [r.error for r in records if not r.ok]
     assert [r.output_tokens for r in records] == [3 + i % 4 for i in range(24)]  # each its own length
+    assert all(r.cached_prompt_tokens == 2 for r in records)  # the server's prefix-cache hits, from its usage
     assert all(r.send_ns >= r.ready_ns > 0 and r.chunk_ns == sorted(r.chunk_ns) for r in records)
     assert all(r.chunk_ns[0] > r.send_ns for r in records)  # one clock for every process
     assert len(server.seen.bodies) == 24 and sorted(b["prompt"] for b in server.seen.bodies) == sorted(prompts)

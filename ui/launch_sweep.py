@@ -14,6 +14,7 @@ import streamlit as st
 
 from engine.spec import Workload, engines, forms
 from engine.spec.sweep import Axis, concurrency_axis, field_axis, rate_axis
+from engine.spec.text import name_problem
 from ui.launch_form import field_kind, sweep_values_widget
 
 LOAD_KINDS = {
@@ -86,7 +87,8 @@ def sweep_form(engine: str, disabled: bool) -> tuple[list[Axis], str | None, str
     if not axes and not chosen:
         return axes, None, problem
     placeholder = f"sweep {datetime.now():%Y-%m-%d %H:%M}"
-    return axes, st.text_input("Sweep name", key="sweep_name", disabled=disabled, placeholder=placeholder), problem
+    name = st.text_input("Sweep name", key="sweep_name", disabled=disabled, placeholder=placeholder)
+    return axes, name, problem or (name_problem(name, "the sweep name") if name else None)
 
 
 def grid_caption(axes: list[Any], size: int) -> str:

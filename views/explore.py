@@ -30,7 +30,7 @@ from engine.spec.forms import label as knob_label
 from storage.frames import RunQuery, count, distinct_values, query_frame
 from ui.common import query_int_list
 from ui.run_view import current_params, results_page, share_link
-from ui.text import escape_markdown
+from ui.text import escape_markdown, shown
 
 FILTERS = (("model", "Model"), ("device", "Device"), ("engine", "Engine"), ("sweep", "Sweep"))
 GROUP_COLUMNS = ("engine", "model", "device", "device_name", "sweep")
@@ -89,7 +89,7 @@ def _date(container, label: str, param: str) -> date | None:
     try:
         value = date.fromisoformat(raw) if raw else None
     except ValueError:
-        st.warning(f"Ignoring the date filter {param}={raw!r}: dates look like 2026-11-30.")
+        st.warning(f"Ignoring the date filter {param}={shown(raw)}: dates look like 2026-11-30.")
         value = None
     chosen = container.date_input(label, value=value, key=f"explore_{param}", format="YYYY-MM-DD")
     if chosen:
@@ -120,7 +120,7 @@ def chosen_query(db) -> RunQuery:
         del st.query_params["quiet"]
     run_ids, bad = query_int_list("runs")
     if bad:
-        st.warning(f"Ignoring {', '.join(bad)} in runs=: run ids are whole numbers.")
+        st.warning(f"Ignoring {', '.join(shown(b) for b in bad)} in runs=: run ids are whole numbers.")
     return RunQuery(
         status=("done",), run_ids=tuple(run_ids), since=since, until=until, quiet=quiet, limit=MAX_POINTS, **picked
     )

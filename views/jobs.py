@@ -17,7 +17,7 @@ from engine.report.recipes import recipe_in_words
 from storage import StorageError
 from ui import auth
 from ui.common import database
-from ui.text import escape_markdown
+from ui.text import code_span, escape_markdown
 
 REFRESH_S = 1.0
 STATUS_ICONS = {
@@ -51,7 +51,7 @@ def _act(action: str, job_id: int) -> None:
 
     why_not = auth.cannot(action)  # asked again: the button is not the only way here
     if why_not:
-        st.toast(f"Job {job_id}: {why_not}")
+        st.toast(f"Job {job_id}: {escape_markdown(why_not)}")
         return
     db = database()
     if db is None:
@@ -121,7 +121,7 @@ def render_job(job: Any, read_only: bool, rights: dict[str, str | None] | None =
             st.caption(escape_markdown(_describe(job.spec)))
             who = _who_line(job)
             if who:
-                st.caption(f"`{who}`")
+                st.caption(code_span(who))
         with actions:
             _actions(job, rights, read_only)
         if job.status == "running":

@@ -16,7 +16,7 @@ from engine.report.listing import plural, runs_table
 from storage.frames import RunQuery, distinct_values, runs_page, sortable
 from storage.runs import get_run
 from ui.common import database, query_int
-from ui.run_view import render_run
+from ui.run_view import missing_run, render_run
 from ui.text import escape_markdown
 
 PAGE_SIZE = 50
@@ -153,7 +153,7 @@ if db is not None:
     elif run_id is not None:
         run = get_run(db, run_id)
         if run is None:
-            st.warning(f"There is no run {run_id}. It may have been deleted, or the link is from another database.")
+            st.warning(missing_run(db, run_id))
         else:
             render_run(run)
             st.divider()

@@ -12,20 +12,10 @@ from typing import Any
 
 from engine.measure import registry
 from engine.optimize.study import PPL_INCREASE, StudyDefinition, minimise
+from engine.report.naming import knob_value_words
 from engine.report.pareto import pareto_mask
 from engine.report.recipes import changed_recipe_knobs
 
-_QUANT = {
-    "none": "no quantization",
-    "torchao_int8_weight_only": "int8 weight-only (torchao)",
-    "torchao_int8_dynamic": "int8 dynamic (torchao)",
-    "torchao_int4_weight_only": "int4 weight-only (torchao)",
-    "torchao_float8": "float8 (torchao)",
-    "torch_dynamic_int8": "dynamic int8 (torch)",
-    "bnb_nf4": "NF4 (bitsandbytes)",
-    "bnb_int8": "int8 (bitsandbytes)",
-}
-_SPEC = {"none": "no speculation", "prompt_lookup": "prompt-lookup speculation", "ngram": "n-gram speculation"}
 # What a faster first objective means, per latency group.
 _FASTER = {
     "tpot_ms": "faster decode",
@@ -33,28 +23,6 @@ _FASTER = {
     "e2el_ms": "faster requests",
     "itl_ms": "faster decode",
 }
-
-
-def knob_value_words(knob: str, value: Any, params: dict[str, Any] | None = None) -> str:
-    """One knob's value in words: ``int8 weight-only (torchao)``, ``static cache``, ``2 layers dropped``."""
-    params = params or {}
-    if knob == "quantization" and value == "gptq":
-        return f"GPTQ {params.get('gptq_bits', 4)}-bit g{params.get('gptq_group_size', 128)}"
-    if knob == "quantization":
-        return _QUANT.get(str(value), str(value))
-    if knob == "speculative":
-        return _SPEC.get(str(value), f"{value} speculation")
-    if knob == "drop_layers":
-        return "no layers dropped" if not value else f"{value} layer{'s' if value != 1 else ''} dropped"
-    if knob == "attn_implementation":
-        return f"{value} attention"
-    if knob == "cache_implementation":
-        return f"{value} cache"
-    if knob == "dtype":
-        return str(value)
-    if isinstance(value, bool):
-        return knob.replace("_", " ") + ("" if value else " off")
-    return f"{knob.replace('_', ' ')} {value}"
 
 
 def recipe_words(

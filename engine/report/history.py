@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import plotly.graph_objects as go
@@ -265,8 +265,10 @@ def _add_segments(fig: go.Figure, h: History) -> None:
         )
 
 
-def history_figure(h: History) -> go.Figure:
-    """The series with its 95 % bands, segment means and a marked line at each change point."""
+def history_figure(h: History, series: str | None = None) -> go.Figure:
+    """The series with its 95 % bands, segment means and a marked line at each change point; ``series``
+    names it in the title. Runs within a minute of each other (one run) get a day-wide time axis, not a
+    sub-millisecond one."""
     fig = go.Figure()
     _add_bands(fig, h.points)
     fig.add_trace(
@@ -282,6 +284,12 @@ def history_figure(h: History) -> go.Figure:
     )
     _add_segments(fig, h)
     fig.update_layout(
-        title=f"{h.label} over time", xaxis_title="run time", yaxis_title=h.label, template="plotly_white"
+        title=f"{h.label} over time" + (f": {series}" if series else ""),
+        xaxis_title="run time",
+        yaxis_title=h.label,
+        template="plotly_white",
     )
+    times = [p.at for p in h.points]
+    if times and max(times) - min(times) < timedelta(minutes=1):
+        fig.update_xaxes(range=[min(times) - timedelta(hours=12), max(times) + timedelta(hours=12)])
     return fig

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.measure import registry
-from engine.report.recipes import context_differences, run_label
+from engine.report.naming import run_name
+from engine.report.recipes import context_differences
 from engine.report.values import flat_metrics, ratio, run_hints
 from engine.report.verdicts import Verdict, verdicts_between
 
@@ -195,7 +196,7 @@ def summarize_against(run: Any, base: Any, label: str | None = None, verdicts: V
     ``verdicts`` (:func:`engine.report.verdicts.verdicts_between`, from the runs' raw samples)
     decide what is claimed; without them the runs' stored intervals are used.
     """
-    label = label or run_label(run, base)
+    label = label or run_name(run)
     if getattr(run, "status", "done") != "done":
         return f"{label}: {run.status} ({getattr(run, 'error', None) or 'no reason recorded'}); nothing to compare"
     if getattr(base, "status", "done") != "done":

@@ -104,7 +104,9 @@ def test_summary_is_plain_and_says_what_differs_besides_the_recipe(seeded, db):
 
     at = open_compare(runs=f"{seeded['base']},{seeded['fast']}", baseline=str(seeded["base"]))
     text = markdown(at)
-    assert "INT4 · bfloat16: 2.6x faster decode (95 % CI " in text and "no significant difference in first token (" in text
+    assert (
+        "INT4 · bfloat16: 2.6x faster decode (95 % CI " in text and "no significant difference in first token (" in text
+    )
     assert "no significant change in perplexity (+0.4 % ± 24 %), peak memory -60 %" in text
     table = at.dataframe[0].value
     for word in ("window", "stride", "kl top k", "corpus tokens", "baseline perplexity"):

@@ -151,11 +151,17 @@ def test_exports_carry_intervals_and_never_an_unsupported_percentile(db):
     rows = {r["metric"]: r for r in csv.DictReader(io.StringIO(comparison_csv(runs, ids["base"], requests)))}
     fast = ids["fast"]
     tpot = rows["TPOT p50 (GenAI-Perf: ITL)"]
-    assert float(tpot[f"#{fast} CI low"]) < float(tpot[f"run {fast} · INT4 · bfloat16"]) < float(tpot[f"#{fast} CI high"])
+    assert (
+        float(tpot[f"#{fast} CI low"]) < float(tpot[f"run {fast} · INT4 · bfloat16"]) < float(tpot[f"#{fast} CI high"])
+    )
     assert float(tpot[f"#{fast} ratio CI high"]) < 1.0 and tpot[f"#{fast} verdict"] == "better"
     assert tpot[f"#{old} verdict"] == "worse" and tpot[f"#{old} CI low"] != ""  # computed from its requests
     p99 = rows["TTFT p99"]
-    assert p99[f"run {fast} · INT4 · bfloat16"] == "" and p99[f"#{fast} ÷ baseline"] == "" and p99[f"#{fast} verdict"] == "thin"
+    assert (
+        p99[f"run {fast} · INT4 · bfloat16"] == ""
+        and p99[f"#{fast} ÷ baseline"] == ""
+        and p99[f"#{fast} verdict"] == "thin"
+    )
 
     data = json.loads(runs_json(runs, requests))
     group = data[0]["tpot_ms"]

@@ -87,5 +87,7 @@ def test_a_frame_names_every_row_and_never_says_none():
 
 
 def test_the_demo_model_label_is_shortened():
-    assert short_model("demo (SmolLM2-135M-Instruct, Q4_1 GGUF dequantized to float32)") == "demo (SmolLM2-135M-Instruct)"
+    assert (
+        short_model("demo (SmolLM2-135M-Instruct, Q4_1 GGUF dequantized to float32)") == "demo (SmolLM2-135M-Instruct)"
+    )
     assert short_model("org/name") == "org/name"

@@ -8,6 +8,7 @@ from engine.report.compare import compare_runs, comparison_frame, recipe_in_word
 from engine.report.distributions import cdf_figure, latency_samples
 from engine.report.export import CI_NOTE, comparison_csv, comparison_html, load_requests, permalink, runs_json
 from engine.report.naming import default_baseline, frame_run_names, run_name, why_baseline
+from engine.report.paired import accuracy_note
 from engine.settings import get_settings
 from ui.common import query_int, query_int_list
 from ui.diagnostics_view import render_compare_findings
@@ -186,6 +187,8 @@ def main() -> None:
         "÷ baseline: the run's value divided by the baseline's (for latency, below 1 is faster), with its 95 % CI. "
         + CI_NOTE
         + _trials_note(runs)
+        + accuracy_note(comparison.verdicts)
+        + " "
         + "KL, top-1 and flips are measured against each run's reference recipe, not against the baseline run."
     )
     _distributions(db, token, comparison, runs)

@@ -21,6 +21,7 @@ from engine.measure.records import RequestRecord
 from engine.report.compare import compare_runs, comparison_frame, recipe_in_words
 from engine.report.distributions import cdf_figure, latency_samples
 from engine.report.figures import explore_scatter, front_run_ids
+from engine.report.paired import accuracy_note
 from engine.report.results import result_object
 from engine.report.timeseries import throughput_overlay
 from engine.spec import engines
@@ -31,7 +32,7 @@ CI_NOTE = (
     "95 % CI: the figure's confidence interval within its run (order statistics for percentiles, bootstrap "
     "over requests for throughput). n too small: the run has too few requests for that percentile (p50 needs 6, "
     "p90 29, p95 59, p99 299). ÷ baseline: the ratio with its bootstrap interval; a verdict is significant only "
-    "when the interval excludes 1. Accuracy: significant beyond two standard errors."
+    "when the interval excludes 1."
 )
 
 EXPLORE_COLUMNS: tuple[str, ...] = (
@@ -183,7 +184,7 @@ def comparison_html(
         f"<h3>Recipes</h3><ul>{recipes}</ul>"
         f"<h2>Environment</h2>{environment}"
         f"<h2>Charts</h2>{_figures_html(figures)}"
-        f'<h2>Metrics</h2>{table}<p class="meta">{html.escape(CI_NOTE)}</p>'
+        f'<h2>Metrics</h2>{table}<p class="meta">{html.escape(CI_NOTE + " " + accuracy_note(comparison.verdicts))}</p>'
     )
     return _page(title, body)
 

@@ -20,7 +20,8 @@ import plotly.graph_objects as go
 from engine.measure.records import RequestRecord
 from engine.report.compare import compare_runs, comparison_frame, recipe_in_words
 from engine.report.distributions import cdf_figure, latency_samples
-from engine.report.figures import explore_scatter, front_run_ids
+from engine.report.figures import explore_scatter, frame_hints
+from engine.report.fronts import pareto_fronts
 from engine.report.paired import accuracy_note
 from engine.report.results import result_object
 from engine.report.timeseries import throughput_overlay
@@ -199,16 +200,25 @@ def explore_html(
 ) -> str:
     """A self-contained HTML report of an Explore view: the scatter with its Pareto front, and the front's runs."""
     fig = explore_scatter(frame, x, y, color, symbol)
-    front = front_run_ids(frame, x, y)
+    fronts = pareto_fronts(frame, x, y, frame_hints(frame))
+    front = fronts.run_ids()
     title = f"LatencyLab explore: {fig.layout.title.text}"
     cols = list(dict.fromkeys(c for c in (*EXPLORE_COLUMNS, x, y, "error_rate") if c in frame.columns))
     front_table = frame[frame["run_id"].isin(front)][cols] if front else pd.DataFrame(columns=cols)
     body = (
-        f"<h1>{html.escape(title)}</h1>{_meta(link)}<p>{len(frame)} runs; {len(front)} on the Pareto front.</p>"
+        f"<h1>{html.escape(title)}</h1>{_meta(link)}<p>{len(frame)} runs; {len(front)} on the Pareto front"
+        f"{_fronts_words(fronts)}.</p>"
         f"{_figures_html([fig])}<h2>Runs on the Pareto front</h2>"
         f"{front_table.to_html(index=False, escape=True, border=0)}"
     )
     return _page(title, body)
+
+
+def _fronts_words(fronts: Any) -> str:
+    """`` (one front per model and workload: they differ in ...)`` when there are several."""
+    if len(fronts.groups) < 2:
+        return " (ties within the runs' 95 % intervals count as on it)"
+    return f" (one front per model and workload; they differ in {html.escape('; '.join(fronts.differences))})"
 
 
 def table_csv(frame: pd.DataFrame) -> str:

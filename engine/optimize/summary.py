@@ -1,7 +1,7 @@
 """A study in words and tables (pure): recipes in words, the trials table, the front, the best recipe.
 
 The best feasible recipe is said in one sentence against the study's base recipe (trial 0),
-e.g. "int8 weight-only (torchao) + static cache: 1.4x faster decode (TPOT p50 12.1 ms vs
+e.g. "INT8 weight-only (torchao) + static cache: 1.4x faster decode (TPOT p50 12.1 ms vs
 17.0 ms), perplexity +0.8 %, fits". Labels and units come from the metric registry.
 """
 
@@ -41,6 +41,19 @@ def recipe_words(
         shown = " + ".join(knob_value_words(k, v, named) for k, v in sorted(named.items()) if v is not None)
         return f"the base recipe ({shown})" if shown else "the base recipe (engine defaults)"
     return " + ".join(knob_value_words(k, v, params) for k, v in changed.items())
+
+
+def trial_count_words(definition: StudyDefinition, trials: Sequence[Any]) -> str:
+    """``2 of 2 trials · 1 more pruned before running``: the trials the budget counts (in flight, complete,
+    failed) against it, then those it does not (pruned by the estimator or the rules, duplicates)."""
+    counted = {"pending", "complete", "failed"}
+    spent = sum(1 for t in trials if t.status in counted)
+    words = [f"{spent} of {definition.budget.trials} trial{'s' if definition.budget.trials != 1 else ''}"]
+    for status, word in (("pruned", "pruned before running"), ("duplicate", "a repeated recipe, not measured again")):
+        n = sum(1 for t in trials if t.status == status)
+        if n:
+            words.append(f"{n} more {word}")
+    return " · ".join(words)
 
 
 def metric_label(key: str) -> str:

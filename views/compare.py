@@ -9,6 +9,7 @@ from engine.report.distributions import cdf_figure, latency_samples
 from engine.report.export import CI_NOTE, comparison_csv, comparison_html, load_requests, permalink, runs_json
 from engine.report.naming import default_baseline, frame_run_names, run_name, why_baseline
 from engine.report.paired import accuracy_note
+from engine.report.results import noise_words
 from engine.settings import get_settings
 from ui.common import query_int, query_int_list
 from ui.diagnostics_view import render_compare_findings
@@ -139,6 +140,13 @@ def _summary(comparison, runs) -> None:
                 "its ratios are not the recipe's alone.",
                 icon=":material/warning:",
             )
+    flagged = [
+        f"- **{escape_markdown(comparison.labels[r.id])}**: {escape_markdown(words)}"
+        for r in runs
+        for words, _kind in noise_words(r.metrics)
+    ]
+    if flagged:
+        st.warning("Noise flags (the figures may not stand):\n" + "\n".join(flagged), icon=":material/warning:")
     with st.expander("Recipes", expanded=False):
         for r in runs:
             st.markdown(

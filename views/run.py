@@ -8,6 +8,7 @@ import streamlit as st
 
 from engine.report.compare import recipe_in_words
 from engine.report.naming import frame_run_names
+from engine.report.results import noise_words
 from ui import auth, profile_view, server_metrics_view
 from ui.common import query_int
 from ui.diagnostics_view import render_diagnostics
@@ -77,26 +78,9 @@ def _delete(db, run) -> None:
             st.switch_page("views/runs.py")
 
 
-FLAG_WORDS = {
-    "contention": "measured under contention",
-    "steal": "CPU time stolen",
-    "gpu_busy": "GPU shared",
-    "few_requests": "too few requests",
-    "short": "too short",
-    "warmup": "warm-up too short",
-    "drift": "trials drift",
-}
-
-
 def noise_badges(metrics: dict | None) -> list[tuple[str, str]]:
     """(badge text, colour) per noise flag: orange for a busy machine, grey for a thin run."""
-    return [
-        (
-            f"{FLAG_WORDS.get(f.get('flag'), f.get('flag'))}: {f.get('detail', '')}",
-            "orange" if f.get("kind") == "machine" else "gray",
-        )
-        for f in (metrics or {}).get("noise_flags") or []
-    ]
+    return [(text, "orange" if kind == "machine" else "gray") for text, kind in noise_words(metrics)]
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from engine.report.distributions import cdf_figure, latency_samples
 from engine.report.figures import explore_scatter, frame_hints
 from engine.report.fronts import pareto_fronts
 from engine.report.paired import accuracy_note
-from engine.report.results import result_object
+from engine.report.results import noise_words, result_object
 from engine.report.timeseries import throughput_overlay
 from engine.spec import engines
 
@@ -157,6 +157,16 @@ def _report_figures(runs: Sequence[Any], labels: Mapping[int, str], requests_by_
     return figures
 
 
+def _noise_html(runs: Sequence[Any], labels: Mapping[int, str]) -> str:
+    """Each run's noise flags (contention, steal, too few requests ...): what may make its figures not stand."""
+    items = [
+        f"<li><b>{html.escape(labels.get(r.id, str(r.id)))}</b>: {html.escape(words)}</li>"
+        for r in runs
+        for words, _kind in noise_words(getattr(r, "metrics", None))
+    ]
+    return f"<h3>Noise flags</h3><ul>{''.join(items)}</ul>" if items else ""
+
+
 def comparison_html(
     runs: Sequence[Any],
     requests_by_id: Mapping[int, Sequence[RequestRecord]],
@@ -182,7 +192,7 @@ def comparison_html(
         f"<h1>{html.escape(title)}</h1>{_meta(link)}"
         f"<h2>Summary (baseline: run {base.id}, {html.escape(comparison.labels[base.id])})</h2>"
         f'<ul class="summary">{summary or "<li>Only the baseline was given.</li>"}</ul>'
-        f"<h3>Recipes</h3><ul>{recipes}</ul>"
+        f"<h3>Recipes</h3><ul>{recipes}</ul>{_noise_html(runs, comparison.labels)}"
         f"<h2>Environment</h2>{environment}"
         f"<h2>Charts</h2>{_figures_html(figures)}"
         f'<h2>Metrics</h2>{table}<p class="meta">{html.escape(CI_NOTE + " " + accuracy_note(comparison.verdicts))}</p>'

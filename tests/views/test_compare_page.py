@@ -159,3 +159,14 @@ def test_without_a_baseline_in_the_link_the_engine_defaults_run_is_the_baseline(
     assert len(set(labels)) == 2 and any("INT8 weight-only (torchao)" in label for label in labels)
     picked = at.multiselect(key="compare_runs").options
     assert len(set(picked)) == len(picked) == 2
+
+
+def test_the_noise_flags_of_compared_runs_are_shown(db, db_url, monkeypatch):
+    from seed_runs import make_run
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    flag = {"flag": "contention", "kind": "machine", "detail": "load 3.4 on 2 cores"}
+    a, b = make_run(db, extra_metrics={"noise_flags": [flag]}), make_run(db, seed=1)
+    at = open_compare(runs=f"{a},{b}")
+    warning = " ".join(w.value for w in at.warning)
+    assert f"run {a} · float32**: measured under contention: load 3.4 on 2 cores" in warning

@@ -226,3 +226,16 @@ def test_a_report_of_eight_runs_stays_under_5_mb(db):
     size = len(html.encode("utf-8"))
     print(f"8-run report: {size:,} bytes")
     assert size < 5_000_000
+
+
+def test_the_report_names_the_noise_flags_every_run_carried(db):
+    """Issue 26, item 5: the HTML report left out the contention flags both runs carried."""
+    from seed_runs import make_run
+
+    flag = {"flag": "contention", "kind": "machine", "detail": "load average up to 3.7 on 2 cores"}
+    ids = [make_run(db, seed=i, extra_metrics={"noise_flags": [flag]}) for i in range(2)]
+    runs, _missing = load_runs(db, ids)
+    html_text = comparison_html(runs, load_requests(db, ids), ids[0])
+    section = html_text.split("<h3>Noise flags</h3>")[1].split("</ul>")[0]
+    assert section.count("measured under contention: load average up to 3.7 on 2 cores") == 2
+    assert f"run {ids[0]} · float32" in section and f"run {ids[1]} · float32" in section

@@ -10,8 +10,7 @@ from engine.jobs.suites import entry_fingerprints
 from engine.measure import registry
 from engine.report.history import MIN_SEGMENT, build_history, fingerprint_runs, history_figure, metric_choices
 from engine.report.listing import plural
-from engine.report.naming import changes_in_words, short_model
-from engine.report.recipes import workload_words
+from engine.report.naming import changes_in_words, short_model, workload_title
 from storage.suites import fingerprints
 from ui.run_view import results_page, share_link
 from ui.text import escape_markdown, shown
@@ -45,7 +44,7 @@ def series_label(info, entry: str | None = None) -> str:
     recipe = changes_in_words(knobs.get("recipe"), info.engine)
     what = " · ".join(p for p in (entry, info.name, recipe) if p)
     runs = f"{info.runs} run{'' if info.runs == 1 else 's'}"
-    return f"{what} · {workload_words(knobs.get('workload'))} · {short_model(info.model)} · {runs} · {info.fingerprint[:8]}"
+    return f"{what} · {workload_title(knobs.get('workload'))} · {short_model(info.model)} · {runs} · {info.fingerprint[:8]}"
 
 
 def _choose_fingerprint(db, current: str | None) -> str | None:

@@ -173,7 +173,8 @@ def _ratio_cells(comparison: Comparison, run_id: int, key: str, formatted: bool)
 
 
 def comparison_frame(comparison: Comparison, formatted: bool = False) -> pd.DataFrame:
-    """One row per metric; per run its value and 95 % CI, and for the others the ratio, its CI and a verdict.
+    """One row per metric; per run (the baseline first) its value and 95 % CI, and for the others the ratio,
+    its CI and a verdict.
 
     ``formatted=False`` keeps numbers (CSV: a percentile the sample cannot support is empty,
     its CI too; verdict states ``better``/``worse``/``same``/``thin``/``none``); ``True`` gives
@@ -186,7 +187,8 @@ def comparison_frame(comparison: Comparison, formatted: bool = False) -> pd.Data
             continue
         metric = registry.lookup(key, comparison.hints.get(key))
         row: dict[str, Any] = {"metric": metric.label, "unit": metric.display_unit, "better": metric.better}
-        for run_id in comparison.run_ids:
+        baseline_first = sorted(comparison.run_ids, key=lambda i: i != comparison.baseline_id)  # stable
+        for run_id in baseline_first:
             row.update(_value_cells(comparison, run_id, key, metric, formatted))
             if run_id != comparison.baseline_id:
                 row.update(_ratio_cells(comparison, run_id, key, formatted))

@@ -82,7 +82,9 @@ def draw_fronts(fig: go.Figure, data: pd.DataFrame, x: str, y: str, fronts: Fron
         name = f"Pareto front: {group}" if several else "Pareto front"
         on = data[data["run_id"].isin(ids)]
         plain = on[~on["run_id"].isin(fronts.tied.get(group, []))].sort_values([x, y])
-        _band(fig, on, x, y, f"{name} (within noise)", i == 0)
+        _band(
+            fig, on, x, y, "within noise of a front (95 % intervals)" if several else f"{name} (within noise)", i == 0
+        )
         fig.add_trace(
             go.Scatter(
                 x=plain[x].astype(float).tolist(),

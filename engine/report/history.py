@@ -236,8 +236,7 @@ def _add_segments(fig: go.Figure, h: History) -> None:
 
 def history_figure(h: History, series: str | None = None) -> go.Figure:
     """The series with its 95 % bands, segment means and a marked line at each change point; ``series``
-    names it in the title. Runs within a minute of each other (one run) get a day-wide time axis, not a
-    sub-millisecond one."""
+    names it in the title. One run gets a day-wide time axis, not a sub-millisecond one."""
     fig = go.Figure()
     _add_bands(fig, h.points)
     fig.add_trace(
@@ -259,6 +258,6 @@ def history_figure(h: History, series: str | None = None) -> go.Figure:
         template="plotly_white",
     )
     times = [p.at for p in h.points]
-    if times and max(times) - min(times) < timedelta(minutes=1):
+    if len(set(times)) == 1:  # one run: plotly would zoom its time axis to a millisecond
         fig.update_xaxes(range=[min(times) - timedelta(hours=12), max(times) + timedelta(hours=12)])
     return fig

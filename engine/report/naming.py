@@ -174,6 +174,15 @@ def why_baseline(run: Any) -> str:
     return f"it changes the fewest knobs ({count}) from the engine's defaults"
 
 
+def workload_title(changed: Mapping[str, Any] | None) -> str:
+    """A workload's fields off their defaults (a run's stored ``knobs["workload"]``) in words, the defaults
+    filled in: ``64→16 × 8 req · batch 4``."""
+    from engine.report.recipes import workload_words
+    from engine.spec import Workload
+
+    return workload_words({**Workload().model_dump(mode="json"), **(changed or {})})
+
+
 def short_model(model: Any) -> str:
     """A model's label without its details: ``demo (SmolLM2-135M-Instruct)`` for the demo's long label."""
     text = "" if model is None else str(model)

@@ -240,6 +240,30 @@ def _task_columns(frame: pd.DataFrame, texts: list[Any]) -> pd.DataFrame:
     )
 
 
+def figure_records(db: Database, run_ids: Sequence[int]) -> dict[int, tuple[dict[str, Any], dict[str, Any]]]:
+    """Each run's stored (metrics, quality) dicts, for what the columns leave out (intervals, standard
+    errors); unreadable ones are skipped with a warning. Read in chunks of ids."""
+    out: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+    ids = [int(i) for i in dict.fromkeys(run_ids)]
+    with db.session() as s:
+        for start in range(0, len(ids), 900):
+            stmt = select(RunRow.id, RunRow.metrics_json, RunRow.quality_json).where(
+                RunRow.id.in_(ids[start : start + 900])
+            )
+            for run_id, metrics_text, quality_text in s.execute(stmt):
+                try:
+                    metrics = loads(metrics_text) if isinstance(metrics_text, str) else {}
+                    quality = loads(quality_text) if isinstance(quality_text, str) else {}
+                except ValueError as exc:
+                    skip_warning("figures of run", run_id, exc)
+                    continue
+                out[int(run_id)] = (
+                    metrics if isinstance(metrics, dict) else {},
+                    quality if isinstance(quality, dict) else {},
+                )
+    return out
+
+
 def runs_frame(db: Database, limit: int | None = None) -> pd.DataFrame:
     """All runs, newest first (at most ``limit``): identity, recipe knobs, workload and flat metrics."""
     return query_frame(db, RunQuery(limit=limit))

@@ -132,6 +132,10 @@ def new_job_rows(
     """Queued job rows for ``specs``, for a caller that adds them inside its own transaction."""
     if timeout_s <= 0:
         raise ValueError("timeout must be positive")
+    if sweep is not None:
+        from engine.spec.text import checked_name
+
+        sweep = checked_name(sweep, "the sweep name")  # ValueError: too long or control characters, the cap named
     now = now_utc()
     return [
         JobRow(

@@ -238,6 +238,21 @@ def get_run(db: Database, run_id: int) -> RunDetail | None:
         return found[0] if found else None
 
 
+def unreadable_reason(db: Database, run_id: int) -> str | None:
+    """Why a stored run cannot be read (its JSON is damaged), in one line; None when it reads or is not stored.
+
+    For pages that found no run with :func:`get_run`: "stored but unreadable" is not "deleted"."""
+    with db.session() as s:
+        row = s.get(RunRow, run_id)
+        if row is None:
+            return None
+        try:
+            _detail(row)
+        except (ValueError, TypeError) as exc:
+            return f"its stored record cannot be read ({' '.join(str(exc).split())[:160]})"
+    return None
+
+
 def get_runs(db: Database, run_ids: list[int]) -> list[RunDetail]:
     """Several runs in one query, in id order; missing or unreadable ones (warned) are left out."""
     if not run_ids:

@@ -290,6 +290,17 @@ def list_trials(db: Database, study_id: int) -> list[TrialInfo]:
         return _readable(s.scalars(stmt), _trial, "study trial")
 
 
+def trial_runs(db: Database) -> dict[int, str]:
+    """Runs measured as a study's trial (reused runs left out), each as ``study NAME trial N``."""
+    stmt = (
+        select(StudyTrialRow.run_id, StudyTrialRow.number, StudyRow.name)
+        .join(StudyRow, StudyRow.id == StudyTrialRow.study_id)
+        .where(StudyTrialRow.run_id.is_not(None), StudyTrialRow.reused.is_(False))
+    )
+    with db.session() as s:
+        return {int(run_id): f"study {name} trial {number}" for run_id, number, name in s.execute(stmt)}
+
+
 def job_statuses(db: Database, job_ids: list[int]) -> dict[int, tuple[str, int | None, str | None]]:
     """job id -> (status, run id, error) for the given jobs (missing ones left out)."""
     if not job_ids:

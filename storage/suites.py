@@ -10,7 +10,7 @@ queue a due suite once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -52,7 +52,8 @@ class Schedule:
 
 @dataclass(frozen=True)
 class FingerprintInfo:
-    """One spec fingerprint among the stored runs: a label, its model and engine, how many runs."""
+    """One spec fingerprint among the stored runs: a label, its model and engine, how many runs, and
+    ``knobs``: its newest run's recipe knobs and workload fields off their defaults (``{"recipe": ...}``)."""
 
     fingerprint: str
     name: str | None
@@ -60,6 +61,7 @@ class FingerprintInfo:
     engine: str
     runs: int
     last_at: datetime
+    knobs: dict[str, Any] = field(default_factory=dict)
 
 
 # -- definitions ---------------------------------------------------------------------------
@@ -181,9 +183,24 @@ def fingerprints(db: Database, limit: int = 200) -> list[FingerprintInfo]:
         groups = s.execute(stmt).all()
         newest = {r.id: r for r in s.scalars(select(RunRow).where(RunRow.id.in_([g[2] for g in groups])))}
         return [
-            FingerprintInfo(fp, newest[top].name, newest[top].model, newest[top].engine, int(n), aware(last))
+            FingerprintInfo(
+                fp, newest[top].name, newest[top].model, newest[top].engine, int(n), aware(last), _knobs(newest[top])
+            )
             for fp, n, top, last in groups
         ]
+
+
+def _knobs(row: RunRow) -> dict[str, Any]:
+    """A run row's knobs off their defaults (older rows: from their spec); {} when unreadable."""
+    try:
+        if row.knobs_json is None:
+            from storage.columns import changed_fields
+
+            return changed_fields(loads(row.spec_json), row.engine)
+        knobs = loads(row.knobs_json)
+    except (ValueError, TypeError):
+        return {}
+    return knobs if isinstance(knobs, dict) else {}
 
 
 # -- schedules -----------------------------------------------------------------------------

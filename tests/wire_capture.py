@@ -167,6 +167,7 @@ class Capturing:
         if proc is None:
             return
         if proc.poll() is None:
+            time.sleep(0.2)  # the last segments reach the capture's socket before it is told to stop
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(30)

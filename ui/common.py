@@ -25,7 +25,9 @@ def database() -> Any | None:
     try:
         return _database(url)
     except StorageError as exc:
-        st.error(f"The database cannot be opened: {exc}")
+        from ui.text import escape_markdown
+
+        st.error(f"The database cannot be opened: {escape_markdown(exc)}")
         return None
 
 
@@ -50,8 +52,10 @@ def parse_whole(raw: str, low: int, high: int) -> int | None:
 
 
 def shown(raw: str, most: int = 40) -> str:
-    """A query value quoted for a message, cut to ``most`` characters."""
-    return repr(raw if len(raw) <= most else raw[:most] + "...")
+    """A query value quoted for a message, cut to ``most`` characters and escaped (:func:`ui.text.shown`)."""
+    from ui.text import shown as quoted_text
+
+    return quoted_text(raw, most)
 
 
 def query_int(name: str) -> tuple[int | None, str | None]:

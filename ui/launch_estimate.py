@@ -41,6 +41,31 @@ def estimates(db: Any, specs: list[Any], device: Any | None) -> list[JobEstimate
     return out
 
 
+def _measure_button(db: Any, device: str) -> None:
+    """Measure this machine's device here (a few seconds), so the estimate gets a time without a detour."""
+    from ui import auth
+
+    why_not = auth.cannot("calibrate")
+    target = device.split(",")[0]
+    if st.button(
+        f"Measure this machine's {target} now (a few seconds)",
+        key="launch_measure",
+        disabled=why_not is not None,
+        help=why_not or "copy bandwidth and matmul throughput, stored for every later estimate",
+        icon=":material/speed:",
+    ):
+        from engine.whatif.microbench import measure_in_subprocess
+
+        if auth.cannot("calibrate"):  # asked again: the button is not the only way here
+            return
+        with st.spinner("measuring..."):
+            ok, message = measure_in_subprocess(db.url, target)
+        (st.success if ok else st.error)(escape_markdown(message))
+        if ok:
+            _calibration.clear()
+            st.rerun()
+
+
 def estimate_panel(db: Any, specs: list[Any], device: Any | None) -> None:
     """ "Estimate: about 4 min; needs 17 GB ..." with its parts, what is unknown, and loud warnings."""
     if not specs:
@@ -60,10 +85,12 @@ def estimate_panel(db: Any, specs: list[Any], device: Any | None) -> None:
             )
         )
         memory = max((e.memory_bytes for e in found if e.memory_bytes is not None), default=None)
-        peak = f"; the largest needs {memory / 1e9:,.1f} GB" if memory is not None else ""
+        peak = f"; the largest needs {memory / 2**30:,.1f} GiB" if memory is not None else ""
         st.info(f"Estimate: {len(found)} jobs, {total}{peak}.", icon=":material/timer:")
     details = [*first.parts, *first.unknown]
     if details:
         st.caption(escape_markdown(" · ".join(details)))
+    if any("speed is not measured" in u for e in found for u in e.unknown):
+        _measure_button(db, specs[0].device)
     for warning in dict.fromkeys(w for e in found for w in e.warnings):
         st.warning(escape_markdown(warning), icon=":material/warning:")

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import streamlit as st
 
 from engine.spec import SpecError, forms
+from ui.text import escape_markdown
 
 _SCALARS: dict[Any, str] = {bool: "bool", int: "int", float: "float", str: "str"}
 
@@ -196,7 +197,7 @@ def section_form(
             value = field_widget(name, info, defaults.get(name), prefix + name, disabled, name in always)
             problem = field_problem(name, info, value)
             if problem:
-                st.error(problem, icon=":material/error:")
+                st.error(escape_markdown(problem), icon=":material/error:")
                 problems.append(problem)
             values[name] = value
 

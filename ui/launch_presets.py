@@ -15,6 +15,7 @@ import streamlit as st
 from engine.spec import engines
 from engine.spec.presets import RecipePreset, preset_by_key, preset_of, presets_for
 from ui.launch_form import field_kind
+from ui.text import escape_markdown
 
 COLUMNS = 3
 
@@ -59,7 +60,10 @@ def preset_picker(device: str, source: str, disabled: bool) -> None:
             )
     blocked = [(p, why) for p, why in rated if why]
     if blocked:
-        st.caption(f"Greyed, not on {device}: " + "; ".join(f"**{p.name}**: {why}" for p, why in blocked))
+        st.caption(
+            f"Greyed, not on {escape_markdown(device)}: "
+            + "; ".join(f"**{escape_markdown(p.name)}**: {escape_markdown(why)}" for p, why in blocked)
+        )
 
 
 def picked_line(recipe: dict[str, Any]) -> str | None:

@@ -18,6 +18,7 @@ import streamlit as st
 
 from engine.spec import Workload, engines, forms
 from engine.spec.sweep import Axis, concurrency_axis, field_axis, rate_axis
+from engine.spec.text import name_problem
 from ui.launch_form import field_kind, sweep_values_widget
 
 LOAD_KINDS = {
@@ -112,6 +113,8 @@ def sweep_form(engine: str, disabled: bool) -> SweepChoice:
         return choice
     placeholder = f"sweep {datetime.now():%Y-%m-%d %H:%M}"
     choice.name = st.text_input("Sweep name", key="sweep_name", disabled=disabled, placeholder=placeholder)
+    if choice.name:
+        choice.problem = choice.problem or name_problem(choice.name, "the sweep name")
     return choice
 
 

@@ -11,6 +11,7 @@ import streamlit as st
 from engine.measure import registry
 from engine.measure.registry import GROUP_LABELS as LABELS
 from engine.measure.registry import LATENCY_GROUPS, N_TOO_SMALL, STATS, failure_words, human_bytes
+from engine.report.naming import run_name
 from engine.report.results import result_object
 from ui.text import escape_markdown
 
@@ -90,10 +91,12 @@ def _headline(obj: dict[str, Any]) -> None:
 def render_run(run: Any, requests: list[Any] | None = None) -> None:
     """Show one stored run (a RunDetail from storage); its raw ``requests`` give older runs their intervals."""
     obj = result_object(run, requests)
-    title = run.name or f"Run {run.id}"
     where = escape_markdown(run.device_name or run.device)
-    st.subheader(f"{escape_markdown(title)}: {escape_markdown(run.model)} on {where}")
-    st.caption(f"run {run.id} · {run.engine} · {run.created_at:%Y-%m-%d %H:%M UTC} · fingerprint {run.fingerprint}")
+    st.subheader(escape_markdown(run_name(run)))  # the run's number, the user's name, its recipe in words
+    st.caption(
+        f"{escape_markdown(run.model)} on {where} · {escape_markdown(run.engine)} · "
+        f"{run.created_at:%Y-%m-%d %H:%M UTC} · fingerprint {run.fingerprint}"
+    )
     if run.status != "done":
         st.error(f"This run {run.status}: {escape_markdown(run.error or 'no reason recorded')}")
     else:
@@ -213,6 +216,16 @@ def cached_runs_frame(
         return newest
     linked = query_frame(_db, RunQuery(run_ids=tuple(ids)), metrics=[])
     return pd.concat([linked, newest], ignore_index=True).drop_duplicates("run_id")
+
+
+def missing_run(db: Any, run_id: int) -> str:
+    """Why run ``run_id`` cannot be shown: stored but unreadable (and why), or not stored at all."""
+    from storage.runs import unreadable_reason
+
+    reason = unreadable_reason(db, run_id)
+    if reason:
+        return f"Run {run_id} is stored, but {escape_markdown(reason)}; the other runs are not affected."
+    return f"There is no run {run_id}. It may have been deleted, or the link is from another database."
 
 
 @st.cache_data(show_spinner=False, max_entries=64, ttl=3600)

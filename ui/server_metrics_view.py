@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 from engine.measure.server_metrics import summarize
 from storage.series import get_series
+from ui.text import escape_markdown
 
 NS = 1e9
 _LABELS = {
@@ -116,7 +117,7 @@ def render(db: Any, run: Any, requests: Sequence[Any]) -> None:
         return
     st.subheader("Server metrics")
     if series is None:
-        st.caption(f"No server metrics: {note}.")
+        st.caption(f"No server metrics: {escape_markdown(note)}.")
         return
     st.caption(summary_line(series))
     st.plotly_chart(server_figure(series, requests), key="server_metrics")

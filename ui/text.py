@@ -4,13 +4,17 @@ Streamlit renders ``st.markdown``, captions, alerts, subheaders and expander lab
 Markdown with its own extensions (``:red[...]``, ``:material/icon:``, ``$math$``): a job
 named ``![b](http://host/x.png)`` would become a remote image. :func:`escape_markdown`
 backslash-escapes every character Markdown or those extensions give a meaning, so the
-text shows as typed; code spans (backticks) are the other way (:func:`code_span`).
+text shows as typed; code spans (backticks) are the other way (:func:`code_span`). Every page
+shows user text through these (names, paths, errors, query values): :func:`shown` quotes what a
+user typed by a short prefix, escaped.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+from engine.spec.text import QUOTED_CHARS, quoted
 
 # Characters that start markup anywhere, and the ones that do only in some places: "_" at a
 # word's edge (emphasis; max_num_seqs stays readable), ":" before a name (``:red[``,
@@ -37,3 +41,8 @@ def code_span(text: Any) -> str:
     longest = max((len(m) for m in re.findall(r"`+", value)), default=0)
     fence = "`" * (longest + 1)
     return f"{fence} {value} {fence}" if longest else f"{fence}{value}{fence}"
+
+
+def shown(value: Any, most: int = QUOTED_CHARS) -> str:
+    """A user's value quoted in a message: a short prefix of it (:func:`engine.spec.text.quoted`), escaped."""
+    return escape_markdown(quoted("" if value is None else value, most))

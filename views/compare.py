@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from engine.report.compare import compare_runs, comparison_frame, recipe_in_words
 from engine.report.distributions import cdf_figure, latency_samples
 from engine.report.export import CI_NOTE, comparison_csv, comparison_html, load_requests, permalink, runs_json
+from engine.report.naming import default_baseline, frame_run_names, run_name, why_baseline
+from engine.report.paired import accuracy_note
+from engine.report.results import noise_words
 from engine.settings import get_settings
 from ui.common import query_int, query_int_list
 from ui.diagnostics_view import render_compare_findings
-from ui.run_view import cached_requests, cached_run, cached_runs_frame, results_page, share_link
-from ui.text import escape_markdown
+from ui.run_view import cached_requests, cached_run, cached_runs_frame, missing_run, results_page, share_link
+from ui.text import escape_markdown, shown
 
 MAX_RUNS = 8
 DISTRIBUTIONS = (("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("ttft_ms", "TTFT"), ("itl_ms", "ITL (AIPerf: ICL)"))
@@ -20,9 +22,10 @@ DISTRIBUTIONS = (("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("ttft_ms", "TTFT
 
 def _choose_runs(frame, ids: list[int]) -> list[int]:
     """A multiselect of runs that writes ``?runs=``; returns the chosen ids."""
+    shown = frame.head(1000)
     labels = {
-        int(r.run_id): f"{r.run_id} · {r.name if pd.notna(r.name) and r.name else r.model} · {r.engine} · {r.status}"
-        for r in frame.head(1000).itertuples()
+        int(run_id): f"{name}{'' if status == 'done' else f' ({status})'}"
+        for run_id, name, status in zip(shown["run_id"], frame_run_names(shown), shown["status"], strict=True)
     }
     options = list(dict.fromkeys([*ids, *labels]))
     chosen = st.multiselect(
@@ -73,14 +76,14 @@ def _linked_ids(db, token) -> list[int]:
     """The run ids in ``?runs=``, with a warning for each part that is not a stored run."""
     ids, bad = query_int_list("runs")
     if bad:
-        st.warning(f"Ignoring {', '.join(repr(b) for b in bad)} in the link: run ids are whole numbers like 1,2,3.")
+        st.warning(f"Ignoring {', '.join(shown(b) for b in bad)} in the link: run ids are whole numbers like 1,2,3.")
     if len(ids) > MAX_RUNS:
         st.warning(f"At most {MAX_RUNS} runs can be compared; showing the first {MAX_RUNS}.")
         ids = ids[:MAX_RUNS]
     missing = [i for i in ids if cached_run(db, db.url, i, token) is None]
-    if missing:
-        st.warning(f"There is no run {', '.join(map(str, missing))} (deleted, or the link is from another database).")
-        ids = [i for i in ids if i not in missing]
+    for run_id in missing:
+        st.warning(missing_run(db, run_id))
+    ids = [i for i in ids if i not in missing]
     return ids
 
 
@@ -96,22 +99,29 @@ def _trials_note(runs: list) -> str:
 
 
 def _choose_baseline(ids: list[int], runs) -> int:
-    """The baseline selectbox, defaulting to ``?baseline=`` (or the first run), written back to the URL."""
+    """The baseline selectbox: ``?baseline=``, else the run at the engine's defaults (else the fewest changed
+    knobs, else the oldest), said why; written back to the URL."""
+    ids = [r.id for r in runs]
+    chosen = default_baseline(runs)
     baseline_q, problem = query_int("baseline")
     if problem or (baseline_q is not None and baseline_q not in ids):
         st.warning(
-            f"The baseline {st.query_params.get('baseline')!r} is not one of the compared runs; using run {ids[0]}."
+            f"The baseline {shown(st.query_params.get('baseline'))} is not one of the compared runs; "
+            f"using {escape_markdown(run_name(chosen))}."
         )
-    default = baseline_q if baseline_q in ids else ids[0]
+    default = baseline_q if baseline_q in ids else chosen.id
     if st.session_state.get("compare_baseline") not in ids:
         st.session_state.pop("compare_baseline", None)
+    names = {r.id: run_name(r) for r in runs}
     baseline_id = st.selectbox(
-        "Baseline",
+        "Baseline (what the others are compared against)",
         ids,
         index=ids.index(default),
         key="compare_baseline",
-        format_func=lambda i: next(f"{r.id} · {r.name or r.model}" for r in runs if r.id == i),
+        format_func=names.get,
     )
+    if baseline_id == chosen.id and baseline_q not in ids:
+        st.caption(f"Chosen because {why_baseline(chosen)}; pick another run to compare against it instead.")
     st.query_params["baseline"] = str(baseline_id)
     return baseline_id
 
@@ -120,22 +130,23 @@ def _summary(comparison, runs) -> None:
     """The PM summary, a warning per run that differs in more than its recipe, and the recipes."""
     baseline_id = comparison.baseline_id
     st.subheader("Summary")
-    st.markdown(f"Against **run {baseline_id}** ({escape_markdown(comparison.labels[baseline_id])}):")
+    st.markdown(f"Against the baseline, **{escape_markdown(comparison.labels[baseline_id])}**:")
     st.markdown("\n".join(f"- {escape_markdown(s)}" for s in comparison.summaries.values()))
     for run_id, diffs in comparison.differences.items():
         if diffs:
             st.warning(
-                f"Run {run_id} differs from the baseline in more than its recipe ({escape_markdown('; '.join(diffs))}): "
+                f"{escape_markdown(comparison.labels[run_id])} differs from the baseline in more than its recipe "
+                f"({escape_markdown('; '.join(diffs))}): "
                 "its ratios are not the recipe's alone.",
                 icon=":material/warning:",
             )
-    for r in runs:  # measured under contention, or by a client that set the pace: the ratios may be the machine's
-        busy = [f for f in (r.metrics or {}).get("noise_flags") or [] if f.get("kind") == "machine"]
-        if busy:
-            words = "; ".join(f"{f.get('flag', '').replace('_', '-')}: {f.get('detail', '')}" for f in busy)
-            st.warning(
-                f"Run {r.id} was measured on a busy machine ({escape_markdown(words)}).", icon=":material/warning:"
-            )
+    flagged = [
+        f"- **{escape_markdown(comparison.labels[r.id])}**: {escape_markdown(words)}"
+        for r in runs
+        for words, _kind in noise_words(r.metrics)
+    ]
+    if flagged:
+        st.warning("Noise flags (the figures may not stand):\n" + "\n".join(flagged), icon=":material/warning:")
     with st.expander("Recipes", expanded=False):
         for r in runs:
             st.markdown(
@@ -150,7 +161,7 @@ def _distributions(db, token, comparison, runs) -> None:
     tabs = st.tabs([label for _k, label in DISTRIBUTIONS])
     for tab, (key, _label) in zip(tabs, DISTRIBUTIONS, strict=True):
         with tab:
-            series = {f"#{r.id} {comparison.labels[r.id]}": samples[r.id][key] for r in runs}
+            series = {comparison.labels[r.id]: samples[r.id][key] for r in runs}
             st.plotly_chart(cdf_figure(series, key), key=f"cdf_{key}")
 
 
@@ -184,6 +195,8 @@ def main() -> None:
         "÷ baseline: the run's value divided by the baseline's (for latency, below 1 is faster), with its 95 % CI. "
         + CI_NOTE
         + _trials_note(runs)
+        + accuracy_note(comparison.verdicts)
+        + " "
         + "KL, top-1 and flips are measured against each run's reference recipe, not against the baseline run."
     )
     _distributions(db, token, comparison, runs)

@@ -20,17 +20,18 @@ from engine.report.figures import (
     axis_label,
     explore_scatter,
     frame_hints,
-    front_run_ids,
     metric_name,
     sweep_curves,
 )
+from engine.report.fronts import Fronts, front_groups, pareto_fronts, with_intervals
 from engine.report.listing import EXPLORE_POINTS, axis_choices, colour_columns, default_colour, plural
+from engine.report.naming import frame_run_names
 from engine.settings import get_settings
 from engine.spec.forms import label as knob_label
 from storage.frames import RunQuery, count, distinct_values, query_frame
 from ui.common import query_int_list
 from ui.run_view import current_params, results_page, share_link
-from ui.text import escape_markdown
+from ui.text import escape_markdown, shown
 
 FILTERS = (("model", "Model"), ("device", "Device"), ("engine", "Engine"), ("sweep", "Sweep"))
 GROUP_COLUMNS = ("engine", "model", "device", "device_name", "sweep")
@@ -89,7 +90,7 @@ def _date(container, label: str, param: str) -> date | None:
     try:
         value = date.fromisoformat(raw) if raw else None
     except ValueError:
-        st.warning(f"Ignoring the date filter {param}={raw!r}: dates look like 2026-11-30.")
+        st.warning(f"Ignoring the date filter {param}={shown(raw)}: dates look like 2026-11-30.")
         value = None
     chosen = container.date_input(label, value=value, key=f"explore_{param}", format="YYYY-MM-DD")
     if chosen:
@@ -120,7 +121,7 @@ def chosen_query(db) -> RunQuery:
         del st.query_params["quiet"]
     run_ids, bad = query_int_list("runs")
     if bad:
-        st.warning(f"Ignoring {', '.join(bad)} in runs=: run ids are whole numbers.")
+        st.warning(f"Ignoring {', '.join(shown(b) for b in bad)} in runs=: run ids are whole numbers.")
     return RunQuery(
         status=("done",), run_ids=tuple(run_ids), since=since, until=until, quiet=quiet, limit=MAX_POINTS, **picked
     )
@@ -161,14 +162,52 @@ def _open_clicked(event, fig) -> None:
         )
 
 
-def _front_table(frame: pd.DataFrame, front: list[int], x: str, y: str) -> None:
+@st.cache_data(show_spinner=False, max_entries=16, ttl=3600)
+def _uncertain(_db, db_url: str, token: tuple[int, int], run_ids: tuple[int, ...]) -> tuple[dict, dict]:
+    """Each shown run's stored (metrics, quality) for its intervals, and the runs measured as Optimize trials."""
+    from storage.frames import figure_records
+    from storage.studies import trial_runs
+
+    return figure_records(_db, run_ids), trial_runs(_db)
+
+
+def with_uncertainty(db, token, frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """The frame with each run's 95 % interval of ``x`` and ``y`` and, for Optimize's runs, their trial."""
+    if frame.empty:
+        return frame
+    records, trials = _uncertain(db, db.url, token, tuple(int(i) for i in frame["run_id"]))
+    out = with_intervals(frame, [x, y], records)
+    out["trial"] = out["run_id"].map(lambda i: trials.get(int(i)))
+    return out
+
+
+def _front_warning(fronts: Fronts) -> None:
+    if len(fronts.groups) > 1:
+        st.warning(
+            "These runs differ in more than their recipe ("
+            + escape_markdown("; ".join(fronts.differences) or "workload")
+            + "): one front is drawn per model and workload, each in its own colour. Filter by model, "
+            "or tick runs of one workload on the Runs page, to see a single front.",
+            icon=":material/warning:",
+        )
+
+
+def _front_table(frame: pd.DataFrame, fronts: Fronts, x: str, y: str) -> None:
+    front = fronts.run_ids()
+    tied = {i for ids in fronts.tied.values() for i in ids}
     st.subheader(f"Pareto front: {plural(len(front), 'run')}")
     if not front:
         st.caption("No run has both values.")
         return
-    cols = list(dict.fromkeys(c for c in ("name", "model", "engine", "device", x, y) if c in frame.columns))
     rows = frame[frame["run_id"].isin(front)].sort_values(x)
+    cols = list(dict.fromkeys(c for c in ("model", "engine", "device", x, y) if c in frame.columns))
     table = rows[cols].copy()
+    table.insert(0, "run name", frame_run_names(rows))  # its recipe in words; never "None"
+    table.insert(1, "front", ["within noise of it" if i in tied else "on it" for i in rows["run_id"]])
+    if len(fronts.groups) > 1:
+        table.insert(2, "model · workload", front_groups(rows).tolist())
+    if "trial" in rows.columns:
+        table["Optimize trial"] = rows["trial"].fillna("")
     table.insert(0, "open", [f"run?run={i}" for i in rows["run_id"]])  # the one run-id column: a link
     if "error_rate" in frame.columns:
         table["failed requests"] = frame.loc[table.index, "error_rate"]
@@ -191,7 +230,7 @@ def _front_table(frame: pd.DataFrame, front: list[int], x: str, y: str) -> None:
     )
 
 
-def scatter_view(frame: pd.DataFrame) -> None:
+def scatter_view(db, token, frame: pd.DataFrame) -> None:
     perf, quality = axis_choices(frame)
     hints = frame_hints(frame)
     groups = [NONE, *colour_columns(frame)]
@@ -210,16 +249,21 @@ def scatter_view(frame: pd.DataFrame) -> None:
     if frame.empty:
         st.info("No finished runs match these filters.")
         return
+    frame = with_uncertainty(db, token, frame, x, y)
     fig = explore_scatter(frame, x, y, color or None, symbol or None)
-    front = front_run_ids(frame, x, y)
+    fronts = pareto_fronts(frame, x, y, hints)
     shown = int((frame[x].notna() & frame[y].notna()).sum())
+    _front_warning(fronts)
     st.caption(
         f"{shown:,} of {plural(len(frame), 'run')} {'has' if shown == 1 else 'have'} both values "
-        "(the others are left out). Click a point to open its run; box- or lasso-select several to compare them."
+        "(the others are left out). Bars: each run's 95 % interval. A run is on the front only if no other run "
+        "is better beyond both intervals; runs within noise of the front are ringed and banded (a tie, not a "
+        "trade-off); crosses mark Optimize trials. Click a point to open its run; box- or lasso-select several "
+        "to compare them."
     )
     event = st.plotly_chart(fig, on_select="rerun", selection_mode=("points", "box", "lasso"), key="explore_chart")
     _open_clicked(event, fig)
-    _front_table(frame, front, x, y)
+    _front_table(frame, fronts, x, y)
     link = permalink(get_settings().public_base_url, "explore", current_params())
     e1, e2 = st.columns(2)
     e1.download_button(
@@ -293,7 +337,7 @@ def main() -> None:
     elif view == "sweeps":
         sweeps_view(data)
     else:
-        scatter_view(data)
+        scatter_view(db, token, data)
     share_link("explore")
 
 

@@ -8,6 +8,7 @@ says who submitted it, who cancelled it and who deleted its run. ``?sweep=NAME``
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -17,7 +18,7 @@ from engine.report.recipes import recipe_in_words
 from storage import StorageError
 from ui import auth
 from ui.common import database
-from ui.text import escape_markdown
+from ui.text import code_span, escape_markdown
 
 REFRESH_S = 1.0
 STATUS_ICONS = {
@@ -63,7 +64,7 @@ def _act(action: str, job_id: int) -> None:
 
     why_not = auth.cannot(action)  # asked again: the button is not the only way here
     if why_not:
-        st.toast(f"Job {job_id}: {why_not}")
+        st.toast(f"Job {job_id}: {escape_markdown(why_not)}")
         return
     db = database()
     if db is None:
@@ -117,9 +118,44 @@ def _actions(job: Any, rights: dict[str, str | None], hidden: bool) -> None:
         )
 
 
-def render_job(job: Any, read_only: bool, rights: dict[str, str | None] | None = None) -> None:
+# Start-up lines of libraries that say nothing about the job (jobs before issue 26 logged them).
+_NOISE = re.compile(r"^(Failed to load .*torchao/_C|W\d{4} .*is now natively supported by torch\.compile)")
+
+
+def readable_log(tail: str) -> str:
+    """A job's log tail without the libraries' harmless start-up lines (torchao's CUDA-only kernels)."""
+    return "\n".join(line for line in tail.splitlines() if not _NOISE.match(line))
+
+
+def queued_words(job: Any, busy: dict[str, int], served: set[str]) -> str:
+    """Why a queued job waits: the job before it on its device, a worker about to claim it, or no worker."""
+    again = _queued_note(job.progress_note)
+    if job.device in busy and busy[job.device] != job.id:
+        return f"queued behind job {busy[job.device]}, running on {job.device} (one job per device at a time){again}"
+    if job.device in served:
+        return f"queued: the worker serving {job.device} starts it within seconds{again}"
+    return f"waiting for a worker that serves {job.device}: none is running (`python -m engine worker`){again}"
+
+
+def running_words(job: Any) -> str:
+    """The progress line of a running job; a job whose phase is done is still being stored, and says so."""
+    phase = job.phase or "starting"
+    if phase == "done" or job.progress >= 1.0:
+        phase = "finishing: storing the run"
+    eta = f" · about {_duration(job.eta_s)} left" if job.eta_s is not None else ""
+    text = f"{phase} · {job.progress * 100:.0f}% · elapsed {_duration(job.elapsed_s)}{eta}"
+    return text + (" · cancelling" if job.cancel_requested else "")
+
+
+def render_job(
+    job: Any,
+    read_only: bool,
+    rights: dict[str, str | None] | None = None,
+    queue: tuple[dict[str, int], set[str]] = ({}, set()),
+) -> None:
     """One job: status, phase, progress bar, elapsed/ETA, reason, run link, log tail, actions
-    (hidden when ``read_only``; disabled with ``rights``' reason where not allowed)."""
+    (hidden when ``read_only``; disabled with ``rights``' reason where not allowed); ``queue`` is
+    (device -> running job id, devices live workers serve), for why a queued job waits."""
     rights = rights or {"cancel": None, "retry": None}
     with st.container(border=True):
         head, actions = st.columns([5, 1])
@@ -133,20 +169,15 @@ def render_job(job: Any, read_only: bool, rights: dict[str, str | None] | None =
             st.caption(escape_markdown(_describe(job.spec)))
             who = _who_line(job)
             if who:
-                st.caption(f"`{who}`")
+                st.caption(code_span(who))
         with actions:
             _actions(job, rights, read_only)
         if job.status == "running":
-            phase = job.phase or "starting"
-            eta = f" · about {_duration(job.eta_s)} left" if job.eta_s is not None else ""
-            text = f"{phase} · {job.progress * 100:.0f}% · elapsed {_duration(job.elapsed_s)}{eta}"
-            if job.cancel_requested:
-                text += " · cancelling"
-            st.progress(min(1.0, max(0.0, job.progress)), text=text)
+            st.progress(min(1.0, max(0.0, job.progress)), text=running_words(job))
             if job.progress_note:
                 st.caption(escape_markdown(job.progress_note))
         elif job.status == "queued":
-            st.caption(f"waiting for a worker that serves {job.device}{_queued_note(job.progress_note)}")
+            st.caption(queued_words(job, *queue))
         else:
             st.caption(
                 f"{job.status} after {_duration(job.elapsed_s)}"
@@ -160,7 +191,7 @@ def render_job(job: Any, read_only: bool, rights: dict[str, str | None] | None =
             st.markdown(f"[Open run {job.run_id}](run?run={job.run_id})")
         if job.log_tail:
             with st.expander("Log tail"):
-                st.code(job.log_tail[-4000:], language=None)
+                st.code(readable_log(job.log_tail)[-4000:], language=None)
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -175,6 +206,7 @@ def live_jobs(statuses: list[str], sweep: str | None, read_only: bool, rights: d
     try:
         rows = jobs.list_jobs(db, limit=100, statuses=statuses or None, sweep=sweep)
         workers = live_workers(db)
+        busy = jobs.busy_devices(db)
     except StorageError as exc:
         st.error(f"The jobs cannot be read: {escape_markdown(exc)}")
         return
@@ -189,8 +221,9 @@ def live_jobs(statuses: list[str], sweep: str | None, read_only: bool, rights: d
     if not rows:
         st.info("No jobs yet. Launch one from the Launch page or with `python -m engine submit --model demo`.")
         return
+    served = {d for w in workers for d in w.devices}
     for job in rows:
-        render_job(job, read_only, rights)
+        render_job(job, read_only, rights, (busy, served))
 
 
 def page() -> None:

@@ -247,14 +247,22 @@ def recipe_form(engine: str, device: str, source: str, disabled: bool) -> tuple[
 
 
 def workload_form(disabled: bool, device: str) -> tuple[dict[str, Any], list[str]]:
-    """A workload preset, then the workload's fields (the preset's values as defaults)."""
+    """A workload preset, then the workload's fields (the preset's values as defaults); a preset whose
+    fields were edited says so (its name alone would describe another workload)."""
     st.subheader("Workload")
     preset = st.selectbox("Workload preset", list(WORKLOAD_PRESETS), key="preset", disabled=disabled)
     defaults = {
         n: WORKLOAD_PRESETS[preset].get(n, f.get_default(call_default_factory=True))
         for n, f in Workload.model_fields.items()
     }
-    return section_form("workload", Workload, defaults, f"wl_{preset}_", disabled, device)
+    values, problems = section_form("workload", Workload, defaults, f"wl_{preset}_", disabled, device)
+    edited = {n: values[n] for n, v in WORKLOAD_PRESETS[preset].items() if n in values and values[n] != v}
+    if edited:
+        st.caption(
+            f"Preset “{escape_markdown(preset)}”, edited: "
+            + escape_markdown(", ".join(f"{n.replace('_', ' ')} {v}" for n, v in edited.items()))
+        )
+    return values, problems
 
 
 def check_launch(
@@ -283,11 +291,25 @@ def _timeout(disabled: bool) -> tuple[float, str | None]:
     return float(value), None if ok else f"Timeout (s): between 10 and 604,800 ({value:,} given)"
 
 
+ACCURACY_WORDS = {"ppl": "perplexity", "fidelity": "fidelity to the reference recipe"}
+
+
 def _what(specs: list[JobSpec]) -> str:
-    """ "16 prompt tokens → 4 output tokens × 2 requests" of the first spec: the values that will be queued."""
+    """ "16 prompt tokens → 4 output tokens × 2 requests, ..., accuracy: perplexity" of the first spec: the
+    values that will be queued, the accuracy measures chosen included."""
     wl = specs[0].workload
     prompt = f"{wl.prompt_tokens:,} prompt tokens" if wl.prompt_tokens else f"prompts from {wl.prompt_file}"
-    return f"{prompt} → {wl.output_tokens:,} output tokens × {wl.requests:,} requests, {specs[0].recipe.describe()}"
+    quality = specs[0].quality
+    measures = [ACCURACY_WORDS.get(m, m.replace("task:", "task ")) for m in quality.metrics]
+    accuracy = (
+        f"; accuracy: {', '.join(measures)} on {quality.budget_tokens:,} tokens of {quality.corpus}"
+        if quality.enabled
+        else "; no accuracy measured"
+    )
+    return (
+        f"{prompt} → {wl.output_tokens:,} output tokens × {wl.requests:,} requests, "
+        f"{specs[0].recipe.describe()}{accuracy}"
+    )
 
 
 def page() -> None:

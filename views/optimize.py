@@ -18,6 +18,7 @@ import streamlit as st
 
 from engine.measure import registry
 from engine.measure.devices import detect_devices
+from engine.measure.stats import min_samples
 from engine.optimize.control import change
 from engine.optimize.figures import front_figure
 from engine.optimize.space import build_space, check_searchable
@@ -28,7 +29,7 @@ from engine.optimize.study import (
     objective_choices,
     parse_definition,
 )
-from engine.optimize.summary import best_sentence, front_rows, trial_rows
+from engine.optimize.summary import best_sentence, front_rows, trial_count_words, trial_rows
 from engine.spec import SpecError, engines
 from storage import StorageError, studies
 from ui import auth
@@ -37,6 +38,7 @@ from ui.sla_view import render_sla_section
 from ui.text import escape_markdown
 
 REFRESH_S = 2.0
+P50_NEEDS = min_samples(50.0)  # requests a trial needs for its p50 objective to have an interval (6)
 COLUMNS = {
     "trial": "trial",
     "recipe": "recipe",
@@ -138,7 +140,8 @@ def live_study(name: str) -> None:
     definition = StudyDefinition.model_validate(study.definition)
     pending = sum(1 for t in trials if t.status == studies.PENDING)
     st.markdown(
-        f"**{escape_markdown(study.name)}** · `{study.status}` · {len(trials)} trial(s), {pending} in flight · "
+        f"**{escape_markdown(study.name)}** · `{study.status}` · {trial_count_words(definition, trials)}, "
+        f"{pending} in flight · "
         f"objective {', '.join(definition.objectives)}"
     )
     if study.note:
@@ -206,7 +209,14 @@ def _base(engine: str) -> dict[str, Any]:
     workload = {
         "prompt_tokens": c1.number_input("Prompt tokens", 1, 100_000, 16, key="opt_prompt"),
         "output_tokens": c2.number_input("Output tokens", 1, 100_000, 8, key="opt_output"),
-        "requests": c3.number_input("Requests", 1, 10_000, 4, key="opt_requests"),
+        "requests": c3.number_input(
+            "Requests",
+            1,
+            10_000,
+            P50_NEEDS,
+            key="opt_requests",
+            help=f"per trial; the objective's p50 has a 95 % interval from {P50_NEEDS} requests on",
+        ),
     }
     budget_tokens = c4.number_input("Accuracy tokens", 16, 1_000_000, 256, key="opt_quality_tokens")
     return {
@@ -309,7 +319,7 @@ def page() -> None:
         study_page(name)
         return
     st.caption("Search the recipe space for the fastest recipe that keeps quality; every trial is a real job.")
-    studies_list(db)
+    listing = st.container()  # filled after the form: a study created by this click is listed
     with st.expander("Define a study", expanded=not studies.list_studies(db, limit=1)):
         data, problem = define_form()
         if problem:
@@ -317,6 +327,8 @@ def page() -> None:
         read_only = auth.cannot("launch")
         if st.button("Create study", type="primary", disabled=bool(problem or read_only), help=read_only, key="create"):
             create(db, data)
+    with listing:
+        studies_list(db)
     st.divider()
     render_sla_section(db)  # the highest load a serving recipe sustains under an SLO (ui/sla_view.py)
 

@@ -4,10 +4,11 @@ provenance, log; failed runs show their reason."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from engine.report.compare import recipe_in_words
+from engine.report.naming import frame_run_names
+from engine.report.results import noise_words
 from ui import auth, client_view, profile_view, server_metrics_view
 from ui.common import query_int
 from ui.diagnostics_view import render_diagnostics
@@ -18,6 +19,7 @@ from ui.run_view import (
     cached_run,
     cached_runs_frame,
     distributions_section,
+    missing_run,
     over_time_section,
     render_run,
     results_page,
@@ -32,12 +34,11 @@ def _pick_run(db, token) -> None:
     if frame.empty:
         st.info("No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page.")
         return
-    options = frame["run_id"].head(500).tolist()
+    newest = frame.head(500)
+    options = newest["run_id"].tolist()
     labels = {
-        int(
-            r.run_id
-        ): f"run {r.run_id} · {r.name if pd.notna(r.name) and r.name else r.model} · {r.engine} · {r.status}"
-        for r in frame.head(500).itertuples()
+        int(run_id): f"{name}{'' if status == 'done' else f' ({status})'}"
+        for run_id, name, status in zip(options, frame_run_names(newest), newest["status"], strict=True)
     }
     choice = st.selectbox(
         "Open a run", options, index=None, format_func=lambda i: labels[int(i)], placeholder="choose a run"
@@ -79,27 +80,9 @@ def _delete(db, run) -> None:
             st.switch_page("views/runs.py")
 
 
-FLAG_WORDS = {
-    "contention": "measured under contention",
-    "steal": "CPU time stolen",
-    "gpu_busy": "GPU shared",
-    "few_requests": "too few requests",
-    "short": "too short",
-    "warmup": "warm-up too short",
-    "drift": "trials drift",
-    "client_bound": "client-bound",
-}
-
-
 def noise_badges(metrics: dict | None) -> list[tuple[str, str]]:
     """(badge text, colour) per noise flag: orange for a busy machine, grey for a thin run."""
-    return [
-        (
-            f"{FLAG_WORDS.get(f.get('flag'), f.get('flag'))}: {f.get('detail', '')}",
-            "orange" if f.get("kind") == "machine" else "gray",
-        )
-        for f in (metrics or {}).get("noise_flags") or []
-    ]
+    return [(text, "orange" if kind == "machine" else "gray") for text, kind in noise_words(metrics)]
 
 
 def main() -> None:
@@ -117,7 +100,7 @@ def main() -> None:
         return
     run = cached_run(db, db.url, run_id, token)
     if run is None:
-        st.warning(f"There is no run {run_id}. It may have been deleted, or the link is from another database.")
+        st.warning(missing_run(db, run_id))
         _pick_run(db, token)
         return
 

@@ -16,7 +16,7 @@ from engine.report.listing import plural, runs_table
 from storage.frames import RunQuery, distinct_values, runs_page, sortable
 from storage.runs import get_run
 from ui.common import database, query_int
-from ui.run_view import render_run
+from ui.run_view import missing_run, render_run
 from ui.text import escape_markdown
 
 PAGE_SIZE = 50
@@ -34,17 +34,19 @@ def _column_config() -> dict:
     return {
         "link": c.LinkColumn("run", display_text=r"run\?run=(\d+)", width=40),
         "created_at": c.DatetimeColumn("date (UTC)", format="YY-MM-DD HH:mm", width=95),
-        "model": c.TextColumn("model", width=90),
+        "model": c.TextColumn("model", width=75),
         "engine": c.TextColumn("engine", width=85),
         "device": c.TextColumn("device", width=45),
-        "recipe": c.TextColumn("recipe", width=110, help="only the knobs that differ from the engine's defaults"),
+        "recipe": c.TextColumn(
+            "recipe", width=150, help="its preset's name, else the knobs that differ from the engine's defaults"
+        ),
         "workload": c.TextColumn(
-            "workload", width=95, help="prompt→output tokens × requests, then batch size and arrivals"
+            "workload", width=85, help="prompt→output tokens × requests, then batch size and arrivals"
         ),
         "ttft_ms_p50": c.TextColumn("TTFT", width=45, help="time to first token, p50 [ms] (sort: Sort by)"),
         "tpot_ms_p50": c.TextColumn("TPOT", width=45, help="time per output token, p50 [ms]"),
         "output_tokens_per_s": c.TextColumn("tok/s", width=45, help="output tokens per second"),
-        "accuracy": c.TextColumn("accuracy", width=105, help="perplexity and KL vs the reference recipe, or a task"),
+        "accuracy": c.TextColumn("accuracy", width=90, help="perplexity and KL vs the reference recipe, or a task"),
         "status": c.TextColumn("status", width=100, help="a failed run says why; a done one how many requests failed"),
         "noise": c.TextColumn(
             "noise", width=40, help="why a figure may not stand: contention, steal, too few requests"
@@ -153,7 +155,7 @@ if db is not None:
     elif run_id is not None:
         run = get_run(db, run_id)
         if run is None:
-            st.warning(f"There is no run {run_id}. It may have been deleted, or the link is from another database.")
+            st.warning(missing_run(db, run_id))
         else:
             render_run(run)
             st.divider()

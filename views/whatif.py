@@ -31,6 +31,7 @@ from engine.whatif.query import table_rows, what_if
 from ui import auth
 from ui.common import database, parse_whole, shown
 from ui.run_view import runs_changed_token, share_link
+from ui.text import escape_markdown
 from ui.whatif_view import chart, table
 
 MODELS = ["demo"] + [f"synthetic:{a}" for a in SYNTHETIC_ARCHITECTURES]
@@ -184,7 +185,7 @@ def compute(db: Any, entries: dict[str, Any], values: dict[str, Any]) -> tuple[A
         hardware = [entries[k] for k in values["hw"]]
         return shape, what_if(shape, values["model"], hardware, recipe, workload, calibration=cal)
     except EstimateError as exc:
-        st.warning(f"Cannot estimate this: {exc}")
+        st.warning(f"Cannot estimate this: {escape_markdown(exc)}")
         return None
 
 
@@ -239,10 +240,10 @@ def measure_here(db: Any, values: dict[str, Any]) -> None:
         with st.spinner("measuring..."):
             ok, message = measure_in_subprocess(db.url, "cpu")
         if ok:
-            st.success(message)
+            st.success(escape_markdown(message))
             cached_calibration.clear()
         else:
-            st.error(f"The micro-benchmark failed: {message}")
+            st.error(f"The micro-benchmark failed: {escape_markdown(message)}")
 
 
 def hardware_sources(entries: dict[str, Any], hw_keys: list[str]) -> None:
@@ -291,12 +292,15 @@ def page() -> None:
     shape, result = computed
     rows = table_rows(result)
     st.caption(
-        f"{values['model']}: {shape.params / 1e9:.3f} B parameters, {shape.layers} layers, "
+        f"{escape_markdown(values['model'])}: {shape.params / 1e9:.3f} B parameters, {shape.layers} layers, "
         f"KV {shape.kv_heads} heads x {shape.head_dim}"
     )
     for r in rows:
         if not r["fits"]:
-            st.warning(f"**{r['hardware']}** ({r['name']}): {r['fit']}", icon=":material/memory:")
+            st.warning(
+                f"**{escape_markdown(r['hardware'])}** ({escape_markdown(r['name'])}): {escape_markdown(r['fit'])}",
+                icon=":material/memory:",
+            )
     table(rows)
     st.plotly_chart(chart(rows), width="stretch")
     calibration_notes(rows, result)

@@ -19,7 +19,10 @@ Definitions
   full forward passes, which never use the quantized cache (see ``KV_CACHE_NOT_MEASURED``).
 - **Perplexity** = exp(mean negative log-likelihood of the scored tokens);
   ``perplexity_stderr`` by the delta method from the NLL's standard error (tokens are
-  treated as independent, so it is optimistic).
+  treated as independent, so it is optimistic). ``perplexity_blocks`` keeps the NLL summed over
+  blocks of 64 consecutive scored tokens (never across a window) with a digest of the scored
+  tokens: two runs with the same digest scored the same text, and Compare pairs them (a block
+  bootstrap of the difference, :func:`engine.measure.stats.paired_block_ratio_ci`).
 - **Reference recipe** (``reference`` in the quality dict, in words): the same engine's
   recipe with every knob at its default
   (``type(recipe)()``: transformers, dtype ``auto`` = the model's native precision on that
@@ -72,7 +75,7 @@ KV_CACHE_NOT_MEASURED = (
     "figure (perplexity, KL, top-1, flips, tasks) is scored with full forward passes; "
     "these figures would be those of the unquantized cache"
 )
-_PPL_KEYS = ("perplexity", "perplexity_tokens", "perplexity_stderr", "nll_mean", "nll_stderr")
+_PPL_KEYS = ("perplexity", "perplexity_tokens", "perplexity_stderr", "nll_mean", "nll_stderr", "perplexity_blocks")
 
 
 def check(spec: JobSpec) -> None:

@@ -15,7 +15,15 @@ import numpy as np
 
 from engine.accuracy.baseline import Baseline
 from engine.accuracy.context import PhaseContext
-from engine.accuracy.scoring import Window, baseline_top_k, greedy_continuations, kl_rows, stderr_of_mean
+from engine.accuracy.scoring import (
+    Window,
+    baseline_top_k,
+    greedy_continuations,
+    kl_rows,
+    nll_blocks,
+    stderr_of_mean,
+    text_digest,
+)
 from engine.backends.base import BackendError
 
 
@@ -52,6 +60,7 @@ def run(ctx: PhaseContext, plan: Plan) -> dict[str, Any]:
     scores = _score_windows(ctx, plan)
     lp = np.concatenate(scores.lp).astype(np.float64)
     out = _perplexity(lp)
+    out["perplexity_blocks"] = nll_blocks(scores.lp, text_digest(plan.windows))  # for paired intervals
     if not scores.fidelity:
         return out
     baseline = plan.baseline

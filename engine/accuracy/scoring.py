@@ -4,6 +4,7 @@ scoring, the standard error of a mean, and the phase's one exception type."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from engine.spec import engines
 
 PLACEHOLDER_TOKEN = 0  # appended to read the next-token distribution after a sequence
 BASELINE_TOP_K = 256
+BLOCK_TOKENS = 64  # scored tokens per block of stored NLL sums (paired intervals between runs)
+MAX_BLOCKS = 4096  # more scored tokens make longer blocks, so a quality record stays a few tens of kB
 
 
 class AccuracyError(RuntimeError):
@@ -62,6 +65,37 @@ def kl_rows(base_ids: np.ndarray, base_lp: np.ndarray, full: np.ndarray) -> np.n
     q_rest = np.clip(1.0 - np.exp(q_lp).sum(axis=1), 1e-30, 1.0)
     tail = np.where(p_rest > 1e-12, p_rest * (np.log(np.maximum(p_rest, 1e-30)) - np.log(q_rest)), 0.0)
     return np.maximum(kl + tail, 0.0)
+
+
+def text_digest(windows: list[Window]) -> str:
+    """What was scored, as a short digest: every window's token ids and how many of its targets count.
+
+    Two runs with the same digest scored the very same tokens, so their NLL can be paired."""
+    h = hashlib.sha256()
+    for w in windows:
+        h.update(np.asarray(w.tokens, dtype=np.int64).tobytes())
+        h.update(f"|{w.skip}|".encode())
+    return h.hexdigest()[:20]
+
+
+def nll_blocks(per_window: list[np.ndarray], digest: str) -> dict[str, object]:
+    """Negative log-likelihood summed over blocks of consecutive scored tokens, never across a window.
+
+    ``{"block_tokens": 64, "tokens": [64, 64, ..., 31], "nll": [sums], "text": digest}``: what a paired
+    interval between two runs that scored the same text needs (engine.measure.stats.paired_block_ratio_ci).
+    Blocks are :data:`BLOCK_TOKENS` long (longer when there would be more than :data:`MAX_BLOCKS`).
+    """
+    total = sum(int(lp.size) for lp in per_window)
+    size = max(BLOCK_TOKENS, math.ceil(total / MAX_BLOCKS))
+    tokens: list[int] = []
+    sums: list[float] = []
+    for lp in per_window:
+        nll = -np.asarray(lp, dtype=np.float64)
+        for start in range(0, nll.size, size):
+            part = nll[start : start + size]
+            tokens.append(int(part.size))
+            sums.append(round(float(part.sum()), 6))
+    return {"block_tokens": size, "tokens": tokens, "nll": sums, "text": digest}
 
 
 def stderr_of_mean(values: np.ndarray) -> float | None:

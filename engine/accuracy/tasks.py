@@ -18,12 +18,15 @@ so it works offline). They run through the same backend via an lm-eval ``LM`` ad
 whose data cannot be reached is reported unavailable with the reason.
 
 Accuracy is stored as ``task:<name>`` (name = the file's stem) with ``task:<name>:stderr``
-(sample standard error of the mean, as lm-evaluation-harness reports it) and
-``task:<name>:n`` (examples scored).
+(sample standard error of the mean, as lm-evaluation-harness reports it),
+``task:<name>:n`` (examples scored), and for local tasks ``task:<name>:correct`` (one ``0``/``1``
+per example, in order) with ``task:<name>:examples`` (a digest of the examples), so two runs that
+scored the same examples get a paired difference.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -127,7 +130,22 @@ def run_task(backend: Backend, name: str, limit: int | None, progress: Progress 
     acc = sum(correct) / n
     stderr = math.sqrt(sum((c - acc) ** 2 for c in correct) / (n - 1) / n) if n > 1 else None
     kind = "multiple choice" if examples[0].choices is not None else "exact match"
-    return {key: acc, f"{key}:stderr": stderr, f"{key}:n": n, f"{key}:kind": kind}
+    return {
+        key: acc,
+        f"{key}:stderr": stderr,
+        f"{key}:n": n,
+        f"{key}:kind": kind,
+        f"{key}:correct": "".join("1" if c else "0" for c in correct),  # per example, for paired differences
+        f"{key}:examples": examples_digest(examples),
+    }
+
+
+def examples_digest(examples: list[Example]) -> str:
+    """Which examples were scored, as a short digest: two runs with the same one can be paired per example."""
+    h = hashlib.sha256()
+    for ex in examples:
+        h.update(json.dumps([ex.prompt, ex.choices, ex.answer, ex.max_tokens]).encode())
+    return h.hexdigest()[:20]
 
 
 def loglikelihood(backend: Backend, tokenizer: Tokenizer, context: str, continuations: list[str]) -> list[float]:

@@ -31,6 +31,17 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+def short_usage(parser: argparse.ArgumentParser) -> str:
+    """What ``python -m engine`` alone prints: the verbs in a few lines, and where each verb's options are."""
+    verbs = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+    names = ", ".join(verbs)
+    return (
+        f"usage: {parser.prog} VERB [options]   (a verb is needed)\n"
+        f"verbs: {names}\n"
+        f"start with: {parser.prog} run --model demo   ·   a verb's options: {parser.prog} VERB --help"
+    )
+
+
 def parse_id(text: str, what: str, hint: str) -> int:
     """A run or job id from the command line; UsageError with one line (and ``hint``) when it is not one."""
     try:

@@ -24,6 +24,7 @@ from engine.cli.common import (
     positive_int,
     spec_from_args,
 )
+from engine.cli.values import name_text
 from engine.jobs.submission import check_submittable, served_devices
 from engine.settings import cli_actor
 from engine.spec import SpecError
@@ -179,7 +180,9 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
     """Add the job verbs to ``python -m engine``."""
     p = sub.add_parser("submit", parents=[common, as_json], help="queue a benchmark job for a worker")
     add_spec_arguments(p)
-    p.add_argument("--sweep", metavar="NAME", help="group the job under a named sweep")
+    p.add_argument(
+        "--sweep", metavar="NAME", type=name_text, help="group the job under a named sweep (at most 200 characters)"
+    )
     p.add_argument("--timeout", type=finite_float, metavar="S", help="seconds before the job is stopped (default 3600)")
     p.set_defaults(func=_guard(cmd_submit))
 

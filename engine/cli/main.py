@@ -17,7 +17,16 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from engine.cli.common import EXIT_FAILED, EXIT_USAGE, Parser, UsageError, common_parent, json_parent, json_stdout
+from engine.cli.common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    Parser,
+    UsageError,
+    common_parent,
+    json_parent,
+    json_stdout,
+    short_usage,
+)
 from engine.cli.values import one_line
 from engine.spec import SpecError
 
@@ -65,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):
-            parser.print_help(sys.stderr)
+            print(short_usage(parser), file=sys.stderr)  # not the 30 lines of every verb's help
             return EXIT_USAGE
         func: Callable[[argparse.Namespace], int] = args.func
         if getattr(args, "json", False):

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from engine.spec import SpecError
+from engine.spec.text import QUOTED_CHARS, checked_name, quoted
 
 MAX_INT = 2**63 - 1  # the largest id or count the databases store (SQLite and PostgreSQL BIGINT)
 _WHOLE = re.compile(r"[+-]?[0-9]+")  # ASCII digits only (int() also takes "٣", "１" and "1_0")
@@ -26,9 +27,19 @@ def whole_number(text: str, *, low: int = -MAX_INT, high: int = MAX_INT) -> int:
     return value
 
 
-def shown(text: str, most: int = 40) -> str:
-    """``text`` quoted for a one-line message, cut to ``most`` characters."""
-    return repr(text if len(text) <= most else text[:most] + "...")
+def shown(text: str, most: int = QUOTED_CHARS) -> str:
+    """``text`` quoted for a one-line message, cut to ``most`` characters (:func:`engine.spec.text.quoted`)."""
+    return quoted(text, most)
+
+
+def name_text(text: str) -> str:
+    """An argparse type: a name (``--sweep``) of printable text, at most 200 characters, said so otherwise."""
+    import argparse
+
+    try:
+        return checked_name(text, "the name") or text
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def one_line(text: str) -> str:

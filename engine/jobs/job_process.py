@@ -183,13 +183,20 @@ def _run(db: Any, job: Any, ticker: Ticker) -> int:
         pass
     jobs.set_result(db, job.id, run_id=result.run_id)
     _stop_at_saturation(db, job, result, log)
-    m = result.metrics
-    print(
-        f"done: run {result.run_id}; TTFT p50 {m.get('ttft_ms', {}).get('p50')} ms, "
-        f"{m.get('output_tokens_per_s')} tokens/s",
-        flush=True,
-    )
+    print(done_line(result.run_id, result.metrics), flush=True)
     return EXIT_DONE
+
+
+def done_line(run_id: int, metrics: dict | None) -> str:
+    """``done: run 7; TTFT p50 322.9 ms, 24.7 tok/s``: the figures in their registry units, not raw floats."""
+    from engine.measure import registry
+
+    figures = registry.figures(metrics or {})
+    named = (("ttft_ms_p50", "TTFT p50 "), ("tpot_ms_p50", "TPOT p50 "), ("output_tokens_per_s", ""))
+    parts = [
+        f"{word}{registry.lookup(key).format(figures[key])}" for key, word in named if figures.get(key) is not None
+    ]
+    return f"done: run {run_id}; " + (", ".join(parts) or "no figures")
 
 
 def _stop_at_saturation(db: Any, job: Any, result: Any, log: Any) -> None:

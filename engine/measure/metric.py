@@ -151,7 +151,7 @@ def bare_number(metric: Metric, value: float) -> str:
     """The value as :meth:`Metric.format` writes it, without its unit (``91.5`` for ``91.5 ms``)."""
     text = metric.format(value)
     unit = metric.display_unit
-    return text.removesuffix(f" {unit}").removesuffix(unit) if unit and unit not in ("%", "GB", "MB") else text
+    return text.removesuffix(f" {unit}").removesuffix(unit) if unit and unit not in ("%", "GiB", "MiB") else text
 
 
 def interval_text(metric: Metric, ci: Any) -> str:
@@ -174,15 +174,15 @@ def format_with_ci(metric: Metric, value: float | None, ci: Any = None, supporte
 
 
 def human_bytes(n: float | None) -> str:
-    """``1.2 GB`` style (powers of 1024, labelled GB as most tools do)."""
+    """``489.3 MiB``, ``1.2 GiB``: powers of 1024, labelled as such (a device's memory is shown in GiB too)."""
     if n is None:
         return "–"
     value = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(value) < 1024 or unit == "TB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
-    return f"{value:.1f} TB"
+    return f"{value:.1f} TiB"
 
 
 def error_rate(metrics: Mapping[str, Any] | None, _quality: Any = None) -> float | None:

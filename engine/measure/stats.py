@@ -19,6 +19,11 @@ Rules (95 % unless asked otherwise):
 - **Across trials**: a t interval over the per-trial values (:func:`repeats_ci`; one trial: none).
 - **Without raw samples**: :func:`ratio_from_intervals` combines two stored intervals on the
   log scale (cruder; for runs whose requests are not at hand).
+- **Paired accuracy**: two runs that scored the same text differ by the same tokens' NLL, so their
+  perplexity ratio gets a paired interval: a circular block bootstrap over blocks of consecutive
+  tokens (:func:`paired_block_ratio_ci`), many times narrower than two runs' errors added as if
+  independent. Task accuracy on the same examples: the mean paired difference and its standard
+  error (:func:`paired_difference`).
 """
 
 from __future__ import annotations
@@ -340,3 +345,55 @@ def ratio_from_intervals(
     z = float(norm.ppf(0.5 + confidence / 2))
     se = math.hypot(math.log(base_ci.hi / base_ci.lo), math.log(new_ci.hi / new_ci.lo)) / (2 * z)
     return Ratio(value, Interval(value * math.exp(-z * se), value * math.exp(z * se), confidence))
+
+
+# -- paired accuracy: two runs scored on the same text (or the same examples) ------------------------
+def _block_runs(n: int, length: int, rng: np.random.Generator) -> np.ndarray:
+    """``N_RESAMPLES`` circular block-bootstrap index sets of ``n`` blocks, in runs of ``length`` neighbours."""
+    runs = math.ceil(n / length)
+    starts = rng.integers(0, n, size=(N_RESAMPLES, runs))
+    return ((starts[..., None] + np.arange(length)) % n).reshape(N_RESAMPLES, -1)[:, :n]
+
+
+def paired_block_ratio_ci(
+    base_nll: Sequence[float] | np.ndarray,
+    new_nll: Sequence[float] | np.ndarray,
+    tokens: Sequence[float] | np.ndarray,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> Ratio | None:
+    """Perplexity of ``new`` over ``base`` when both scored the same tokens, with a paired interval.
+
+    Each entry is one block of consecutive scored tokens: its NLL sum in either run and its token
+    count. The ratio is ``exp((sum new - sum base) / tokens)``; its interval a circular block
+    bootstrap of the blocks (the same blocks drawn for both runs, so what they share cancels), drawn
+    in runs of about ``n ** (1/3)`` neighbouring blocks so that dependence between nearby tokens is
+    kept. None when the blocks do not line up; no interval under 2 blocks.
+    """
+    b, a, t = (np.asarray(x, dtype=np.float64) for x in (base_nll, new_nll, tokens))
+    if not (b.shape == a.shape == t.shape) or b.size == 0 or not np.isfinite(np.concatenate([a, b, t])).all():
+        return None
+    total = float(t.sum())
+    if total <= 0:
+        return None
+    value = math.exp((float(a.sum()) - float(b.sum())) / total)
+    if b.size < 2:
+        return Ratio(value, None)
+    idx = _block_runs(b.size, max(1, round(b.size ** (1 / 3))), np.random.default_rng(seed))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratios = np.exp((a[idx].sum(axis=1) - b[idx].sum(axis=1)) / t[idx].sum(axis=1))
+    ratios = ratios[np.isfinite(ratios)]
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(ratios, [alpha, 1 - alpha])
+    return Ratio(value, Interval(min(float(lo), value), max(float(hi), value), confidence))
+
+
+def paired_difference(
+    base: Sequence[float] | np.ndarray, new: Sequence[float] | np.ndarray
+) -> tuple[float, float | None] | None:
+    """``mean(new - base)`` over paired items (a task's examples) and its standard error; None when unpaired."""
+    b, a = np.asarray(base, dtype=np.float64), np.asarray(new, dtype=np.float64)
+    if b.shape != a.shape or b.size == 0:
+        return None
+    d = a - b
+    return float(d.mean()), (float(d.std(ddof=1)) / math.sqrt(d.size) if d.size > 1 else None)

@@ -1,7 +1,7 @@
 """A study in words and tables (pure): recipes in words, the trials table, the front, the best recipe.
 
 The best feasible recipe is said in one sentence against the study's base recipe (trial 0),
-e.g. "int8 weight-only (torchao) + static cache: 1.4x faster decode (TPOT p50 12.1 ms vs
+e.g. "INT8 weight-only (torchao) + static cache: 1.4x faster decode (TPOT p50 12.1 ms vs
 17.0 ms), perplexity +0.8 %, fits". Labels and units come from the metric registry.
 """
 
@@ -12,20 +12,10 @@ from typing import Any
 
 from engine.measure import registry
 from engine.optimize.study import PPL_INCREASE, StudyDefinition, minimise
+from engine.report.naming import knob_value_words
 from engine.report.pareto import pareto_mask
 from engine.report.recipes import changed_recipe_knobs
 
-_QUANT = {
-    "none": "no quantization",
-    "torchao_int8_weight_only": "int8 weight-only (torchao)",
-    "torchao_int8_dynamic": "int8 dynamic (torchao)",
-    "torchao_int4_weight_only": "int4 weight-only (torchao)",
-    "torchao_float8": "float8 (torchao)",
-    "torch_dynamic_int8": "dynamic int8 (torch)",
-    "bnb_nf4": "NF4 (bitsandbytes)",
-    "bnb_int8": "int8 (bitsandbytes)",
-}
-_SPEC = {"none": "no speculation", "prompt_lookup": "prompt-lookup speculation", "ngram": "n-gram speculation"}
 # What a faster first objective means, per latency group.
 _FASTER = {
     "tpot_ms": "faster decode",
@@ -33,28 +23,6 @@ _FASTER = {
     "e2el_ms": "faster requests",
     "itl_ms": "faster decode",
 }
-
-
-def knob_value_words(knob: str, value: Any, params: dict[str, Any] | None = None) -> str:
-    """One knob's value in words: ``int8 weight-only (torchao)``, ``static cache``, ``2 layers dropped``."""
-    params = params or {}
-    if knob == "quantization" and value == "gptq":
-        return f"GPTQ {params.get('gptq_bits', 4)}-bit g{params.get('gptq_group_size', 128)}"
-    if knob == "quantization":
-        return _QUANT.get(str(value), str(value))
-    if knob == "speculative":
-        return _SPEC.get(str(value), f"{value} speculation")
-    if knob == "drop_layers":
-        return "no layers dropped" if not value else f"{value} layer{'s' if value != 1 else ''} dropped"
-    if knob == "attn_implementation":
-        return f"{value} attention"
-    if knob == "cache_implementation":
-        return f"{value} cache"
-    if knob == "dtype":
-        return str(value)
-    if isinstance(value, bool):
-        return knob.replace("_", " ") + ("" if value else " off")
-    return f"{knob.replace('_', ' ')} {value}"
 
 
 def recipe_words(
@@ -73,6 +41,19 @@ def recipe_words(
         shown = " + ".join(knob_value_words(k, v, named) for k, v in sorted(named.items()) if v is not None)
         return f"the base recipe ({shown})" if shown else "the base recipe (engine defaults)"
     return " + ".join(knob_value_words(k, v, params) for k, v in changed.items())
+
+
+def trial_count_words(definition: StudyDefinition, trials: Sequence[Any]) -> str:
+    """``2 of 2 trials · 1 more pruned before running``: the trials the budget counts (in flight, complete,
+    failed) against it, then those it does not (pruned by the estimator or the rules, duplicates)."""
+    counted = {"pending", "complete", "failed"}
+    spent = sum(1 for t in trials if t.status in counted)
+    words = [f"{spent} of {definition.budget.trials} trial{'s' if definition.budget.trials != 1 else ''}"]
+    for status, word in (("pruned", "pruned before running"), ("duplicate", "a repeated recipe, not measured again")):
+        n = sum(1 for t in trials if t.status == status)
+        if n:
+            words.append(f"{n} more {word}")
+    return " · ".join(words)
 
 
 def metric_label(key: str) -> str:

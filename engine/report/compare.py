@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from engine.measure import registry
+from engine.report.naming import default_baseline, run_name
 from engine.report.recipes import (
     changed_recipe_knobs,
     context_differences,
@@ -39,11 +40,13 @@ __all__ = [
     "compare_runs",
     "comparison_frame",
     "context_differences",
+    "default_baseline",
     "flat_metrics",
     "metric_label",
     "ratio",
     "recipe_in_words",
     "run_label",
+    "run_name",
     "spec_difference",
     "summarize_against",
 ]
@@ -99,16 +102,17 @@ def compare_runs(
     baseline_id: int | None = None,
     requests: Mapping[int, Sequence[Any]] | None = None,
 ) -> Comparison:
-    """Compare runs with the baseline (default: the first run); ``requests`` by run id give verdicts."""
+    """Compare runs with the baseline (default: :func:`engine.report.naming.default_baseline`, the run at its
+    engine's defaults, else the fewest changed knobs, else the oldest); ``requests`` by run id give verdicts."""
     if not runs:
         raise ValueError("nothing to compare: no runs")
     by_id = {r.id: r for r in runs}
     if baseline_id is None or baseline_id not in by_id:
-        baseline_id = runs[0].id
+        baseline_id = default_baseline(runs).id
     base = by_id[baseline_id]
     values = {r.id: flat_metrics(r) for r in runs}
     ratios = {r.id: {k: ratio(values[r.id].get(k), values[baseline_id].get(k)) for k in values[r.id]} for r in runs}
-    labels = {r.id: run_label(r, base) for r in runs}
+    labels = {r.id: run_name(r) for r in runs}  # one name per run everywhere (engine/report/naming.py)
     hints: dict[str, str] = {}
     for r in runs:
         hints.update({k: v for k, v in run_hints(r).items() if k not in hints})
@@ -136,7 +140,7 @@ def compare_runs(
 
 
 def _value_cells(comparison: Comparison, run_id: int, key: str, metric: Any, formatted: bool) -> dict[str, Any]:
-    name = f"#{run_id} {comparison.labels[run_id]}" + (" (baseline)" if run_id == comparison.baseline_id else "")
+    name = comparison.labels[run_id] + (" (baseline)" if run_id == comparison.baseline_id else "")
     value = comparison.values[run_id].get(key)
     ok = comparison.supported.get(run_id, {}).get(key, True)
     ci = comparison.intervals.get(run_id, {}).get(key)
@@ -169,7 +173,8 @@ def _ratio_cells(comparison: Comparison, run_id: int, key: str, formatted: bool)
 
 
 def comparison_frame(comparison: Comparison, formatted: bool = False) -> pd.DataFrame:
-    """One row per metric; per run its value and 95 % CI, and for the others the ratio, its CI and a verdict.
+    """One row per metric; per run (the baseline first) its value and 95 % CI, and for the others the ratio,
+    its CI and a verdict.
 
     ``formatted=False`` keeps numbers (CSV: a percentile the sample cannot support is empty,
     its CI too; verdict states ``better``/``worse``/``same``/``thin``/``none``); ``True`` gives
@@ -182,7 +187,8 @@ def comparison_frame(comparison: Comparison, formatted: bool = False) -> pd.Data
             continue
         metric = registry.lookup(key, comparison.hints.get(key))
         row: dict[str, Any] = {"metric": metric.label, "unit": metric.display_unit, "better": metric.better}
-        for run_id in comparison.run_ids:
+        baseline_first = sorted(comparison.run_ids, key=lambda i: i != comparison.baseline_id)  # stable
+        for run_id in baseline_first:
             row.update(_value_cells(comparison, run_id, key, metric, formatted))
             if run_id != comparison.baseline_id:
                 row.update(_ratio_cells(comparison, run_id, key, formatted))

@@ -20,8 +20,10 @@ import plotly.graph_objects as go
 from engine.measure.records import RequestRecord
 from engine.report.compare import compare_runs, comparison_frame, recipe_in_words
 from engine.report.distributions import cdf_figure, latency_samples
-from engine.report.figures import explore_scatter, front_run_ids
-from engine.report.results import result_object
+from engine.report.figures import explore_scatter, frame_hints
+from engine.report.fronts import pareto_fronts
+from engine.report.paired import accuracy_note
+from engine.report.results import noise_words, result_object
 from engine.report.timeseries import throughput_overlay
 from engine.spec import engines
 
@@ -31,7 +33,7 @@ CI_NOTE = (
     "95 % CI: the figure's confidence interval within its run (order statistics for percentiles, bootstrap "
     "over requests for throughput). n too small: the run has too few requests for that percentile (p50 needs 6, "
     "p90 29, p95 59, p99 299). ÷ baseline: the ratio with its bootstrap interval; a verdict is significant only "
-    "when the interval excludes 1. Accuracy: significant beyond two standard errors."
+    "when the interval excludes 1."
 )
 
 EXPLORE_COLUMNS: tuple[str, ...] = (
@@ -155,6 +157,16 @@ def _report_figures(runs: Sequence[Any], labels: Mapping[int, str], requests_by_
     return figures
 
 
+def _noise_html(runs: Sequence[Any], labels: Mapping[int, str]) -> str:
+    """Each run's noise flags (contention, steal, too few requests ...): what may make its figures not stand."""
+    items = [
+        f"<li><b>{html.escape(labels.get(r.id, str(r.id)))}</b>: {html.escape(words)}</li>"
+        for r in runs
+        for words, _kind in noise_words(getattr(r, "metrics", None))
+    ]
+    return f"<h3>Noise flags</h3><ul>{''.join(items)}</ul>" if items else ""
+
+
 def comparison_html(
     runs: Sequence[Any],
     requests_by_id: Mapping[int, Sequence[RequestRecord]],
@@ -180,10 +192,10 @@ def comparison_html(
         f"<h1>{html.escape(title)}</h1>{_meta(link)}"
         f"<h2>Summary (baseline: run {base.id}, {html.escape(comparison.labels[base.id])})</h2>"
         f'<ul class="summary">{summary or "<li>Only the baseline was given.</li>"}</ul>'
-        f"<h3>Recipes</h3><ul>{recipes}</ul>"
+        f"<h3>Recipes</h3><ul>{recipes}</ul>{_noise_html(runs, comparison.labels)}"
         f"<h2>Environment</h2>{environment}"
         f"<h2>Charts</h2>{_figures_html(figures)}"
-        f'<h2>Metrics</h2>{table}<p class="meta">{html.escape(CI_NOTE)}</p>'
+        f'<h2>Metrics</h2>{table}<p class="meta">{html.escape(CI_NOTE + " " + accuracy_note(comparison.verdicts))}</p>'
     )
     return _page(title, body)
 
@@ -198,16 +210,25 @@ def explore_html(
 ) -> str:
     """A self-contained HTML report of an Explore view: the scatter with its Pareto front, and the front's runs."""
     fig = explore_scatter(frame, x, y, color, symbol)
-    front = front_run_ids(frame, x, y)
+    fronts = pareto_fronts(frame, x, y, frame_hints(frame))
+    front = fronts.run_ids()
     title = f"LatencyLab explore: {fig.layout.title.text}"
     cols = list(dict.fromkeys(c for c in (*EXPLORE_COLUMNS, x, y, "error_rate") if c in frame.columns))
     front_table = frame[frame["run_id"].isin(front)][cols] if front else pd.DataFrame(columns=cols)
     body = (
-        f"<h1>{html.escape(title)}</h1>{_meta(link)}<p>{len(frame)} runs; {len(front)} on the Pareto front.</p>"
+        f"<h1>{html.escape(title)}</h1>{_meta(link)}<p>{len(frame)} runs; {len(front)} on the Pareto front"
+        f"{_fronts_words(fronts)}.</p>"
         f"{_figures_html([fig])}<h2>Runs on the Pareto front</h2>"
         f"{front_table.to_html(index=False, escape=True, border=0)}"
     )
     return _page(title, body)
+
+
+def _fronts_words(fronts: Any) -> str:
+    """`` (one front per model and workload: they differ in ...)`` when there are several."""
+    if len(fronts.groups) < 2:
+        return " (ties within the runs' 95 % intervals count as on it)"
+    return f" (one front per model and workload; they differ in {html.escape('; '.join(fronts.differences))})"
 
 
 def table_csv(frame: pd.DataFrame) -> str:

@@ -7,6 +7,7 @@ an export) can find the run.
 
 from __future__ import annotations
 
+import html
 import math
 from typing import Any
 
@@ -15,8 +16,10 @@ import plotly.graph_objects as go
 
 from engine.measure import registry
 from engine.measure.registry import LATENCY_GROUPS, Kind
+from engine.report.front_figures import draw_fronts, error_bars, mark_trials
+from engine.report.fronts import pareto_fronts
+from engine.report.naming import frame_run_names
 from engine.report.pareto import pareto_front
-from engine.report.recipes import changed_recipe_knobs
 
 PERCENTILE_KEYS: tuple[str, ...] = ("p50", "p90", "p99", "mean")
 LATENCY_METRICS: tuple[str, ...] = tuple(f"{g}_{p}" for g in LATENCY_GROUPS for p in PERCENTILE_KEYS)
@@ -84,7 +87,7 @@ def axis_label(column: str, hints: dict[str, str] | None = None) -> str:
 
 
 def _recipe_words_rows(frame: pd.DataFrame) -> list[str]:
-    """The recipe in words for each row of a runs frame (hover text), built column-wise."""
+    """Each row's hover text: the run's name (its recipe in words), model, device, engine, workload, failures."""
     n = len(frame)
 
     def col(name: str) -> pd.Series:
@@ -93,22 +96,16 @@ def _recipe_words_rows(frame: pd.DataFrame) -> list[str]:
     def words(series: pd.Series, prefix: str = "") -> pd.Series:
         return series.map(lambda v: "" if not _present(v) else f"{prefix}{v}")
 
-    text = "<b>run " + col("run_id").astype(str) + words(col("name"), " · ") + "</b><br>"
-    text = text + col("model").astype(str) + " on " + col("device").astype(str) + "<br>" + col("engine").astype(str)
-    knob_cols = sorted(c for c in frame.columns if c.startswith("recipe."))
-    memo: dict[tuple[Any, ...], str] = {}
-    knob_text = []
-    for key in zip(col("engine"), *(frame[c] for c in knob_cols), strict=True):
-        words_for = memo.get(key)
-        if words_for is None:
-            recipe = {c.removeprefix("recipe."): v for c, v in zip(knob_cols, key[1:], strict=True) if _present(v)}
-            changed = changed_recipe_knobs({"engine": key[0], **recipe})
-            words_for = memo[key] = "".join(
-                f" · {k.replace('_implementation', '').replace('_', ' ')}" + ("" if v is True else f" {v}")
-                for k, v in sorted(changed.items())
-            )
-        knob_text.append(words_for)
-    text = text + pd.Series(knob_text, index=frame.index, dtype=object)
+    names = pd.Series([html.escape(n) for n in frame_run_names(frame)], index=frame.index, dtype=object)
+    text = (
+        "<b>"
+        + names
+        + "</b><br>"
+        + col("model").map(lambda v: html.escape(str(v)))
+        + " on "
+        + col("device").astype(str)
+    )
+    text = text + "<br>" + col("engine").astype(str)
     if "workload.batch_size" in frame.columns:
         work = (
             "<br>batch "
@@ -210,6 +207,8 @@ def _point_traces(fig: go.Figure, data: pd.DataFrame, x: str, y: str, groups: di
             scatter(
                 x=part[x].to_numpy(dtype=float),
                 y=part[y].to_numpy(dtype=float),
+                error_x=error_bars(part, x),
+                error_y=error_bars(part, y),
                 mode="markers",
                 name=name,
                 customdata=_ids(part["run_id"]),
@@ -225,23 +224,6 @@ def _point_traces(fig: go.Figure, data: pd.DataFrame, x: str, y: str, groups: di
         )
 
 
-def _front_trace(fig: go.Figure, data: pd.DataFrame, x: str, y: str, front: set[int], hover: pd.Series) -> None:
-    fr = data[data["run_id"].isin(front)].sort_values([x, y])
-    fig.add_trace(
-        go.Scatter(
-            x=fr[x].astype(float).tolist(),
-            y=fr[y].astype(float).tolist(),
-            mode="lines+markers",
-            name="Pareto front",
-            customdata=[[int(r)] for r in fr["run_id"]],
-            text=hover.loc[fr.index].tolist(),
-            hovertemplate="%{text}<br><i>on the Pareto front</i><extra></extra>",
-            line={"color": "black", "dash": "dash", "width": 1.5, "shape": "linear"},
-            marker={"symbol": "circle-open", "size": 16, "color": "black", "line": {"width": 2}},
-        )
-    )
-
-
 def explore_scatter(
     frame: pd.DataFrame,
     x: str,
@@ -252,10 +234,13 @@ def explore_scatter(
     minimise_y: bool | None = None,
     title: str | None = None,
 ) -> go.Figure:
-    """Runs as points of ``x`` against ``y``; colour and symbol by any column; Pareto front drawn.
+    """Runs as points of ``x`` against ``y``; colour and symbol by any column; the Pareto fronts drawn.
 
     Rows missing either value are left out. Each point's ``customdata[0]`` is its run id; its
-    hover names the recipe and, when some requests failed, the failure rate.
+    hover names the recipe and, when some requests failed, the failure rate. Intervals in the
+    frame (``KEY:lo``/``KEY:hi``, :func:`engine.report.fronts.with_intervals`) are error bars, and
+    the fronts respect them: one per model and workload, ties within noise ringed and banded,
+    Optimize trials (a ``trial`` column) crossed (:mod:`engine.report.front_figures`).
     """
     hints = frame_hints(frame) if not frame.empty else {}
     fig = go.Figure()
@@ -277,9 +262,8 @@ def explore_scatter(
     hover = pd.Series(_recipe_words_rows(data), index=data.index)
     groups = {"hover": hover, "template": _hover_template(x, y, hints), "color": color, "symbol": symbol}
     _point_traces(fig, data, x, y, groups)
-    front = set(front_run_ids(data, x, y, minimise_x, minimise_y))
-    if front:
-        _front_trace(fig, data, x, y, front, hover)
+    draw_fronts(fig, data, x, y, pareto_fronts(data, x, y, hints, (minimise_x, minimise_y)), hover)
+    mark_trials(fig, data, x, y)
     return fig
 
 

@@ -16,67 +16,36 @@ after it: git commit, package versions, device, host (from their provenance).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import plotly.graph_objects as go
 
 from engine.measure import registry
 from engine.report.figures import PALETTE
-from engine.report.values import flat_metrics, run_hints
+from engine.report.values import accuracy_stderr, band_of, flat_metrics, run_hints, stored_interval
 
-Z95 = 1.959963984540054
+__all__ = [  # the bands live in engine.report.values (Explore's fronts read them too); named here as before
+    "ChangePoint",
+    "History",
+    "Point",
+    "accuracy_stderr",
+    "band_of",
+    "build_history",
+    "change_points",
+    "fingerprint_runs",
+    "history",
+    "history_figure",
+    "metric_choices",
+    "stored_interval",
+    "what_changed",
+]
 MIN_SEGMENT = 2
 PENALTY_FACTOR = 5.0
 FIRST_METRICS = ("tpot_ms_p50", "ttft_ms_p50", "output_tokens_per_s", "itl_ms_p50", "e2el_ms_p50")
 _SHOWN_KINDS = ("latency", "throughput", "accuracy", "memory")
-
-
-# -- intervals stored with a run -----------------------------------------------------------
-def _pair(value: Any) -> tuple[float, float] | None:
-    if isinstance(value, Mapping):
-        value = (value.get("lo"), value.get("hi"))
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
-        return None
-    lo, hi = registry.finite(value[0]), registry.finite(value[1])
-    return None if lo is None or hi is None else (min(lo, hi), max(lo, hi))
-
-
-def stored_interval(metrics: Mapping[str, Any] | None, key: str) -> tuple[float, float] | None:
-    """A run's stored 95 % interval of a flat metric key; None when none was stored ("n too small", older runs)."""
-    metrics = metrics or {}
-    metric = registry.lookup(key)
-    if metric.group is not None:
-        stats = metrics.get(metric.group)
-        ci = stats.get("ci") if isinstance(stats, Mapping) else None
-        return _pair(ci.get(metric.stat)) if isinstance(ci, Mapping) else None
-    ci = metrics.get("ci")
-    if isinstance(ci, Mapping) and key in ci:
-        return _pair(ci[key])
-    return _pair(metrics.get(f"{key}_ci"))
-
-
-def accuracy_stderr(quality: Mapping[str, Any] | None, key: str) -> float | None:
-    """The standard error stored beside an accuracy figure (``perplexity_stderr``, ``task:X:stderr``)."""
-    name = key.removeprefix("quality.")
-    names = [f"{name}:stderr", f"{name}_stderr"] + (["kl_stderr"] if name == "kl_mean" else [])
-    for candidate in names:
-        value = registry.finite((quality or {}).get(candidate))
-        if value is not None:
-            return value
-    return None
-
-
-def band_of(run: Any, key: str, value: float | None) -> tuple[float, float] | None:
-    """The 95 % band of one run's figure: its stored interval, or value ± 1.96 stderr for accuracy."""
-    if value is None:
-        return None
-    if key.startswith("quality."):
-        se = accuracy_stderr(getattr(run, "quality", None), key)
-        return None if se is None else (value - Z95 * se, value + Z95 * se)
-    return stored_interval(getattr(run, "metrics", None), key)
 
 
 # -- change points -------------------------------------------------------------------------
@@ -265,8 +234,9 @@ def _add_segments(fig: go.Figure, h: History) -> None:
         )
 
 
-def history_figure(h: History) -> go.Figure:
-    """The series with its 95 % bands, segment means and a marked line at each change point."""
+def history_figure(h: History, series: str | None = None) -> go.Figure:
+    """The series with its 95 % bands, segment means and a marked line at each change point; ``series``
+    names it in the title. One run gets a day-wide time axis, not a sub-millisecond one."""
     fig = go.Figure()
     _add_bands(fig, h.points)
     fig.add_trace(
@@ -282,6 +252,12 @@ def history_figure(h: History) -> go.Figure:
     )
     _add_segments(fig, h)
     fig.update_layout(
-        title=f"{h.label} over time", xaxis_title="run time", yaxis_title=h.label, template="plotly_white"
+        title=f"{h.label} over time" + (f": {series}" if series else ""),
+        xaxis_title="run time",
+        yaxis_title=h.label,
+        template="plotly_white",
     )
+    times = [p.at for p in h.points]
+    if len(set(times)) == 1:  # one run: plotly would zoom its time axis to a millisecond
+        fig.update_xaxes(range=[min(times) - timedelta(hours=12), max(times) + timedelta(hours=12)])
     return fig

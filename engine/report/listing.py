@@ -13,7 +13,8 @@ import pandas as pd
 
 from engine.measure import registry
 from engine.report.figures import PERF_KINDS, frame_hints
-from engine.report.recipes import changes_in_words, workload_words
+from engine.report.naming import changes_in_words
+from engine.report.recipes import workload_words
 
 GROUP_COLUMNS: tuple[str, ...] = ("model", "engine", "device", "device_name", "sweep")
 MAX_COLOURS = 12  # more groups than this are lumped into "other" by the scatter
@@ -97,7 +98,7 @@ def runs_table(page: pd.DataFrame) -> pd.DataFrame:
             "model": page["model"],
             "engine": page["engine"],
             "device": page["device"],
-            "recipe": [changes_in_words((r.get("knobs") or {}).get("recipe")) for r in rows],
+            "recipe": [changes_in_words((r.get("knobs") or {}).get("recipe"), r.get("engine")) for r in rows],
             "workload": [workload_words(_part(r, "workload.")) for r in rows],
             **{key: [_number(key, r.get(key)) for r in rows] for key in FIGURES},
             "accuracy": [accuracy_words(pd.Series(r)) for r in rows],

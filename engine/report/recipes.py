@@ -40,7 +40,7 @@ def recipe_in_words(spec: dict[str, Any] | None, engine: str | None = None) -> s
     spec = spec or {}
     recipe = dict(spec.get("recipe") or {})
     workload = spec.get("workload") or {}
-    parts = [str(recipe.get("engine") or engine or "?"), changes_in_words(changed_recipe_knobs(recipe))]
+    parts = [str(recipe.get("engine") or engine or "?"), knobs_listed(changed_recipe_knobs(recipe))]
     if workload:
         prompt = workload.get("prompt_tokens") or ("file" if workload.get("prompt_file") else "?")
         parts.append(f"batch {workload.get('batch_size', 1)}")
@@ -50,7 +50,7 @@ def recipe_in_words(spec: dict[str, Any] | None, engine: str | None = None) -> s
     return " · ".join(parts)
 
 
-def changes_in_words(changed: dict[str, Any] | None) -> str:
+def knobs_listed(changed: dict[str, Any] | None) -> str:
     """``dtype bfloat16 · attn sdpa`` for knobs changed from the defaults; ``defaults`` for none."""
     words = []
     for key, value in sorted((changed or {}).items()):

@@ -19,7 +19,29 @@ from engine.measure.registry import GROUP_LABELS as LABELS
 from engine.measure.registry import LATENCY_GROUPS, N_TOO_SMALL, STATS, human_bytes
 from engine.report.values import GROUPS_WITH_CI, sample_count, supported, with_intervals
 
-__all__ = ["human_bytes", "render_table", "result_object"]
+__all__ = ["FLAG_WORDS", "human_bytes", "noise_words", "render_table", "result_object"]
+
+# A noise flag in words (engine/run/noise.py writes the flags): the Run page's badges, Compare, the report.
+FLAG_WORDS = {
+    "contention": "measured under contention",
+    "steal": "CPU time stolen",
+    "gpu_busy": "GPU shared",
+    "few_requests": "too few requests",
+    "short": "too short",
+    "warmup": "warm-up too short",
+    "drift": "repeats drift",
+    "client_bound": "client-bound (the client set the pace)",
+}
+
+
+def noise_words(metrics: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(words, kind) per noise flag of a run: ``("measured under contention: load 3.7 on 2 cores", "machine")``."""
+    flags = (metrics or {}).get("noise_flags") or []
+    return [
+        (f"{FLAG_WORDS.get(f.get('flag'), f.get('flag'))}: {f.get('detail', '')}", str(f.get("kind") or ""))
+        for f in flags
+        if isinstance(f, dict)
+    ]
 
 
 def _group(metrics: dict[str, Any], group: str) -> dict[str, Any] | None:

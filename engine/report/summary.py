@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.measure import registry
-from engine.report.recipes import context_differences, run_label
+from engine.report.naming import run_name
+from engine.report.recipes import context_differences
 from engine.report.values import flat_metrics, ratio, run_hints
 from engine.report.verdicts import Verdict, verdicts_between
 
@@ -123,14 +124,21 @@ def _reference_phrase(key: str, value: float) -> str:
     return f"{name} {metric.format(value)}" + (" vs reference" if metric.vs_reference else "")
 
 
+def _percent(value: float) -> str:
+    return f"{value:.2f} %" if value < 0.1 else f"{value:.1f} %" if value < 10 else f"{value:.0f} %"
+
+
 def _margin(verdict: Verdict | None, before: float | None, points: bool) -> str:
-    """Two standard errors of the change: ``2.8 pts`` for shares, ``24 %`` of the baseline otherwise."""
-    if verdict is None or verdict.stderr is None or not before:
+    """The change's 95 % margin: half its paired interval (a ratio: ``0.4 %``), else two standard errors
+    (``2.8 pts`` for shares, ``24 %`` of the baseline otherwise)."""
+    if verdict is None or not before:
         return ""
+    if verdict.stderr is None:
+        iv = verdict.interval
+        return "" if iv is None or points else _percent((iv.hi - iv.lo) / 2 * 100)
     if points:
         return f"{2 * verdict.stderr * 100:.1f} pts"
-    relative = 2 * verdict.stderr / abs(before) * 100
-    return f"{relative:.1f} %" if relative < 10 else f"{relative:.0f} %"
+    return _percent(2 * verdict.stderr / abs(before) * 100)
 
 
 def _task_phrase(key: str, value: float, before: float | None, kind: str | None, verdict: Verdict | None) -> str:
@@ -195,7 +203,7 @@ def summarize_against(run: Any, base: Any, label: str | None = None, verdicts: V
     ``verdicts`` (:func:`engine.report.verdicts.verdicts_between`, from the runs' raw samples)
     decide what is claimed; without them the runs' stored intervals are used.
     """
-    label = label or run_label(run, base)
+    label = label or run_name(run)
     if getattr(run, "status", "done") != "done":
         return f"{label}: {run.status} ({getattr(run, 'error', None) or 'no reason recorded'}); nothing to compare"
     if getattr(base, "status", "done") != "done":

@@ -88,3 +88,51 @@ def flat_supported(metrics: Mapping[str, Any] | None, key: str) -> bool:
     """:func:`supported` for a flat key (scalars are always supported)."""
     metric = registry.lookup(key)
     return True if metric.group is None else supported(metrics, metric.group, str(metric.stat))
+
+
+Z95 = 1.959963984540054
+
+
+# -- a run's 95 % band of one figure: its stored interval, or ± 1.96 standard errors for accuracy ---
+def _pair(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, Mapping):
+        value = (value.get("lo"), value.get("hi"))
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        return None
+    lo, hi = registry.finite(value[0]), registry.finite(value[1])
+    return None if lo is None or hi is None else (min(lo, hi), max(lo, hi))
+
+
+def stored_interval(metrics: Mapping[str, Any] | None, key: str) -> tuple[float, float] | None:
+    """A run's stored 95 % interval of a flat metric key; None when none was stored ("n too small", older runs)."""
+    metrics = metrics or {}
+    metric = registry.lookup(key)
+    if metric.group is not None:
+        stats = metrics.get(metric.group)
+        ci = stats.get("ci") if isinstance(stats, Mapping) else None
+        return _pair(ci.get(metric.stat)) if isinstance(ci, Mapping) else None
+    ci = metrics.get("ci")
+    if isinstance(ci, Mapping) and key in ci:
+        return _pair(ci[key])
+    return _pair(metrics.get(f"{key}_ci"))
+
+
+def accuracy_stderr(quality: Mapping[str, Any] | None, key: str) -> float | None:
+    """The standard error stored beside an accuracy figure (``perplexity_stderr``, ``task:X:stderr``)."""
+    name = key.removeprefix("quality.")
+    names = [f"{name}:stderr", f"{name}_stderr"] + (["kl_stderr"] if name == "kl_mean" else [])
+    for candidate in names:
+        value = registry.finite((quality or {}).get(candidate))
+        if value is not None:
+            return value
+    return None
+
+
+def band_of(run: Any, key: str, value: float | None) -> tuple[float, float] | None:
+    """The 95 % band of one run's figure: its stored interval, or value ± 1.96 stderr for accuracy."""
+    if value is None:
+        return None
+    if key.startswith("quality."):
+        se = accuracy_stderr(getattr(run, "quality", None), key)
+        return None if se is None else (value - Z95 * se, value + Z95 * se)
+    return stored_interval(getattr(run, "metrics", None), key)

@@ -14,11 +14,15 @@ Rules (95 %, :mod:`engine.measure.stats`):
 - **Without raw samples** (requests not loaded or not stored) the two figures' stored
   intervals give an approximate interval (:func:`engine.measure.stats.ratio_from_intervals`);
   a figure with no interval gets no verdict ("no interval").
-- **Accuracy**: the difference with its standard error, the two runs' errors added in
-  quadrature (``perplexity_stderr``, ``kl_stderr``, ``top1_agreement_stderr``,
-  ``task:NAME:stderr``); within 2 standard errors is "no significant change". Both runs
-  score the same corpus, so this is conservative (paired per-token differences would be
-  tighter, but they are not stored).
+- **Accuracy, paired** (:mod:`engine.report.paired`): runs that scored the same text (their
+  ``perplexity_blocks`` digests agree) get the perplexity ratio with a paired block-bootstrap
+  interval, significant when it excludes 1; local tasks scored on the same examples get the mean
+  paired difference, significant beyond 2 standard errors of it.
+- **Accuracy, unpaired** (runs stored before per-block NLL, other corpora, lm-eval tasks): the
+  difference with its standard error, the two runs' errors added in quadrature
+  (``perplexity_stderr``, ``kl_stderr``, ``top1_agreement_stderr``, ``task:NAME:stderr``); within
+  2 standard errors is "no significant change". Conservative: it ignores what both runs share.
+  ``Verdict.paired`` says which one was used.
 
 With one trial per run these are within-run intervals: drift between runs on a noisy
 machine is not in them. Runs with several trials are judged on their stored intervals,
@@ -37,6 +41,7 @@ import numpy as np
 
 from engine.measure import registry, stats
 from engine.measure.stamps import Phase
+from engine.report.paired import perplexity_ratio, task_difference
 from engine.report.values import interval, sample_count
 
 State = Literal["better", "worse", "same", "thin", "none"]
@@ -59,6 +64,7 @@ class Verdict:
     reason: str = ""
     delta: float | None = None  # accuracy: new - baseline
     stderr: float | None = None  # accuracy: of the difference
+    paired: bool | None = None  # accuracy: judged on paired differences (True) or two runs' errors (False)
 
     @property
     def significant(self) -> bool:
@@ -215,19 +221,54 @@ def accuracy_verdict(
     new_quality: Mapping[str, Any] | None,
     hints: Mapping[str, str] | None = None,
 ) -> Verdict:
-    """An accuracy change against its standard error (module doc)."""
+    """An accuracy change: paired where both runs scored the same text or examples, else against
+    the two runs' standard errors (module doc)."""
     if base_value is None or new_value is None:
         return Verdict(key, None, state="none")
     plain = None if base_value == 0 else new_value / base_value
     delta = new_value - base_value
+    paired = paired_verdict(key, delta, base_quality, new_quality, hints)
+    if paired is not None:
+        return paired
     errors = [_stderr(base_quality, key), _stderr(new_quality, key)]
     if any(e is None for e in errors):
         return Verdict(key, plain, state="none", reason="no standard error", delta=delta)
     se = math.hypot(*[float(e) for e in errors if e is not None])
     if abs(delta) <= STDERR_MULTIPLE * se:
-        return Verdict(key, plain, state="same", delta=delta, stderr=se)
+        return Verdict(key, plain, state="same", delta=delta, stderr=se, paired=False)
     lower = registry.minimise(key, (hints or {}).get(key))
-    return Verdict(key, plain, state="better" if (delta < 0) == lower else "worse", delta=delta, stderr=se)
+    state: State = "better" if (delta < 0) == lower else "worse"
+    return Verdict(key, plain, state=state, delta=delta, stderr=se, paired=False)
+
+
+def paired_verdict(
+    key: str,
+    delta: float,
+    base_quality: Mapping[str, Any] | None,
+    new_quality: Mapping[str, Any] | None,
+    hints: Mapping[str, str] | None = None,
+) -> Verdict | None:
+    """The verdict on paired differences (same text, same examples); None when the runs cannot be paired."""
+    name = key.removeprefix("quality.")
+    lower = registry.minimise(key, (hints or {}).get(key))
+    if name == "perplexity":
+        found = perplexity_ratio(base_quality, new_quality)
+        if found is None:
+            return None
+        if found.interval is None:
+            return Verdict(key, found.value, state="none", reason="too few blocks", delta=delta, paired=True)
+        return Verdict(key, found.value, found.interval, _direction(key, found, hints), delta=delta, paired=True)
+    if not name.startswith("task:") or name.count(":") != 1:
+        return None
+    found_task = task_difference(name, base_quality, new_quality)
+    if found_task is None:
+        return None
+    mean, se = found_task
+    plain = None if (base := (base_quality or {}).get(name)) in (None, 0) else (base + mean) / base
+    if se is None:
+        return Verdict(key, plain, state="none", reason="one example", delta=mean, paired=True)
+    state: State = "same" if abs(mean) <= STDERR_MULTIPLE * se else ("better" if (mean < 0) == lower else "worse")
+    return Verdict(key, plain, state=state, delta=mean, stderr=se, paired=True)
 
 
 def verdicts_between(

@@ -13,6 +13,7 @@ from engine.spec.accuracy import AccuracySpec
 from engine.spec.base import SpecError, _Strict, canonical_json, format_validation_error
 from engine.spec.engines import Recipe
 from engine.spec.model import ModelSpec
+from engine.spec.text import MAX_NAME, control_characters, quoted
 from engine.spec.workload import SERVING_DEFAULTS, Workload, stored_form
 
 _DEVICE = re.compile(r"^(cpu|cuda:\d+(,\d+)*)$")
@@ -29,7 +30,7 @@ class JobSpec(_Strict):
     recipe: Recipe = Field(default_factory=engines.default_recipe)
     workload: Workload = Field(default_factory=Workload)
     device: str = "cpu"
-    name: str | None = Field(default=None, max_length=200)
+    name: str | None = Field(default=None, max_length=MAX_NAME)
     quality: AccuracySpec = Field(default_factory=AccuracySpec)
 
     @field_validator("device")
@@ -38,6 +39,15 @@ class JobSpec(_Strict):
         value = value.strip().lower()
         if not _DEVICE.match(value):
             raise ValueError(f"device {value!r} is not 'cpu', 'cuda:N' or 'cuda:N,M,...'")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str | None) -> str | None:
+        bad = control_characters(value or "")
+        if bad:
+            shown = ", ".join(repr(c) for c in bad[:4])
+            raise ValueError(f"holds control characters ({shown}); a name is printable text ({quoted(value)})")
         return value
 
     @model_validator(mode="after")

@@ -9,6 +9,9 @@ from pydantic import Field, field_validator
 
 from engine.spec.base import _Strict
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
+from engine.spec.text import quoted
+
+MAX_SOURCE = 4096  # characters of a model source: a path or an id, never longer than a path can be
 
 ModelKind = Literal["demo", "hf", "local", "gguf", "synthetic"]
 
@@ -27,7 +30,7 @@ class ModelSpec(_Strict):
     Hugging Face id ``org/name`` (optionally prefixed ``hf:``).
     """
 
-    source: str = Field(min_length=1)
+    source: str = Field(min_length=1, max_length=MAX_SOURCE)
     revision: str | None = None
 
     @field_validator("source")
@@ -64,7 +67,7 @@ def _classify(source: str) -> ModelKind:
         arch = source.split(":", 1)[1]
         if arch not in SYNTHETIC_ARCHITECTURES:
             allowed = ", ".join(sorted(SYNTHETIC_ARCHITECTURES))
-            raise ValueError(f"unknown synthetic architecture {arch!r}; choose one of: {allowed}")
+            raise ValueError(f"unknown synthetic architecture {quoted(arch)}; choose one of: {allowed}")
         return "synthetic"
     if source.lower().endswith(".gguf"):
         return "gguf"
@@ -74,6 +77,6 @@ def _classify(source: str) -> ModelKind:
     if _HF_ID.match(bare):
         return "hf"
     raise ValueError(
-        f"model {source!r} is not a known source; use 'demo', 'synthetic:<architecture>', "
+        f"model {quoted(source)} is not a known source; use 'demo', 'synthetic:<architecture>', "
         "a Hugging Face id like 'org/name', a local folder path (./dir or /abs/dir) or a .gguf file"
     )

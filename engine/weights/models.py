@@ -84,15 +84,49 @@ def _check_folder(path: Path) -> None:
         raise SpecError(f"{path} has no config.json; point at a Hugging Face model folder or a .gguf file")
 
 
+HUB_CHECK_S = 3.0  # seconds pre-flight waits for the Hub to say whether a model not cached here exists
+
+
 def _check_hub_cache(spec: ModelSpec) -> None:
-    """Offline (HF_HUB_OFFLINE=1), a hub id must already be in the local cache."""
-    if os.environ.get("HF_HUB_OFFLINE") != "1":
-        return
+    """A hub id must be in the local cache, or (online) on the Hub: asked once with a short timeout, so an
+    unknown id, or a machine that cannot reach the Hub, is refused in seconds instead of queued and retried."""
     from huggingface_hub import try_to_load_from_cache
 
     repo = spec.source.removeprefix("hf:")
-    if not isinstance(try_to_load_from_cache(repo, "config.json", revision=spec.revision), str):
+    if isinstance(try_to_load_from_cache(repo, "config.json", revision=spec.revision), str):
+        return
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
         raise SpecError(f"{repo} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids downloading it")
+    _ask_hub(repo, spec.revision)
+
+
+def _ask_hub(repo: str, revision: str | None) -> None:
+    """Whether the Hub has ``repo`` (its config.json); SpecError in one line when it has not or cannot say."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        get_hf_file_metadata(hf_hub_url(repo, "config.json", revision=revision), timeout=HUB_CHECK_S)
+    except GatedRepoError as exc:
+        raise SpecError(f"{repo} is gated on the Hugging Face Hub: accept its terms and set HF_TOKEN") from exc
+    except RepositoryNotFoundError as exc:
+        raise SpecError(
+            f"there is no model {repo} on the Hugging Face Hub (or it is private: set HF_TOKEN), "
+            "and it is not in the local cache"
+        ) from exc
+    except (RevisionNotFoundError, EntryNotFoundError) as exc:
+        raise SpecError(f"{repo} on the Hugging Face Hub has no config.json at revision {revision or 'main'}") from exc
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise SpecError(
+            f"{repo} is not in the local Hugging Face cache and the Hugging Face Hub cannot be reached from here "
+            f"({first}); download it where the Hub is reachable, or give a local folder"
+        ) from exc
 
 
 def check(spec: ModelSpec) -> None:

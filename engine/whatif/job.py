@@ -28,6 +28,7 @@ from engine.whatif.shapes import EstimateError, model_shape
 
 PPL_WINDOW = 512  # tokens per perplexity window (engine.accuracy's default)
 LARGE_FOR_CPU_PARAMS = 2e9  # a model this large on a CPU gets a loud warning
+GIB = 2**30  # what a person sees of a machine's memory (the device list says GiB)
 _PRECISION_WORDS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
@@ -46,18 +47,19 @@ class JobEstimate:
     load_known: bool = True
 
     def summary(self, where: str = "this machine") -> str:
-        """One line: "about 4 min; needs 17 GB — does not fit this machine's 24 GB at float32"."""
+        """One line: "about 4 min; needs 17.0 GiB — does not fit this machine's 22 GiB at float32" (GiB, as the
+        device list names a machine's memory)."""
         time = f"about {duration(self.seconds)}" if self.seconds is not None else "time unknown"
         if self.seconds is not None and not self.load_known:
             time += " plus the model load"
         if self.memory_bytes is None:
             return f"{time}; memory unknown"
-        need = f"needs {self.memory_bytes / GB:,.1f} GB"
+        need = f"needs {self.memory_bytes / GIB:,.1f} GiB"
         if self.capacity_bytes is None:
             return f"{time}; {need}"
         verdict = "; fits in" if self.fits else " — does not fit"
         at = f" at {_PRECISION_WORDS.get(self.precision or '', self.precision)}" if self.precision else ""
-        return f"{time}; {need}{verdict} {where}'s {self.capacity_bytes / GB:,.0f} GB{at}"
+        return f"{time}; {need}{verdict} {where}'s {self.capacity_bytes / GIB:,.0f} GiB{at}"
 
 
 def duration(seconds: float | None) -> str:
@@ -310,15 +312,15 @@ def estimate_job(
 def _warn(out: JobEstimate, shape: Any, device: str, cores: int | None) -> None:
     """A loud line for a large model on a CPU, a job that does not fit, or one that takes hours."""
     if device == "cpu" and shape.params >= LARGE_FOR_CPU_PARAMS:
-        weights = shape.params * 4 / GB
+        weights = shape.params * 4 / GIB
         out.warnings.append(
-            f"{shape.name} has {shape.params / 1e9:.1f} B parameters ({weights:,.0f} GB at float32) and this CPU has "
+            f"{shape.name} has {shape.params / 1e9:.1f} B parameters ({weights:,.0f} GiB at float32) and this CPU has "
             f"{cores or '?'} cores: every output token reads all the weights, so expect seconds to minutes per token "
             "(use a smaller model, a GPU, or the What-if page to see the estimate first)"
         )
     if out.fits is False:
         out.warnings.append(
-            f"needs {out.memory_bytes / GB:,.1f} GB, more than the {out.capacity_bytes / GB:,.0f} GB here: "
+            f"needs {out.memory_bytes / GIB:,.1f} GiB, more than the {out.capacity_bytes / GIB:,.0f} GiB here: "
             "the job would fail or swap; try int8/int4 weights, fewer layers, a shorter context or another device"
         )
     if out.seconds is not None and out.seconds > 3600:

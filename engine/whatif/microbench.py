@@ -187,3 +187,20 @@ def measure_in_subprocess(db_url: str, device: str = "cpu", timeout_s: float = 1
         err = out.stderr.strip().splitlines()
         return False, err[-1] if err else f"exit code {out.returncode}"
     return True, last
+
+
+def measure_once(db: Any, device: str = "cpu", log: Any = None) -> int | None:
+    """Measure ``device`` here unless it was measured before (``make run``'s first start): the Launch
+    page's first estimate then has a time. Returns the new measurement's id, None when one existed."""
+    from storage.hardware import list_measurements
+
+    host = socket.gethostname()
+    if any(m.host == host for m in list_measurements(db, device=device, limit=20)):
+        return None
+    result = run_microbench(device)
+    mid = store(db, result)
+    if log is not None:
+        log(
+            f"measured this machine's {device} once for the estimates (measurement {mid}; redo: python -m engine calibrate)"
+        )
+    return mid

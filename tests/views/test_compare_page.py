@@ -29,7 +29,7 @@ def test_permalink_shows_summary_ratios_and_cdfs(seeded):
     at = open_compare(runs=f"{ids['base']},{ids['fast']},{ids['synth']}", baseline=str(ids["base"]))
     assert not at.exception
     text = markdown(at)
-    assert "INT4: " in text and "faster decode (95 % CI " in text
+    assert "run 2 · INT4 · bfloat16: " in text and "faster decode (95 % CI " in text
     assert "no significant change in perplexity (+0.4 % ± 24 %)" in text
     assert "no accuracy (synthetic weights)" in text
     charts = at.get("plotly_chart")
@@ -87,7 +87,7 @@ def test_real_demo_run_against_seeded(demo_run, monkeypatch):
     monkeypatch.setenv("LATENCYLAB_DB_URL", db.url)
     at = open_compare(runs=f"{run_id},{other}", baseline=str(run_id))
     assert not at.exception
-    assert "hand-made: " in markdown(at)
+    assert f"run {other} · hand-made · float32: " in markdown(at)
 
 
 def test_summary_is_plain_and_says_what_differs_besides_the_recipe(seeded, db):
@@ -98,13 +98,15 @@ def test_summary_is_plain_and_says_what_differs_besides_the_recipe(seeded, db):
     at = open_compare(runs=f"{big},{small}", baseline=str(big))
     assert not at.exception
     warnings = " ".join(w.value for w in at.warning)
-    assert f"Run {small} differs from the baseline in more than its recipe" in warnings
+    assert f"run {small} · A · float32 differs from the baseline in more than its recipe" in warnings
     assert "prompt tokens 16 (baseline 64)" in warnings
     assert "caution, not the recipe alone" in markdown(at)
 
     at = open_compare(runs=f"{seeded['base']},{seeded['fast']}", baseline=str(seeded["base"]))
     text = markdown(at)
-    assert "INT4: 2.6x faster decode (95 % CI " in text and "no significant difference in first token (" in text
+    assert (
+        "INT4 · bfloat16: 2.6x faster decode (95 % CI " in text and "no significant difference in first token (" in text
+    )
     assert "no significant change in perplexity (+0.4 % ± 24 %), peak memory -60 %" in text
     table = at.dataframe[0].value
     for word in ("window", "stride", "kl top k", "corpus tokens", "baseline perplexity"):
@@ -126,7 +128,7 @@ def test_table_has_intervals_verdicts_and_says_n_too_small(seeded, db):
     assert re.fullmatch(r"0\.\d\dx \(0\.\d\d–0\.\d\d\)", tpot[f"#{fast} ÷ baseline"])
     assert re.fullmatch(r"\d+\.\d+–\d+\.\d+", tpot[f"#{fast} 95 % CI"])
     p99 = table.loc["TTFT p99"]
-    assert p99[f"#{fast} INT4"] == "n too small" and p99[f"#{fast} ÷ baseline"] == "–"
+    assert p99[f"run {fast} · INT4 · bfloat16"] == "n too small" and p99[f"#{fast} ÷ baseline"] == "–"
     assert p99[f"#{fast} verdict"] == "too few (n=6, p99 needs 299)"
     assert table.loc["TTFT p50", f"#{fast} verdict"] == "no significant difference"
     assert table.loc["perplexity", f"#{fast} verdict"] == "no significant change"
@@ -142,5 +144,42 @@ def test_a_run_measured_on_a_busy_machine_or_by_a_client_that_set_the_pace_is_wa
     assert not at.exception
     warnings = [w.value for w in at.warning]
     assert any(
-        f"Run {bound} was measured on a busy machine (client-bound: the client set the pace" in w for w in warnings
+        "Noise flags" in w and "client-bound (the client set the pace): the client set the pace" in w for w in warnings
     )
+
+
+def test_without_a_baseline_in_the_link_the_engine_defaults_run_is_the_baseline(db, db_url, monkeypatch):
+    """Issue 26, item 1: runs ticked newest first made the INT8 run the baseline, and the summary read
+    "quantization none: ... weights +144 %" (the base recipe described against the optimisation);
+    "Against run 1 (run 1):" repeated itself, and both selectors showed the same label."""
+    from seed_runs import make_run
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    base = make_run(db, recipe={"dtype": "auto"}, tpot_ms=20, weights_memory=500 * 2**20)
+    int8 = make_run(
+        db, recipe={"dtype": "auto", "quantization": "torchao_int8_weight_only"}, tpot_ms=30, seed=1,
+        weights_memory=205 * 2**20,
+    )  # fmt: skip
+    at = open_compare(runs=f"{int8},{base}")  # the Runs table lists (and ticks) the newest first
+    assert not at.exception
+    assert at.query_params["baseline"] == str(base)
+    text = markdown(at)
+    assert f"Against the baseline, **run {base} · engine defaults**:" in text
+    assert f"- run {int8} · INT8 weight-only (torchao): " in text and "weights -59 %" in text
+    assert "(run " not in text and "quantization none" not in text
+    assert "its recipe is the engine's defaults" in " ".join(c.value for c in at.caption)
+    labels = at.selectbox(key="compare_baseline").options  # as shown
+    assert len(set(labels)) == 2 and any("INT8 weight-only (torchao)" in label for label in labels)
+    picked = at.multiselect(key="compare_runs").options
+    assert len(set(picked)) == len(picked) == 2
+
+
+def test_the_noise_flags_of_compared_runs_are_shown(db, db_url, monkeypatch):
+    from seed_runs import make_run
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    flag = {"flag": "contention", "kind": "machine", "detail": "load 3.4 on 2 cores"}
+    a, b = make_run(db, extra_metrics={"noise_flags": [flag]}), make_run(db, seed=1)
+    at = open_compare(runs=f"{a},{b}")
+    warning = " ".join(w.value for w in at.warning)
+    assert f"run {a} · float32**: measured under contention: load 3.4 on 2 cores" in warning

@@ -55,10 +55,41 @@ def test_a_suite_entry_link_and_bad_links(seeded):
     at = open_page("views/history.py", suite="nightly", entry="bf16")
     assert not at.exception and at.query_params["fingerprint"] != seeded
     assert len(next(t for t in _figure(at)["data"] if t.get("mode") == "lines+markers")["y"]) == 1
-    at = open_page("views/history.py", fingerprint="0000000000000000", metric="nonsense")
+    at = open_page("views/history.py", fingerprint=seeded, metric="nonsense")
+    assert not at.exception and "not measured" in " ".join(w.value for w in at.warning)
+
+
+def test_a_link_to_a_fingerprint_not_stored_switches_to_no_other_series(seeded):
+    """Issue 26, item 5: ``/history?fingerprint=zzz`` showed another series; now it asks for a pick."""
+    at = open_page("views/history.py", fingerprint="zzz")
     assert not at.exception
-    warnings = " ".join(w.value for w in at.warning)
-    assert "No finished run has the fingerprint" in warnings and "not measured" in warnings
+    assert "No finished run has the fingerprint 'zzz'" in " ".join(w.value for w in at.warning)
+    assert not at.get("plotly_chart") and at.query_params["fingerprint"] == "zzz"
+    assert "Pick a series" in at.info[0].value
+    at = open_page("views/history.py", suite="nightly", entry="nope")
+    assert not at.exception and not at.get("plotly_chart")
+
+
+def test_series_are_named_by_their_recipe_and_one_run_is_not_called_a_level(db, db_url, monkeypatch):
+    """Issue 26, items 2 and 5: series differed only by a fingerprint hash; one run read as "one level"
+    on a sub-millisecond time axis."""
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    make_run(db, recipe={"drop_layers": 2})
+    make_run(db, recipe={"quantization": "torchao_int8_weight_only"}, seed=1)
+    at = open_page("views/history.py")
+    assert not at.exception
+    options = at.selectbox(key="history_fingerprint").options
+    assert any("drop 2 layers" in o for o in options)
+    assert any("INT8 weight-only (torchao)" in o for o in options)
+    text = "\n".join(m.value for m in at.markdown)
+    assert "No change point" not in text and "Too few runs to look for a change: 1 run" in text
+    fig = _figure(at)
+    start, end = fig["layout"]["xaxis"]["range"]
+    from datetime import datetime
+
+    span = datetime.fromisoformat(str(end)) - datetime.fromisoformat(str(start))
+    assert span.total_seconds() >= 3600
+    assert any(w in fig["layout"]["title"]["text"] for w in ("drop 2 layers", "INT8 weight-only (torchao)"))
 
 
 def test_an_empty_database_says_what_to_do(db_url, monkeypatch):

@@ -134,3 +134,27 @@ def test_job_cards_name_only_what_differs_from_the_defaults(db, db_url, monkeypa
     assert "dtype bfloat16" in knobs and "drop layers 4" in knobs
     # knobs at their defaults are not listed (the old card listed every knob that was not None or auto)
     assert all(word not in knobs for word in ("gptq", "compile", "batching", "num speculative", "trust"))
+
+
+def test_a_queued_job_says_what_it_waits_for_and_a_finishing_one_is_not_done(db, db_url, monkeypatch):
+    """Issue 26, item 5: Jobs said "waiting for a worker that serves cpu" while that worker was busy with the
+    job before it, showed `running` beside "done · 100 %", and its log tail held torchao's
+    "Failed to load ..._C_mxfp8..." lines and "TTFT p50 322.91799149999997 ms"."""
+    from engine.jobs.job_process import done_line
+
+    first, second = jobs.submit_many(db, [_spec(1), _spec(2)])
+    jobs.register_worker(db, "w1", "host", 1, ["cpu"])
+    jobs.claim(db, "w1", ["cpu"])
+    jobs.mark_started(db, first, "w1")
+    jobs.progress(db, first, phase="done", fraction=1.0)
+    line = done_line(3, {"ttft_ms": {"p50": 322.91799149999997}, "output_tokens_per_s": 24.71234})
+    noise = "Failed to load /venv/site-packages/torchao/_C_mxfp8.cpython-310-x86_64-linux-gnu.so: Could not load"
+    jobs.set_log_tail(db, first, f"{noise}\nloaded demo in 0.5 s\n{line}\n")
+    at = _open(monkeypatch, db_url)
+    captions = " ".join(c.value for c in at.caption)
+    assert f"queued behind job {first}, running on cpu" in captions
+    assert "waiting for a worker" not in captions
+    progress = at.get("progress")[0].proto.text
+    assert progress.startswith("finishing: storing the run · 100%") and "done" not in progress
+    log = " ".join(c.value for c in at.code)
+    assert "Failed to load" not in log and "TTFT p50 322.9 ms, 24.7 tok/s" in log and "322.917" not in log

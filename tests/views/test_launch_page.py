@@ -114,7 +114,7 @@ def test_an_out_of_range_value_disables_submit_and_queues_nothing(app, db):
 def test_an_estimate_is_shown_before_submit(app, db):
     app.selectbox(key="preset").select(QUICK).run()
     [estimate] = [i.value for i in app.info if i.value.startswith("Estimate")]
-    assert "needs" in estimate and "GB" in estimate
+    assert "needs" in estimate and "GiB" in estimate
 
 
 def test_a_large_synthetic_model_on_the_cpu_is_warned_about(app, db):
@@ -375,3 +375,41 @@ def test_a_sweep_with_trials_interleaves_them(app, db):
     assert [j.spec["recipe"]["dtype"] for j in queued] == ["float32", "bfloat16", "float32", "bfloat16"]
     assert [j.name for j in queued][:2] == ["dtype=float32, trial 1 of 2", "dtype=bfloat16, trial 1 of 2"]
     assert {j.spec["workload"]["trials"] for j in queued} == {1} and len({j.sweep for j in queued}) == 1
+
+
+def test_an_edited_preset_says_so_and_ready_names_the_accuracy_measures(app, db):
+    """Issue 26, item 5: the workload preset's label stayed "chat: 128 in / 128 out" after editing to 64/16,
+    and "Ready" left out the accuracy measures chosen."""
+    chat = "chat: 128 in / 128 out"
+    app.selectbox(key="preset").select(chat).run()
+    app.number_input(key=f"wl_{chat}_prompt_tokens").set_value(64).run()
+    app.number_input(key=f"wl_{chat}_output_tokens").set_value(16).run()
+    assert any(f"Preset “{chat}”, edited: prompt tokens 64, output tokens 16" in c.value for c in app.caption)
+    ready = " ".join(s.value for s in app.success)
+    assert "64 prompt tokens → 16 output tokens" in ready and "no accuracy measured" in ready
+    app.multiselect(key="quality_metrics").select("ppl").select("fidelity").run()
+    ready = " ".join(s.value for s in app.success)
+    assert "accuracy: perplexity, fidelity to the reference recipe on 2,048 tokens of default" in ready
+
+
+def test_an_unmeasured_machine_can_be_measured_from_launch_and_memory_is_in_gib(app, db, monkeypatch):
+    """Issue 26, item 5: the estimate said "time unknown" until the user found What-if's calibration button;
+    "24 GiB" in the device list stood beside "fits in this machine's 25 GB"."""
+    calls = []
+
+    def fake_measure(db_url, device):
+        from engine.whatif.microbench import MicrobenchResult, store
+
+        calls.append(device)
+        result = MicrobenchResult("cpu", "test CPU", 20.0, {"fp32": 0.07, "bf16": 0.2}, 24 * 10**9, 2, 0.2)
+        store(db, result)
+        return True, "measured cpu"
+
+    monkeypatch.setattr("engine.whatif.microbench.measure_in_subprocess", fake_measure)
+    app.selectbox(key="preset").select(QUICK).run()
+    assert "time unknown" in " ".join(i.value for i in app.info)
+    app.button(key="launch_measure").click().run()
+    assert calls == ["cpu"] and not app.exception
+    assert "time unknown" not in " ".join(i.value for i in app.info)
+    shown = " ".join(i.value for i in app.info)
+    assert "GiB" in shown and " GB" not in shown

@@ -46,7 +46,7 @@ def test_a_study_page_says_the_best_feasible_recipe_and_never_an_infeasible_one(
     assert list(frame["feasible"])[:3] == ["yes", "yes", "no"]
     assert "measured +204.0 %" in frame["broken constraint / reason"][2]
     assert "dtype=float32" in frame["broken constraint / reason"][3]
-    assert frame["recipe"][2] == "dynamic int8 (torch)" and frame["predicted TPOT [ms]"][1] == "30"
+    assert frame["recipe"][2] == "dynamic INT8 (torch)" and frame["predicted TPOT [ms]"][1] == "30"
     assert len(at.get("plotly_chart")) == 1
     assert {b.label for b in at.get("download_button")} == {"Trials as CSV", "Front as JSON"}
     assert any("optimize?study=smol" in c.value for c in at.caption)  # the permalink
@@ -97,3 +97,23 @@ def test_the_page_ends_with_the_sla_finder(db, db_url, monkeypatch):
     at = _open(monkeypatch, db_url)
     assert not at.exception
     assert any("SLA finder" in h.value for h in at.subheader)
+
+
+def test_defaults_give_the_objective_an_interval_and_a_created_study_is_listed(db, db_url, monkeypatch):
+    """Issue 26, item 5: Optimize's default of 4 requests a trial was below the 6 the p50 interval needs;
+    after Create the page still said "No studies yet" above "Study ... created"."""
+    at = _open(monkeypatch, db_url)
+    assert at.number_input(key="opt_requests").value == 6
+    at.text_input(key="study_name").input("first").run()
+    at.button(key="create").click().run()
+    assert not at.exception
+    assert any("Study first created" in s.value for s in at.success)
+    assert not any("No studies yet" in i.value for i in at.info)
+    assert any("optimize?study=first" in m.value for m in at.markdown)
+
+
+def test_the_trial_count_is_against_the_budget(study, db, db_url, monkeypatch):
+    """Issue 26, item 5: "3 trial(s)" after asking for 2 (pruned and repeated recipes are not the budget's)."""
+    at = _open(monkeypatch, db_url, study="smol")
+    text = " ".join(m.value for m in at.markdown)
+    assert "3 of 4 trials · 1 more pruned before running" in text and "trial(s)" not in text

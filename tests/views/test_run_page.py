@@ -242,6 +242,39 @@ def test_a_client_bound_run_shows_its_badge_and_the_client_section(db, db_url, m
     at = open_run(str(bound))
     assert not at.exception
     bodies = " ".join(m.proto.body for m in at.markdown)
-    assert "client-bound: the client set the pace" in bodies and ":orange-badge" in bodies
+    assert "client-bound (the client set the pace): the client set the pace" in bodies and ":orange-badge" in bodies
     assert "event-loop lag: p50 0.90 ms, p99 7.50 ms" in bodies and "the busiest process 97%" in bodies
     assert any(e.label.startswith("Client (it set the pace") for e in at.expander)
+
+
+def test_the_title_names_the_recipe_not_the_long_model_label(db, db_url, monkeypatch):
+    """Issue 26, item 2: every Run title read "demo (SmolLM2-135M-Instruct, Q4_1 GGUF ...)"; the recipe
+    was only in a line below."""
+    from seed_runs import make_run
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    pruned = make_run(db, dtype="auto", recipe={"drop_layers": 2})
+    make_run(db, dtype="auto", recipe={"quantization": "torchao_int8_weight_only"}, seed=1)
+    at = open_run(str(pruned))
+    assert not at.exception
+    assert at.subheader[0].value == f"run {pruned} · drop 2 layers"
+    at = open_run("")
+    labels = at.selectbox[0].options  # as shown
+    assert any(label.endswith("INT8 weight-only (torchao)") for label in labels)
+    assert any(label.endswith("drop 2 layers") for label in labels)
+
+
+def test_a_stored_run_that_cannot_be_read_is_not_called_deleted(seeded, db):
+    """Issue 26, item 6: a run whose row cannot be read was reported as "There is no run 10. It may have
+    been deleted", which is not what happened."""
+    from sqlalchemy import text
+
+    with db.engine.begin() as conn:
+        conn.execute(text("UPDATE runs SET spec_json = '{not json' WHERE id = :id"), {"id": seeded["fast"]})
+    at = open_run(str(seeded["fast"]))
+    assert not at.exception
+    warning = " ".join(w.value for w in at.warning)
+    assert f"Run {seeded['fast']} is stored, but its stored record cannot be read" in warning
+    assert "deleted" not in warning
+    at = open_page("views/compare.py", runs=f"{seeded['base']},{seeded['fast']}")
+    assert "is stored, but its stored record cannot be read" in " ".join(w.value for w in at.warning)

@@ -102,8 +102,8 @@ def test_columns_recipe_in_words_and_accuracy(db, db_url, monkeypatch):
         "link", "created_at", "model", "engine", "device", "recipe", "workload",
         "ttft_ms_p50", "tpot_ms_p50", "output_tokens_per_s", "accuracy", "status", "noise",
     ]  # fmt: skip
-    assert rows.loc[tuned, "recipe"] == "attn sdpa · dtype bfloat16"  # only what differs from the defaults
-    assert rows.loc[plain, "recipe"] == "dtype float32"
+    assert rows.loc[tuned, "recipe"] == "bfloat16 · sdpa attention"  # only what differs from the defaults
+    assert rows.loc[plain, "recipe"] == "float32"
     assert rows.loc[tuned, "workload"] == "32→8 × 6 req · batch 4"
     assert rows.loc[plain, "accuracy"] == "ppl 16.44 · KL 0"
     assert float(rows.loc[plain, "ttft_ms_p50"]) > 0
@@ -158,3 +158,14 @@ def test_noise_column(db, db_url, monkeypatch):
     rows = _rows(at)
     assert rows.loc[noisy, "noise"] == "⚠ load 3.4 on 2 cores"
     assert rows.loc[old, "noise"] == ""  # blank: not recorded
+
+
+def test_a_preset_recipe_is_named_by_the_preset_not_a_cut_off_knob(db, db_url, monkeypatch):
+    """Issue 26, item 2: the recipe was a cut-off Runs column ("quantization torc...")."""
+    from seed_runs import make_run
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    int8 = make_run(db, dtype="auto", recipe={"quantization": "torchao_int8_weight_only"})
+    base = make_run(db, dtype="auto", seed=1)
+    rows = _rows(AppTest.from_file(APP, default_timeout=30).run())
+    assert rows.loc[int8, "recipe"] == "INT8 weight-only (torchao)" and rows.loc[base, "recipe"] == "engine defaults"

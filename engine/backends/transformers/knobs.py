@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -107,8 +108,32 @@ def _linear_count(model: nn.Module) -> int:
     return sum(1 for m in model.modules() if isinstance(m, nn.Linear))
 
 
+class _LibraryNoise(logging.Filter):
+    """torchao's import says "Failed to load .../_C_mxfp8...so" for each CUDA-only kernel library a CPU (or
+    another GPU) cannot load, and torch warns about its enums: harmless, and it filled the job's log tail."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = str(record.msg)
+        return not (text.startswith("Failed to load") or "is now natively supported by torch.compile" in text)
+
+
+def import_torchao() -> Any:
+    """``torchao``, imported without its harmless start-up warnings (:class:`_LibraryNoise`)."""
+    noise = _LibraryNoise()
+    loggers = [logging.getLogger(name) for name in ("torchao", "torch.utils._pytree")]
+    for log in loggers:
+        log.addFilter(noise)
+    try:
+        import torchao
+    finally:
+        for log in loggers:
+            log.removeFilter(noise)
+    return torchao
+
+
 def torchao_config(kind: str) -> Any:
     """The torchao config object of a ``torchao_*`` quantization knob."""
+    import_torchao()
     from torchao import quantization as q
 
     if kind == "torchao_int8_weight_only":
@@ -125,7 +150,7 @@ def torchao_config(kind: str) -> Any:
 
 def apply_torchao(model: nn.Module, kind: str) -> Applied:
     """Quantize every Linear layer except the output head with torchao's ``quantize_``."""
-    import torchao
+    torchao = import_torchao()
     from torchao.quantization import quantize_
 
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None

@@ -26,19 +26,19 @@ RECIPE_PRESETS: tuple[RecipePreset, ...] = (
     _preset("fp16", "float16", "Weights and activations in float16 (GPUs only).", {"dtype": "float16"}),
     _preset(
         "int8_weight_only",
-        "INT8 weight-only",
+        "INT8 weight-only (torchao)",
         "torchao int8 weights, activations in the model's precision: a quarter of float32's weight memory.",
         {"quantization": "torchao_int8_weight_only"},
     ),
     _preset(
         "int8_dynamic",
-        "INT8 dynamic",
+        "INT8 dynamic (torchao)",
         "torchao int8 weights and dynamically quantized int8 activations.",
         {"quantization": "torchao_int8_dynamic"},
     ),
     _preset(
         "int4_weight_only",
-        "INT4 weight-only",
+        "INT4 weight-only (torchao)",
         "torchao int4 weights with bfloat16 activations (CUDA kernels).",
         {"quantization": "torchao_int4_weight_only", "dtype": "bfloat16"},
     ),
@@ -50,11 +50,13 @@ RECIPE_PRESETS: tuple[RecipePreset, ...] = (
     ),
     _preset(
         "fp8",
-        "FP8",
+        "FP8 (torchao)",
         "torchao float8 weights and activations (GPUs of compute capability 8.9+).",
         {"quantization": "torchao_float8"},
     ),
-    _preset("nf4", "NF4", "bitsandbytes 4-bit NormalFloat weights (CUDA only).", {"quantization": "bnb_nf4"}),
+    _preset(
+        "nf4", "NF4 (bitsandbytes)", "bitsandbytes 4-bit NormalFloat weights (CUDA only).", {"quantization": "bnb_nf4"}
+    ),
     _preset(
         "static_compile",
         "Static cache + compile",

@@ -243,3 +243,59 @@ def test_unexpected_errors_are_one_line_and_verbose_shows_the_traceback(db_url, 
     ]
     assert main(["runs", "--json", "--verbose", "--db", db_url]) == 1
     assert "Traceback (most recent call last)" in capsys.readouterr().err
+
+
+# -- issue 26: input edges a hostile-input probe found, and the first command a new user types --------------
+def test_the_engine_without_a_verb_prints_a_short_usage(capsys):
+    """Issue 26, item 5: ``python -m engine`` with no verb printed 30 lines of usage."""
+    assert main([]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) <= 3 and err[0].startswith("usage: python -m engine VERB") and "run --model demo" in err[-1]
+
+
+def test_a_sweep_name_is_capped_and_the_cap_named(db_url, db, capsys):
+    """Issue 26, item 6: ``submit --sweep`` accepted a 100,000-character sweep name (names are capped at 200)."""
+    before = row_counts(db)
+    line = one_line_error(capsys, main(["submit", "--model", "demo", "--sweep", "s" * 100_000, "--db", db_url]))
+    assert "at most 200" in line and len(line) < 300
+    assert row_counts(db) == before
+
+
+@pytest.mark.parametrize("flag", ["--name", "--sweep"])
+def test_names_with_control_characters_are_refused(flag, db_url, db, capsys):
+    """Issue 26, item 6: a job name with control characters (ESC, BEL) was stored as is."""
+    before = row_counts(db)
+    line = one_line_error(capsys, main(["submit", "--model", "demo", flag, "a\x1b[31mb\x07c", "--db", db_url]))
+    assert "control characters" in line and "\x1b" not in line and "\x07" not in line
+    assert row_counts(db) == before
+
+
+def test_an_error_about_a_huge_model_id_quotes_a_short_prefix(db_url, capsys):
+    """Issue 26, item 6: the error for a 100,000-character model id repeated the whole id (a 100 kB line)."""
+    for model in ("m" * 100_000, "m/" * 1500):
+        line = one_line_error(capsys, main(["submit", "--model", model, "--db", db_url]))
+        assert len(line) < 400, len(line)
+
+
+def test_a_prompt_file_that_is_a_folder_is_called_a_folder(tmp_path, db_url, capsys):
+    """Issue 26, item 6: ``--prompt-file`` given a directory said the file "does not exist"."""
+    line = one_line_error(capsys, main(["submit", "--model", "demo", "--prompt-file", str(tmp_path), "--db", db_url]))
+    assert "is a folder, not a file" in line and "does not exist" not in line
+
+
+def test_an_unknown_hub_id_on_a_machine_without_the_hub_is_refused_in_seconds(tmp_path, db_url):
+    """Issue 26, item 5: an unknown Hugging Face id on a machine without the Hub was queued, retried for 57 s
+    and failed; pre-flight asks the Hub once, briefly, and says it cannot be reached."""
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf"))  # nothing listens on port 9
+    start = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "engine", "submit", "--model", "nosuchorg/nosuchmodel", "--db", db_url],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert "the Hugging Face Hub cannot be reached from here" in out.stderr
+    assert time.monotonic() - start < 30
+    assert "queued" not in out.stdout

@@ -77,3 +77,17 @@ def test_ratio_from_two_intervals():
     tight = ratio_from_intervals(10.0, Interval(9.9, 10.1), 12.0, Interval(11.9, 12.1))
     assert tight.significant and tight.value == pytest.approx(1.2)
     assert ratio_from_intervals(10.0, None, 12.0, Interval(11, 13)).interval is None
+
+
+def test_paired_block_ratio_of_identical_runs_is_exactly_one_and_misaligned_blocks_are_refused():
+    from engine.measure.stats import paired_block_ratio_ci, paired_difference
+
+    nll = np.random.default_rng(0).gamma(2.0, 20.0, size=40)
+    same = paired_block_ratio_ci(nll, nll, [64] * 40)
+    assert same.value == 1.0 and same.interval.lo == same.interval.hi == 1.0 and not same.significant
+    shifted = paired_block_ratio_ci(nll, nll + 0.64, [64] * 40)  # +0.01 nats a token everywhere
+    assert shifted.significant and shifted.value == pytest.approx(np.exp(0.01))
+    assert paired_block_ratio_ci(nll, nll[:-1], [64] * 40) is None
+    assert paired_block_ratio_ci(nll[:1], nll[:1], [64]).interval is None
+    assert paired_difference([1, 0, 1], [1, 1, 1]) == pytest.approx((1 / 3, np.std([0, 1, 0], ddof=1) / np.sqrt(3)))
+    assert paired_difference([1, 0], [1]) is None

@@ -43,7 +43,7 @@ def test_summary_states_only_the_headline_changes(runs):
     # 6 requests a run: decode 20 -> 8 ms is significant; first token 60 -> 55 ms (±10 % jitter) is not;
     # perplexity +0.4 % is far inside two standard errors of a 1,022-token corpus
     assert re.fullmatch(
-        r"INT4: 2\.6x faster decode \(95 % CI 2\.\d\d–2\.\d\d\), no significant difference in first token "
+        r"run 2 · INT4 · bfloat16: 2\.6x faster decode \(95 % CI 2\.\d\d–2\.\d\d\), no significant difference in first token "
         r"\(0\.\d\d–1\.\d\d\), no significant change in perplexity \(\+0\.4 % ± 24 %\), peak memory -60 %",
         text,
     ), text
@@ -138,10 +138,10 @@ def test_failure_rate_is_in_the_summary_and_the_table(db):
     base = get_run(db, make_run(db, name="base"))
     run = get_run(db, make_run(db, name="flaky", failed_requests=2))
     text = summarize_against(run, base)
-    assert text.startswith("flaky: 2 of 6 requests failed (33%), ")
+    assert text.startswith(f"run {run.id} · flaky · float32: 2 of 6 requests failed (33%), ")
     assert "baseline: 2 of 6 requests failed" in summarize_against(base, run)
     frame = comparison_frame(compare_runs([base, run], base.id), formatted=True).set_index("metric")
-    assert frame.loc["failed requests", f"#{run.id} flaky"] == "33.3%"
+    assert frame.loc["failed requests", f"run {run.id} · flaky · float32"] == "33.3%"
 
 
 def test_slower_and_synthetic_accuracy(runs):
@@ -177,7 +177,7 @@ def test_failed_run_without_a_reason_never_reads_none(db):
 def test_default_baseline_and_frame(runs):
     ids, r = runs
     cmp = compare_runs([r["fast"], r["base"]], baseline_id=999)
-    assert cmp.baseline_id == ids["fast"]
+    assert cmp.baseline_id == ids["base"]  # both change one knob (dtype): the oldest
     frame = comparison_frame(cmp, formatted=True)
     assert "metric" in frame.columns and any("(baseline)" in c for c in frame.columns)
     assert any(c.endswith("÷ baseline") for c in frame.columns)

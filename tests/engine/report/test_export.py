@@ -43,7 +43,7 @@ def test_comparison_html_and_csv(db):
     assert missing == [99999]
     html = comparison_html(runs, load_requests(db, [r.id for r in runs]), ids["base"], link="http://x/compare?runs=1")
     _self_contained(html)
-    assert "INT4: " in html and "faster decode" in html and "http://x/compare?runs=1" in html
+    assert "run 2 · INT4 · bfloat16: " in html and "faster decode" in html and "http://x/compare?runs=1" in html
     rows = list(csv.reader(io.StringIO(comparison_csv(runs, ids["base"]))))
     assert rows[0][:3] == ["metric", "unit", "better"]
     assert any(r[0] == "perplexity" for r in rows)
@@ -151,11 +151,17 @@ def test_exports_carry_intervals_and_never_an_unsupported_percentile(db):
     rows = {r["metric"]: r for r in csv.DictReader(io.StringIO(comparison_csv(runs, ids["base"], requests)))}
     fast = ids["fast"]
     tpot = rows["TPOT p50 (GenAI-Perf: ITL)"]
-    assert float(tpot[f"#{fast} CI low"]) < float(tpot[f"#{fast} INT4"]) < float(tpot[f"#{fast} CI high"])
+    assert (
+        float(tpot[f"#{fast} CI low"]) < float(tpot[f"run {fast} · INT4 · bfloat16"]) < float(tpot[f"#{fast} CI high"])
+    )
     assert float(tpot[f"#{fast} ratio CI high"]) < 1.0 and tpot[f"#{fast} verdict"] == "better"
     assert tpot[f"#{old} verdict"] == "worse" and tpot[f"#{old} CI low"] != ""  # computed from its requests
     p99 = rows["TTFT p99"]
-    assert p99[f"#{fast} INT4"] == "" and p99[f"#{fast} ÷ baseline"] == "" and p99[f"#{fast} verdict"] == "thin"
+    assert (
+        p99[f"run {fast} · INT4 · bfloat16"] == ""
+        and p99[f"#{fast} ÷ baseline"] == ""
+        and p99[f"#{fast} verdict"] == "thin"
+    )
 
     data = json.loads(runs_json(runs, requests))
     group = data[0]["tpot_ms"]
@@ -220,3 +226,16 @@ def test_a_report_of_eight_runs_stays_under_5_mb(db):
     size = len(html.encode("utf-8"))
     print(f"8-run report: {size:,} bytes")
     assert size < 5_000_000
+
+
+def test_the_report_names_the_noise_flags_every_run_carried(db):
+    """Issue 26, item 5: the HTML report left out the contention flags both runs carried."""
+    from seed_runs import make_run
+
+    flag = {"flag": "contention", "kind": "machine", "detail": "load average up to 3.7 on 2 cores"}
+    ids = [make_run(db, seed=i, extra_metrics={"noise_flags": [flag]}) for i in range(2)]
+    runs, _missing = load_runs(db, ids)
+    html_text = comparison_html(runs, load_requests(db, ids), ids[0])
+    section = html_text.split("<h3>Noise flags</h3>")[1].split("</ul>")[0]
+    assert section.count("measured under contention: load average up to 3.7 on 2 cores") == 2
+    assert f"run {ids[0]} · float32" in section and f"run {ids[1]} · float32" in section

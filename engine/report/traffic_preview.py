@@ -43,6 +43,11 @@ SOURCE_WORDS = {
 }
 
 
+class PreviewUnavailable(LookupError):
+    """The traffic cannot be previewed here (the model's tokenizer is not on this machine yet); the job
+    itself may still run: this is no reason to refuse it."""
+
+
 @dataclass(frozen=True)
 class TrafficPreview:
     """The previewed requests as numbers (module doc)."""
@@ -198,7 +203,7 @@ def preview(spec_or_workload: JobSpec | Workload, model: ModelSpec | str | None 
     """The traffic of a job (or of a workload for ``model``): numbers and the per-request lengths (module doc).
 
     Raises :class:`SpecError` in one line for bad input (a file outside the allowed roots, a malformed
-    row, a dataset the model's tokenizer is needed for but missing)."""
+    row), :class:`PreviewUnavailable` when a dataset needs the model's tokenizer and it is not here."""
     from engine.run.sources import plan_requests
 
     if isinstance(spec_or_workload, JobSpec):
@@ -211,7 +216,7 @@ def preview(spec_or_workload: JobSpec | Workload, model: ModelSpec | str | None 
     model = ModelSpec(source=model) if isinstance(model, str) else model or ModelSpec(source="demo")
     ctx, no_tokenizer = plan_context(model)
     if no_tokenizer and workload.source in ("dataset", "sessions"):
-        raise SpecError(f"previewing {workload.source_label} needs the model's tokenizer: {no_tokenizer}")
+        raise PreviewUnavailable(f"previewing {workload.source_label} needs the model's tokenizer: {no_tokenizer}")
     try:
         plan = plan_requests(_capped(workload), ctx)
     except SpecError:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.report.traffic_figures import preview_lines, rate_figure, turns_figure
-from engine.report.traffic_preview import PREVIEW_CAP, prefix_share, preview
+from engine.report.traffic_preview import PREVIEW_CAP, PreviewUnavailable, prefix_share, preview
 from engine.spec import SpecError, parse_job_spec
 
 REPO = Path(__file__).resolve().parents[3]
@@ -105,6 +105,11 @@ def test_a_bad_trace_is_one_line(tmp_path: Path, text: str, words: str) -> None:
     with pytest.raises(SpecError) as caught:
         preview(spec(trace=str(path)))
     assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_dataset_without_the_models_tokenizer_here_cannot_be_previewed_but_is_not_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(PreviewUnavailable, match="needs the model's tokenizer: synthetic weights have no tokenizer"):
+        preview(spec(dataset=sharegpt(tmp_path)))
 
 
 def test_prefix_share_counts_leading_blocks_seen_before() -> None:

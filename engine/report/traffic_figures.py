@@ -123,9 +123,8 @@ def run_source_lines(spec: Mapping[str, Any] | None, provenance: Mapping[str, An
     """A run's source in words: the file, its format and hash prefix, then what the source counted."""
     workload = dict((spec or {}).get("workload") or {})
     source = dict((provenance or {}).get("request_source") or {})
-    name = source.get("name")
-    if not name and not any(workload.get(k) for k in ("trace", "dataset", "prompt_file", "prefix_count")):
-        return []
+    if not any(workload.get(k) for k in ("trace", "dataset", "prompt_file", "prefix_count", "cancel_rate")):
+        return []  # plain synthetic prompts: the recipe line says it all
     digest = workload.get("source_sha256")
     tail = f", sha256 {str(digest)[:12]}…" if digest else ""
     if workload.get("trace"):

@@ -214,6 +214,9 @@ def section_form(
 
     shown = [n for n in fields if n not in hidden]
     basic = [n for n in shown if forms.is_basic(section, n, traffic)]
+    if section == "workload" and traffic:  # the chosen source's fields first, in the order that reads (its file first)
+        own = forms.TRAFFIC_FIELDS[traffic]
+        basic.sort(key=lambda n: own.index(n) if n in own else len(own))
     advanced = [n for n in shown if not forms.is_basic(section, n, traffic)]
     draw(basic)
     if advanced:

@@ -33,11 +33,22 @@ def _bars(x: Sequence[float], y: Sequence[float], title: str, x_title: str, y_ti
     return fig
 
 
+def _nice(width: float) -> float:
+    """The first of 1, 2, 5, 10, 20, 50 ... seconds at least ``width``."""
+    step = 1.0
+    while step < width:
+        for factor in (2.0, 2.5, 2.0):  # 1 -> 2 -> 5 -> 10 -> 20 -> 50 ...
+            step *= factor
+            if step >= width:
+                break
+    return step
+
+
 def rate_figure(due_s: Sequence[float], window_s: float | None = None) -> go.Figure:
     """Requests due per second over the run (bins of ``window_s``, chosen from the span when not given)."""
     due = np.asarray(due_s, dtype=float)
     span = float(due.max()) if due.size else 0.0
-    width = window_s or max(1.0, span / 60)
+    width = window_s or _nice(span / 60)
     edges = np.arange(0.0, span + width, width) if due.size else np.zeros(0)
     counts = np.histogram(due, bins=edges)[0] if edges.size > 1 else np.asarray([due.size])
     rate = counts / width
@@ -104,7 +115,7 @@ def facts_lines(facts: Mapping[str, Any] | None) -> list[str]:
     lines = []
     skipped = f.get("skipped")
     if isinstance(skipped, Mapping) and skipped:
-        lines.append("skipped: " + ", ".join(f"{n:,} {why}" for why, n in skipped.items()))
+        lines.append("skipped: " + ", ".join(f"{n:,} ({why})" for why, n in skipped.items()))
     elif isinstance(skipped, int) and skipped:
         lines.append(f"skipped: {skipped:,} rows")
     if f.get("clipped"):
@@ -164,10 +175,10 @@ def turns_ttft_figure(turns: Sequence[Mapping[str, Any]]) -> go.Figure:
         go.Bar(
             x=x,
             y=y,
-            text=text,
+            customdata=text,
             marker={"color": PALETTE[0]},
             error_y={"type": "data", "array": plus, "arrayminus": minus, "visible": any(cis)},
-            hovertemplate="turn %{x}: TTFT p50 %{y:.1f} ms (%{text})<extra></extra>",
+            hovertemplate="turn %{x}: TTFT p50 %{y:.1f} ms (%{customdata})<extra></extra>",
         )
     )
     fig.update_layout(title="TTFT p50 per turn (95 % CI)", xaxis_title="turn", **_LAYOUT)

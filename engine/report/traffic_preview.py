@@ -184,7 +184,8 @@ def source_words(workload: Workload) -> str:
 def _duration(workload: Workload, due: list[float], count: int) -> tuple[float | None, str]:
     if workload.trace is not None:
         span = max(due) if due else 0.0
-        return span, f"span of the due times after the time scale ({workload.time_scale:g}x)"
+        scaled = f", {workload.time_scale:g}x faster than recorded" if workload.time_scale != 1 else ""
+        return span, f"span of the trace's due times{scaled}"
     if workload.arrival in ("poisson", "gamma") and workload.rate:
         return count / workload.rate, f"{count:,} requests / {workload.rate:g} req/s"
     return None, "a closed loop: as long as the server takes to answer"

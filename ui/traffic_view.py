@@ -89,14 +89,15 @@ def preview_panel(preview: Any, expanded: bool = False) -> None:
         st.markdown("\n".join(f"- {escape_markdown(line)}" for line in preview_lines(preview)))
         for note in preview.notes:
             st.caption(escape_markdown(note[0].upper() + note[1:] + "."))
-        left, right = st.columns(2)
-        if preview.due_s:
-            left.plotly_chart(rate_figure(preview.due_s), key="traffic_rate")
-        if preview.turns_per_session:
-            right.plotly_chart(turns_figure(preview.turns_per_session), key="traffic_turns")
-        left, right = st.columns(2)
-        left.plotly_chart(length_figure(preview.prompt_tokens, "prompt"), key="traffic_prompt")
-        right.plotly_chart(length_figure(preview.output_tokens, "output"), key="traffic_output")
+        figures = [
+            *([("traffic_rate", rate_figure(preview.due_s))] if preview.due_s else []),
+            *([("traffic_turns", turns_figure(preview.turns_per_session))] if preview.turns_per_session else []),
+            ("traffic_prompt", length_figure(preview.prompt_tokens, "prompt")),
+            ("traffic_output", length_figure(preview.output_tokens, "output")),
+        ]
+        for start in range(0, len(figures), 2):  # two a row, no empty column before a figure
+            for column, (key, figure) in zip(st.columns(2), figures[start : start + 2], strict=False):
+                column.plotly_chart(figure, key=key)
         st.caption(
             "Planned by the job's own request source with the model's tokenizer. Shared-prefix share: prompt "
             "tokens in leading 16-token blocks (each keyed by everything before it) that an earlier prompt sent, "

@@ -89,7 +89,8 @@ def turns_figure(turns_per_session: Sequence[int]) -> go.Figure:
 def preview_lines(p: Any) -> list[str]:
     """A preview's numbers in words, one line each."""
     lines = [f"source: {p.source}"]
-    count = f"{p.requests:,} requests" + (f" ({p.previewed:,} previewed)" if p.capped else "")
+    unit = f"turns in {len(p.turns_per_session):,} sessions" if p.turns_per_session else "requests"
+    count = f"{p.requests:,} {unit}" + (f" ({p.previewed:,} previewed)" if p.capped else "")
     lines.append(count)
     if p.duration_s is not None:
         lines.append(f"duration: {p.duration_s:,.1f} s ({p.duration_basis})")
@@ -104,7 +105,9 @@ def preview_lines(p: Any) -> list[str]:
     if p.prefix_share is not None:
         lines.append(f"shared-prefix share: {p.prefix_share:.0%} of prompt tokens repeat a prefix sent before")
     if p.turns_per_session:
-        lines.append(f"sessions: {len(p.turns_per_session):,}, {np.mean(p.turns_per_session):.1f} turns on average")
+        lines.append(
+            f"turns per session: {np.mean(p.turns_per_session):.1f} on average, at most {max(p.turns_per_session)}"
+        )
     lines += facts_lines(p.facts)
     return lines
 

@@ -177,17 +177,28 @@ def param_value(info: Any, raw: str) -> tuple[bool, Any]:
 
 
 def section_form(
-    section: str, cls: Any, defaults: dict[str, Any], prefix: str, disabled: bool, device: str = "cpu"
+    section: str,
+    cls: Any,
+    defaults: dict[str, Any],
+    prefix: str,
+    disabled: bool,
+    device: str = "cpu",
+    traffic: str | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Every field of a spec section (an engine's recipe or 'workload'): the basic ones at once, the rest in an
     "Advanced" expander, and a field nothing uses hidden (it submits its default). Returns (values, problems).
 
     Which fields show is decided from the values the widgets hold now, so a knob appears in the same run
-    its parent is set, whatever the order of the fields."""
+    its parent is set, whatever the order of the fields. ``traffic`` (the workload's request source,
+    :data:`engine.spec.forms.TRAFFIC_CHOICES`) shows only that source's fields, at once, and fixes what it implies."""
     fields = {n: f for n, f in cls.model_fields.items() if n != "engine"}
-    always = {n for n in fields if (section, n) in forms.ALWAYS_SET}
+    start = forms.TRAFFIC_START.get(traffic or "", {}) if section == "workload" else {}
+    forced = forms.TRAFFIC_FORCED.get(traffic or "", {}) if section == "workload" else {}
+    defaults = {**defaults, **start}
+    always = {n for n in fields if (section, n) in forms.ALWAYS_SET or n in start}
     current = {n: state_value(f, prefix + n, defaults.get(n), n in always) for n, f in fields.items()}
-    hidden = forms.hidden_fields(section, current, device)
+    current.update(forced)
+    hidden = forms.hidden_fields(section, current, device, traffic)
     values: dict[str, Any] = {}
     problems: list[str] = []
 
@@ -202,8 +213,11 @@ def section_form(
             values[name] = value
 
     shown = [n for n in fields if n not in hidden]
-    basic = [n for n in shown if forms.is_basic(section, n)]
-    advanced = [n for n in shown if not forms.is_basic(section, n)]
+    basic = [n for n in shown if forms.is_basic(section, n, traffic)]
+    if section == "workload" and traffic:  # the chosen source's fields first, in the order that reads (its file first)
+        own = forms.TRAFFIC_FIELDS[traffic]
+        basic.sort(key=lambda n: own.index(n) if n in own else len(own))
+    advanced = [n for n in shown if not forms.is_basic(section, n, traffic)]
     draw(basic)
     if advanced:
         changed = sum(1 for n in advanced if current[n] != defaults.get(n))
@@ -212,4 +226,5 @@ def section_form(
             draw(advanced)
     for name in hidden:
         values[name] = forms.HIDDEN_VALUES.get((section, name), defaults.get(name))
+    values.update(forced)
     return {n: values[n] for n in fields}, problems

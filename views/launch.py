@@ -18,10 +18,10 @@ from typing import Any
 import streamlit as st
 
 from engine.measure.devices import detect_devices
-from engine.spec import JobSpec, SpecError, Workload, engines
+from engine.spec import JobSpec, SpecError, Workload, engines, forms
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
 from engine.spec.sweep import Axis, SweepPoint, build_grid, grid_size, grid_specs
-from engine.spec.workload import MEASUREMENT_PRESETS
+from engine.spec.traffic import TRACE_ROWS_CAP
 from storage import StorageError
 from ui import auth
 from ui.common import database
@@ -29,23 +29,11 @@ from ui.launch_estimate import estimate_panel
 from ui.launch_form import field_kind, param_value, section_form
 from ui.launch_presets import picked_line, preset_picker
 from ui.launch_sweep import grid_caption, sweep_form
+from ui.launch_workload import WORKLOAD_PRESETS, workload_form
 from ui.text import escape_markdown
+from ui.traffic_view import checked_preview, preview_panel
 
 MAX_SWEEP_JOBS = 64
-WORKLOAD_PRESETS: dict[str, dict[str, Any]] = {
-    "chat: 128 in / 128 out": {"prompt_tokens": 128, "output_tokens": 128, "requests": 8, "batch_size": 1},
-    "long prompt: 2048 in / 64 out": {"prompt_tokens": 2048, "output_tokens": 64, "requests": 4, "batch_size": 1},
-    "batch throughput": {"prompt_tokens": 128, "output_tokens": 128, "requests": 32, "batch_size": 8},
-    "quick check: 16 in / 4 out": {"prompt_tokens": 16, "output_tokens": 4, "requests": 2, "batch_size": 1},
-    # measurement presets (engine/spec/workload.py): how sure the figures must be, on the chat shape
-    "decision: chat, TPOT p50 within ±2 % (3+ repeats, at most 1000 requests)": {
-        "prompt_tokens": 128,
-        "output_tokens": 128,
-        "requests": 20,
-        "batch_size": 1,
-        **MEASUREMENT_PRESETS["decision"],
-    },
-}
 MODEL_KINDS = {
     "demo": "Demo model (SmolLM2-135M-Instruct, Q4_1 GGUF dequantized to float32)",
     "synthetic": "Synthetic architecture (random weights, latency only)",
@@ -104,6 +92,7 @@ def prefill_from_link() -> None:
     preset = st.session_state.get("preset", next(iter(WORKLOAD_PRESETS)))
     state.update(_field_state(engines.recipe_class(engine).model_fields, f"recipe_{engine}_", params))
     state.update(_field_state(Workload.model_fields, f"wl_{preset}_", params))
+    state["traffic"] = forms.traffic_of(params)
     st.session_state.update(state)
 
 
@@ -246,25 +235,6 @@ def recipe_form(engine: str, device: str, source: str, disabled: bool) -> tuple[
     return recipe, problems
 
 
-def workload_form(disabled: bool, device: str) -> tuple[dict[str, Any], list[str]]:
-    """A workload preset, then the workload's fields (the preset's values as defaults); a preset whose
-    fields were edited says so (its name alone would describe another workload)."""
-    st.subheader("Workload")
-    preset = st.selectbox("Workload preset", list(WORKLOAD_PRESETS), key="preset", disabled=disabled)
-    defaults = {
-        n: WORKLOAD_PRESETS[preset].get(n, f.get_default(call_default_factory=True))
-        for n, f in Workload.model_fields.items()
-    }
-    values, problems = section_form("workload", Workload, defaults, f"wl_{preset}_", disabled, device)
-    edited = {n: values[n] for n, v in WORKLOAD_PRESETS[preset].items() if n in values and values[n] != v}
-    if edited:
-        st.caption(
-            f"Preset “{escape_markdown(preset)}”, edited: "
-            + escape_markdown(", ".join(f"{n.replace('_', ' ')} {v}" for n, v in edited.items()))
-        )
-    return values, problems
-
-
 def check_launch(
     db: Any, base: dict[str, Any], axes: list[Axis], problem: str | None
 ) -> tuple[list[JobSpec], str | None]:
@@ -298,7 +268,7 @@ def _what(specs: list[JobSpec]) -> str:
     """ "16 prompt tokens → 4 output tokens × 2 requests, ..., accuracy: perplexity" of the first spec: the
     values that will be queued, the accuracy measures chosen included."""
     wl = specs[0].workload
-    prompt = f"{wl.prompt_tokens:,} prompt tokens" if wl.prompt_tokens else f"prompts from {wl.prompt_file}"
+    prompt = f"{wl.prompt_tokens:,} prompt tokens" if wl.prompt_tokens else f"prompts from the {wl.source_label}"
     quality = specs[0].quality
     measures = [ACCURACY_WORDS.get(m, m.replace("task:", "task ")) for m in quality.metrics]
     accuracy = (
@@ -306,10 +276,11 @@ def _what(specs: list[JobSpec]) -> str:
         if quality.enabled
         else "; no accuracy measured"
     )
-    return (
-        f"{prompt} → {wl.output_tokens:,} output tokens × {wl.requests:,} requests, "
-        f"{specs[0].recipe.describe()}{accuracy}"
-    )
+    sent = f"{prompt} → {wl.output_tokens:,} output tokens × {wl.requests:,} requests"
+    if wl.trace or wl.dataset:  # their own lengths (a trace: its own schedule too); see the preview
+        cap = f", {wl.requests:,} requests" if wl.dataset else f", at most {wl.requests:,} rows"
+        sent = f"the {wl.source_label}" + (cap if wl.dataset or wl.requests < TRACE_ROWS_CAP else "")
+    return f"{sent}, {specs[0].recipe.describe()}{accuracy}"
 
 
 def page() -> None:
@@ -343,6 +314,9 @@ def page() -> None:
     base.update({k: v for k, v in (("quality", quality), ("name", name)) if v})
     field_problem = next(iter([*problems, *workload_problems, *([timeout_problem] if timeout_problem else [])]), None)
     specs, problem = check_launch(db, base, axes, field_problem or sweep_problem)
+    traffic = None
+    if specs and not problem:  # the first job's traffic, planned by its own source: a bad file stops Submit here
+        traffic, problem = checked_preview(specs[0])
     st.divider()
     if axes:
         st.caption(grid_caption(axes, grid_size(axes)))
@@ -353,6 +327,7 @@ def page() -> None:
     else:
         what = f"{len(specs)} jobs (sweep)" if len(specs) > 1 else "1 job"
         st.success(f"Ready: {what} on {device}: {escape_markdown(_what(specs))}.", icon=":material/check_circle:")
+        preview_panel(traffic, expanded=specs[0].workload.source != "synthetic")
         estimate_panel(db, specs, here)
     label = f"Submit {len(specs)} jobs" if len(specs) > 1 else "Submit"
     clicked = st.button(

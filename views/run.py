@@ -1,6 +1,6 @@
 """Run: one stored run (``?run=ID``): cards, accuracy (ui.accuracy_view via render_run), distributions
-with small-sample warnings, time series over the run, requested vs actual tokens, timeline, config,
-provenance, log; failed runs show their reason."""
+with small-sample warnings, time series over the run, its traffic (ui.traffic_view), requested vs actual
+tokens, timeline, config, provenance, log; failed runs show their reason."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import streamlit as st
 from engine.report.compare import recipe_in_words
 from engine.report.naming import frame_run_names
 from engine.report.results import noise_words
-from ui import auth, client_view, profile_view, server_metrics_view
+from ui import auth, client_view, profile_view, server_metrics_view, traffic_view
 from ui.common import query_int
 from ui.diagnostics_view import render_diagnostics
 from ui.run_view import (
@@ -119,6 +119,7 @@ def main() -> None:
     client_view.render(run)  # the client's own lag: did it, not the server, set the pace?
     distributions_section(run, agg)
     over_time_section(run, agg)
+    traffic_view.render_run(run, agg)  # the source, TTFT per turn of sessions, send minus due for schedules
     tokens_section(run, agg)
     requests = cached_endpoints(db, db.url, run.id, token, agg) if agg is not None else []  # first/last stamps
     render_diagnostics(db, run, requests)  # findings, energy per token, telemetry charts (ui/diagnostics_view.py)

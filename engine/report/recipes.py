@@ -61,11 +61,38 @@ def knobs_listed(changed: dict[str, Any] | None) -> str:
     return " · ".join(words) or "defaults"
 
 
+_ROWS_CAP = 1_000_000  # engine.spec.traffic.TRACE_ROWS_CAP: a trace replayed whole
+
+
+def traffic_words(w: dict[str, Any]) -> list[str]:
+    """The request source in a few words: ``trace mooncake ×10``, ``sharegpt dataset × 50 req``,
+    ``sharegpt sessions × 40 turns``, ``4 prefixes × 512 tok``, ``cancel 10 %``; synthetic lengths as
+    ``128→32 × 8 req`` (a prompt file: ``file→32``)."""
+    requests = w.get("requests", "?")
+    if w.get("trace"):
+        scale = w.get("time_scale") or 1
+        parts = [f"trace {w.get('trace_format') or 'mooncake'}" + (f" ×{scale:g}" if scale != 1 else "")]
+        if isinstance(requests, int) and requests < _ROWS_CAP:
+            parts.append(f"≤{requests} rows")
+    elif w.get("dataset"):
+        fmt = w.get("dataset_format") or "sharegpt"
+        parts = [f"{fmt} sessions × {requests} turns" if w.get("multi_turn") else f"{fmt} dataset × {requests} req"]
+        if w.get("think_time_s"):
+            parts.append(f"think {w['think_time_s']:g} s")
+    else:
+        prompt = w.get("prompt_tokens") or ("file" if w.get("prompt_file") else "?")
+        parts = [f"{prompt}→{w.get('output_tokens', '?')} × {requests} req"]
+    if w.get("prefix_count"):
+        parts.append(f"{w['prefix_count']} prefixes × {w.get('prefix_tokens')} tok")
+    if w.get("cancel_rate"):
+        parts.append(f"cancel {w['cancel_rate']:.0%}".replace("%", " %"))
+    return parts
+
+
 def workload_words(workload: dict[str, Any] | None) -> str:
-    """``128→32 × 8 req · batch 4 · poisson 2 req/s``: prompt→output tokens × requests, then what is not plain."""
+    """``128→32 × 8 req · batch 4 · poisson 2 req/s``: the traffic (:func:`traffic_words`), then what is not plain."""
     w = workload or {}
-    prompt = w.get("prompt_tokens") or ("file" if w.get("prompt_file") else "?")
-    parts = [f"{prompt}→{w.get('output_tokens', '?')} × {w.get('requests', '?')} req"]
+    parts = traffic_words(w)
     if w.get("batch_size") not in (None, 1):
         parts.append(f"batch {w['batch_size']}")
     if w.get("arrival") not in (None, "batch"):
@@ -131,17 +158,49 @@ def _context(run: Any) -> dict[str, Any]:
     return out
 
 
+# Workload fields that say where the requests come from: one "traffic" line when the sources differ.
+_SOURCE_KEYS = frozenset(
+    k.replace("_", " ")
+    for k in (
+        "prompt_tokens", "prompt_file", "dataset", "dataset_format", "dataset_column", "multi_turn", "trace",
+        "trace_format", "time_scale", "source_sha256", "prefix_count", "prefix_tokens", "requests",
+    )
+)  # fmt: skip
+
+
+def _source_kind(workload: dict[str, Any]) -> tuple[str, Any]:
+    """(which request source, its input): two runs of different kinds or files had different traffic."""
+    for kind in ("trace", "dataset", "prompt_file"):
+        if workload.get(kind):
+            return kind, workload.get("source_sha256") or workload[kind]
+    return "synthetic", bool(workload.get("prefix_count"))
+
+
+def _traffic_line(run: Any, baseline: Any) -> str | None:
+    """``traffic trace mooncake ×10 (baseline 128→32 × 8 req)`` when the two runs' request sources differ."""
+    mine = (getattr(run, "spec", None) or {}).get("workload") or {}
+    base = (getattr(baseline, "spec", None) or {}).get("workload") or {}
+    if _source_kind(mine) == _source_kind(base):
+        return None
+    return f"traffic {' · '.join(traffic_words(mine))} (baseline {' · '.join(traffic_words(base))})"
+
+
 def context_differences(run: Any, baseline: Any) -> list[str]:
     """What differs from the baseline besides the recipe, e.g. ``["prompt tokens 16 (baseline 64)"]``.
 
     Engine, model, device, hardware and every workload field count: a ratio between runs that
     differ in any of them is not the recipe's alone. Accuracy settings count when both measured accuracy.
+    Runs whose requests came from different sources (a trace and synthetic prompts, two files) get one
+    ``traffic ...`` line first, in words, instead of a line per source field.
     """
     if baseline is None or baseline is run:
         return []
     mine, base = _context(run), _context(baseline)
-    out = []
+    traffic = _traffic_line(run, baseline)
+    out = [traffic] if traffic else []
     for key in dict.fromkeys([*mine, *base]):
+        if traffic and key in _SOURCE_KEYS:
+            continue
         if key.startswith("accuracy ") and (key not in base or key not in mine):
             continue
         if key == "hardware" and (mine[key] is None or base.get(key) is None):

@@ -113,6 +113,55 @@ HIDDEN_VALUES: dict[tuple[str, str], Any] = {("workload", "prompt_tokens"): None
 ALWAYS_SET: frozenset[tuple[str, str]] = frozenset({("workload", "prompt_tokens")})
 
 
+# -- the traffic choice: which request source the workload form asks for, and only that source's fields --------
+TRAFFIC_CHOICES: dict[str, str] = {
+    "synthetic": "synthetic",
+    "prompt_file": "prompt file",
+    "dataset": "dataset",
+    "sessions": "multi-turn sessions",
+    "prefixes": "shared prefixes",
+    "trace": "trace replay",
+}
+_SYNTHETIC = ("prompt_tokens", "prompt_length", "prompt_length_spread")
+_DATASET = ("dataset", "dataset_format", "dataset_column", "min_prompt_tokens", "max_prompt_tokens")
+TRAFFIC_FIELDS: dict[str, tuple[str, ...]] = {
+    "synthetic": _SYNTHETIC,
+    "prompt_file": ("prompt_file",),
+    "dataset": (*_DATASET, "source_output_lengths"),
+    "sessions": ("dataset", "dataset_format", "think_time_s", "source_output_lengths"),
+    "prefixes": (*_SYNTHETIC, "prefix_count", "prefix_tokens"),
+    "trace": ("trace", "trace_format", "time_scale", "trace_start_s", "trace_duration_s", "source_output_lengths"),
+}
+# Every field some choice owns (hidden, at its default, under the other choices), and what a choice fixes.
+SOURCE_FIELDS: frozenset[str] = frozenset({f for fs in TRAFFIC_FIELDS.values() for f in fs} | {"multi_turn"})
+TRAFFIC_FORCED: dict[str, dict[str, Any]] = {"sessions": {"multi_turn": True}}
+TRAFFIC_START: dict[str, dict[str, Any]] = {"prefixes": {"prefix_count": 4, "prefix_tokens": 512}}
+# A trace keeps its own schedule: the arrival process's fields stay at their defaults.
+_SCHEDULED = ("arrival", "rate", "burstiness", "batch_size", "max_concurrency")
+
+
+def traffic_of(values: dict[str, Any]) -> str:
+    """The traffic choice that reads a workload's values (a link's, a stored run's)."""
+    if values.get("trace"):
+        return "trace"
+    if values.get("dataset"):
+        return "sessions" if values.get("multi_turn") else "dataset"
+    if values.get("prompt_file"):
+        return "prompt_file"
+    return "prefixes" if values.get("prefix_count") else "synthetic"
+
+
+def traffic_hidden(traffic: str | None) -> dict[str, str]:
+    """Workload fields the traffic choice leaves out -> the choice that shows them (none without a choice)."""
+    if traffic is None:
+        return {}
+    keep = TRAFFIC_FIELDS[traffic]
+    out = {f: f"another traffic source than {TRAFFIC_CHOICES[traffic]}" for f in SOURCE_FIELDS if f not in keep}
+    if traffic == "trace":
+        out.update({f: "a source without its own schedule" for f in _SCHEDULED})
+    return out
+
+
 def label(name: str) -> str:
     """The knob in words with its unit ("TTFT SLO (ms)"); its name with spaces when no section names it."""
     for labels in (WORKLOAD_LABELS, *(d.form.labels for d in engines.all_engines())):
@@ -121,10 +170,11 @@ def label(name: str) -> str:
     return name.replace("_", " ")
 
 
-def is_basic(section: str, name: str) -> bool:
-    """Whether the form shows ``name`` at once (else in its "Advanced" expander)."""
+def is_basic(section: str, name: str, traffic: str | None = None) -> bool:
+    """Whether the form shows ``name`` at once (else in its "Advanced" expander); the fields of the traffic
+    source chosen show at once."""
     if section == "workload":
-        return name in WORKLOAD_BASIC
+        return name in WORKLOAD_BASIC or name in TRAFFIC_FIELDS.get(traffic or "", ())
     descriptor = engines.find(section)
     return descriptor is not None and name in descriptor.form.basic
 
@@ -136,10 +186,15 @@ def _shown_with(section: str) -> tuple[tuple[str, Any, str], ...]:
     return descriptor.form.shown_with if descriptor else ()
 
 
-def hidden_fields(section: str, values: dict[str, Any], device: str = "cpu") -> dict[str, str]:
+def hidden_fields(
+    section: str, values: dict[str, Any], device: str = "cpu", traffic: str | None = None
+) -> dict[str, str]:
     """Knobs of ``section`` (an engine name or 'workload') the other ``values`` leave unused -> what would use
-    them; the form hides those (and submits their defaults). ``values`` hold every field of the section."""
+    them; the form hides those (and submits their defaults). ``values`` hold every field of the section;
+    ``traffic`` (a :data:`TRAFFIC_CHOICES` key) hides the workload fields of the other request sources."""
     out = dict(unused_knobs(engines.knob_dependencies(section), values))
+    if section == "workload":
+        out.update(traffic_hidden(traffic))
     context = {**values, "_device": device}
     for knob, shown, enabler in _shown_with(section):
         try:

@@ -165,13 +165,28 @@ def context_length(model: ResolvedModel) -> int | None:
     return None
 
 
+def _converted_target(gguf: Path) -> Path:
+    """Where :func:`gguf_to_hf_folder` keeps the conversion of ``gguf`` (keyed by its path, size and time)."""
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    return get_settings().cache_dir / "models" / f"{gguf.stem}-{key}"
+
+
+def converted_folder(gguf: Path) -> Path | None:
+    """The cached HF folder of a GGUF file when it was converted already, else None (nothing is converted:
+    the traffic preview reads its tokenizer from there without transformers)."""
+    try:
+        target = _converted_target(gguf)
+    except OSError:
+        return None
+    return target if (target / ".complete").exists() else None
+
+
 def gguf_to_hf_folder(gguf: Path, progress: Progress = _noop) -> Path:
     """Convert a GGUF file once into a cached HF folder (float32) and return it."""
     from filelock import FileLock
 
-    stat = gguf.stat()
-    key = hashlib.sha256(f"{gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    target = get_settings().cache_dir / "models" / f"{gguf.stem}-{key}"
+    target = _converted_target(gguf)
     done_marker = target / ".complete"
     if done_marker.exists():
         return target

@@ -122,7 +122,8 @@ def _vllm(r: dict[str, Any], prov: dict[str, Any], kind: str) -> RunRecipe | str
 def workload_reason(wl: dict[str, Any]) -> str | None:
     """Why a workload is not the estimator's (static batches of fixed-length prompts), or None."""
     if not wl.get("prompt_tokens"):
-        return "prompt file workload: prompt length not fixed"
+        source = "trace" if wl.get("trace") else "dataset" if wl.get("dataset") else "prompt file"
+        return f"{source} workload: prompt length not fixed"
     arrival = wl.get("arrival", "batch")
     if arrival != "batch":
         return f"{ARRIVALS.get(arrival, arrival + ' arrivals')} {NOT_MODELLED}"

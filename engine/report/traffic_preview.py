@@ -1,0 +1,261 @@
+"""The traffic a job would send, before it is queued: what Launch's "Preview traffic" shows.
+
+:func:`preview` plans the workload's requests with the real request source
+(:mod:`engine.run.sources`: the same readers, sampling, seeds and clipping as the job) and the
+model's light tokenizer (:class:`~engine.backends.openai.tokenizer.FastTokenizer` from the model's
+local or cached folder: the demo model's converted folder, a local folder, a Hugging Face id in
+the cache; synthetic weights have none and send random token ids). Nothing here imports torch or
+transformers, nothing is downloaded and nothing is converted, so the app server may call it.
+
+The work is capped: at most :data:`PREVIEW_CAP` measured requests are planned (a trace's first
+rows of its window, a dataset's first sampled conversations, the first turns of sessions), and
+the preview says so. Bad input raises the one-line :class:`~engine.spec.SpecError` the sources
+raise. Pure figures of the result are in :mod:`engine.report.traffic_figures`.
+
+**Shared-prefix share**: the fraction of the previewed prompt tokens that repeat a prefix an
+earlier prompt already sent, counted the way a prefix cache reuses them: each prompt is cut into
+blocks of :data:`PREFIX_BLOCK` tokens, each block keyed by itself *and everything before it*
+(a chained hash), and a prompt's leading blocks whose key was seen before count as shared (an
+unbounded cache, no eviction). Mooncake hash ids (equal ids, equal 512-token blocks) and shared
+prefixes show up this way; a session's later turns are built from the real replies when sent, so
+only first turns are counted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from engine.spec import JobSpec, ModelSpec, SpecError, Workload
+
+PREVIEW_CAP = 2000  # measured requests planned by a preview at most
+PREFIX_BLOCK = 16  # tokens per block of the shared-prefix share (vLLM's default KV block)
+SOURCE_WORDS = {
+    "synthetic": "synthetic prompts",
+    "prompt_file": "prompt file",
+    "dataset": "dataset",
+    "sessions": "multi-turn sessions",
+    "trace": "trace replay",
+}
+
+
+class PreviewUnavailable(LookupError):
+    """The traffic cannot be previewed here (the model's tokenizer is not on this machine yet); the job
+    itself may still run: this is no reason to refuse it."""
+
+
+@dataclass(frozen=True)
+class TrafficPreview:
+    """The previewed requests as numbers (module doc)."""
+
+    source: str  # in words: "trace mooncake.jsonl (mooncake), 2x faster"
+    requests: int  # measured requests the job will send (a trace: rows previewed, capped)
+    previewed: int  # measured requests planned here (at most PREVIEW_CAP)
+    capped: bool  # the job sends (or may send) more than were previewed
+    duration_s: float | None  # trace: span of due times; arrival process: requests / rate; closed loop: None
+    duration_basis: str  # how the duration was found, in words
+    due_s: list[float]  # due times of the previewed requests (empty for a closed loop)
+    prompt_tokens: list[int]  # per previewed request (sessions: first turns only)
+    output_tokens: list[int]
+    prefix_share: float | None  # None: no prompt tokens to count
+    turns_per_session: list[int]  # one entry per session (empty without sessions)
+    facts: dict[str, Any] = field(default_factory=dict)  # what the source counted: rows skipped, clipped ...
+    notes: list[str] = field(default_factory=list)  # caveats in words (the cap, a missing tokenizer)
+
+
+# -- the model's light tokenizer -------------------------------------------------------------
+@lru_cache(maxsize=8)
+def _folder_tokenizer(folder: str) -> Any:
+    from engine.backends.openai.tokenizer import FastTokenizer
+
+    return FastTokenizer.from_folder(folder)
+
+
+def _hub_folder(repo: str) -> Path | None:
+    """A Hugging Face id's snapshot folder in the local cache (holding tokenizer.json), never the network."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - comes with tokenizers
+        return None
+    found = try_to_load_from_cache(repo, "tokenizer.json")
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def _model_folder(model: ModelSpec) -> tuple[Path | None, str]:
+    """(the folder holding the model's tokenizer.json, or None; why there is none)."""
+    from engine.weights.models import converted_folder, demo_gguf_path
+
+    kind = model.kind
+    if kind == "synthetic":
+        return None, "synthetic weights have no tokenizer"
+    if kind in ("demo", "gguf"):
+        gguf = demo_gguf_path() if kind == "demo" else Path(model.source).expanduser()
+        folder = converted_folder(gguf) if gguf.is_file() else None
+        return folder, f"{model.label} is converted to a Hugging Face folder on its first run; run one job first"
+    if kind == "local":
+        folder = Path(model.source).expanduser()
+        return (folder if (folder / "tokenizer.json").is_file() else None), f"{folder} has no tokenizer.json"
+    repo = model.source.removeprefix("hf:")
+    return _hub_folder(repo), f"{repo} has no tokenizer.json in the local Hugging Face cache"
+
+
+def _config(model: ModelSpec, folder: Path | None) -> dict[str, Any]:
+    from engine.weights.models import declared_config
+
+    try:
+        declared = declared_config(model)
+    except SpecError:
+        declared = None
+    if declared:
+        return declared
+    try:
+        return json.loads((folder / "config.json").read_text()) if folder else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def plan_context(model: ModelSpec) -> tuple[Any, str | None]:
+    """(the :class:`~engine.run.sources.PlanContext` of ``model`` from local files, why it has no tokenizer)."""
+    from engine.run.sources import PlanContext
+
+    folder, why = _model_folder(model)
+    tokenizer = None
+    if folder is not None:
+        try:
+            tokenizer = _folder_tokenizer(str(folder))
+        except (OSError, ValueError, RuntimeError, LookupError) as exc:
+            why = f"its tokenizer cannot be read ({type(exc).__name__}: {exc})"
+    cfg = _config(model, folder)
+    context = cfg.get("max_position_embeddings")
+    vocab = len(tokenizer) if tokenizer is not None else int(cfg.get("vocab_size") or 32_000)
+    return PlanContext(tokenizer, vocab, context if isinstance(context, int) else None), (
+        None if tokenizer is not None else why
+    )
+
+
+# -- the preview -------------------------------------------------------------------------------
+def _capped(workload: Workload) -> Workload:
+    """The workload planned by a preview: at most PREVIEW_CAP measured requests, no warm-up."""
+    return workload.model_copy(update={"requests": min(workload.requests, PREVIEW_CAP), "warmup_requests": 0})
+
+
+def prefix_share(prompts: list[list[int]], block: int = PREFIX_BLOCK) -> float | None:
+    """The share of prompt tokens in leading blocks an earlier prompt already had (module doc); None without tokens."""
+    seen: set[int] = set()
+    total = again = 0
+    for ids in prompts:
+        total += len(ids)
+        key, keys = 0, []
+        for start in range(0, len(ids) - block + 1, block):
+            key = hash((key, tuple(ids[start : start + block])))
+            keys.append(key)
+        shared = 0
+        while shared < len(keys) and keys[shared] in seen:
+            shared += 1
+        again += shared * block
+        seen.update(keys)
+    return round(again / total, 4) if total else None
+
+
+def source_words(workload: Workload) -> str:
+    """The source in words with its file and format: ``trace mooncake.jsonl (mooncake), 2x faster``."""
+    if workload.trace is not None:
+        speed = f", {workload.time_scale:g}x faster" if workload.time_scale != 1 else ""
+        return f"trace {Path(workload.trace).name} ({workload.trace_format}){speed}"
+    if workload.dataset is not None:
+        name = workload.dataset if workload.dataset.startswith("hf:") else Path(workload.dataset).name
+        what = "multi-turn sessions from" if workload.multi_turn else "dataset"
+        return f"{what} {name} ({workload.dataset_format})"
+    if workload.prompt_file is not None:
+        return f"prompt file {Path(workload.prompt_file).name}"
+    shape = f"{workload.prompt_tokens}-token" if workload.prompt_length == "fixed" else workload.prompt_length
+    prefixes = (
+        f" behind {workload.prefix_count} shared prefixes of {workload.prefix_tokens} tokens"
+        if workload.prefix_count
+        else ""
+    )
+    return f"synthetic {shape} prompts{prefixes}"
+
+
+def _duration(workload: Workload, due: list[float], count: int) -> tuple[float | None, str]:
+    if workload.trace is not None:
+        span = max(due) if due else 0.0
+        scaled = f", {workload.time_scale:g}x faster than recorded" if workload.time_scale != 1 else ""
+        return span, f"span of the trace's due times{scaled}"
+    if workload.arrival in ("poisson", "gamma") and workload.rate:
+        return count / workload.rate, f"{count:,} requests / {workload.rate:g} req/s"
+    return None, "a closed loop: as long as the server takes to answer"
+
+
+def _arrival_due(workload: Workload, count: int) -> list[float]:
+    """An arrival process's due times (the driver's own, seeded); none for a closed loop."""
+    if workload.arrival not in ("poisson", "gamma") or not workload.rate:
+        return []
+    from engine.run.load import arrival_offsets_s
+
+    return arrival_offsets_s(count, workload.arrival, workload.rate, workload.burstiness, workload.seed).tolist()
+
+
+def preview(spec_or_workload: JobSpec | Workload, model: ModelSpec | str | None = None) -> TrafficPreview:
+    """The traffic of a job (or of a workload for ``model``): numbers and the per-request lengths (module doc).
+
+    Raises :class:`SpecError` in one line for bad input (a file outside the allowed roots, a malformed
+    row), :class:`PreviewUnavailable` when a dataset needs the model's tokenizer and it is not here."""
+    from engine.run.sources import plan_requests
+
+    if isinstance(spec_or_workload, JobSpec):
+        from engine.run.policy import check_inputs
+
+        check_inputs(spec_or_workload)
+        workload, model = spec_or_workload.workload, spec_or_workload.model
+    else:
+        workload = spec_or_workload
+    model = ModelSpec(source=model) if isinstance(model, str) else model or ModelSpec(source="demo")
+    ctx, no_tokenizer = plan_context(model)
+    if no_tokenizer and workload.source in ("dataset", "sessions"):
+        raise PreviewUnavailable(f"previewing {workload.source_label} needs the model's tokenizer: {no_tokenizer}")
+    try:
+        plan = plan_requests(_capped(workload), ctx)
+    except SpecError:
+        raise
+    except (ValueError, OSError) as exc:  # a source's own checks raise SpecError; anything else in one line too
+        raise SpecError(f"{workload.source_label}: {type(exc).__name__}: {exc}") from exc
+    measured = plan.measured
+    sessions = Counter(p.session for p in measured if p.session is not None)
+    due = [float(p.due_s) for p in measured if p.due_s is not None] or _arrival_due(workload, len(measured))
+    firsts = [p for p in measured if not p.turn]
+    total = len(measured) if workload.trace is not None else workload.requests
+    duration, basis = _duration(workload, due, total)
+    capped = workload.requests > PREVIEW_CAP and len(measured) >= PREVIEW_CAP
+    notes = _notes(workload, len(measured), capped, no_tokenizer)
+    return TrafficPreview(
+        source=source_words(workload),
+        requests=total,
+        previewed=len(measured),
+        capped=capped,
+        duration_s=duration,
+        duration_basis=basis,
+        due_s=due,
+        prompt_tokens=[p.prompt_tokens for p in firsts],
+        output_tokens=[p.output_tokens for p in measured],
+        prefix_share=prefix_share([list(p.request.prompt) for p in firsts]),
+        turns_per_session=[sessions[s] for s in sorted(sessions)],
+        facts={k: v for k, v in plan.facts.items() if k not in ("trace", "dataset", "format")},
+        notes=notes,
+    )
+
+
+def _notes(workload: Workload, planned: int, capped: bool, no_tokenizer: str | None) -> list[str]:
+    notes = []
+    if capped:
+        what = "rows of the trace" if workload.trace is not None else "requests"
+        notes.append(f"the first {planned:,} {what} previewed (a preview plans at most {PREVIEW_CAP:,})")
+    if workload.multi_turn:
+        notes.append("later turns carry the replies the server really returns: only first turns' prompts are counted")
+    if no_tokenizer and workload.source != "synthetic":
+        notes.append(f"prompts as random token ids: {no_tokenizer}")
+    return notes

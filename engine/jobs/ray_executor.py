@@ -84,14 +84,7 @@ class RayExecutor(Worker):
         now = time.monotonic()
         cancel_ids = self._housekeeping(now, list(self.tasks))
         for task in list(self.tasks.values()):
-            if task.failed is not None:
-                self._judge_failure(task, now)
-            elif task.stop_reason is None and task.job.id in cancel_ids:
-                self._stop(task, "cancelled")
-            elif task.stop_reason is None and now > task.deadline:
-                self._stop(task, f"timed out after {task.job.timeout_s:g} s")
-            elif task.cancel_sent is not None and not task.forced and now - task.cancel_sent > self.grace_s:
-                self._force(task)
+            self._watch(task, now, cancel_ids)
         ended = len(self.finished)
         self._collect()
         self._tick(now, len(self.finished) > ended)
@@ -103,6 +96,17 @@ class RayExecutor(Worker):
             claimed = True
             self._submit(job)
         return not claimed and not self.tasks
+
+    def _watch(self, task: RayJob, now: float, cancel_ids: set[int]) -> None:
+        """Judge a dead task; stop one cancelled or past its timeout; force one that ignored its stop."""
+        if task.failed is not None:
+            self._judge_failure(task, now)
+        elif task.stop_reason is None and task.job.id in cancel_ids:
+            self._stop(task, "cancelled")
+        elif task.stop_reason is None and now > task.deadline:
+            self._stop(task, f"timed out after {task.job.timeout_s:g} s")
+        elif task.cancel_sent is not None and not task.forced and now - task.cancel_sent > self.grace_s:
+            self._force(task)
 
     def shutdown(self) -> None:
         """Stop running tasks, give their jobs back to the queue, sign off."""

@@ -131,3 +131,48 @@ def task_options(device: str, num_cpus: float, resources: dict[str, float]) -> d
         group = placement_group([bundle], strategy="STRICT_PACK")
         options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)
     return options
+
+
+def describe(address: str | None) -> dict[str, Any]:
+    """The cluster as JSON-ready facts: its summary, the devices jobs may name, and each live node."""
+    connect(address, ship_code=False)
+    nodes = alive_nodes()
+    return {
+        "address": address or "auto",
+        "summary": cluster_summary(nodes),
+        "devices": cluster_devices(nodes),
+        "max_gpus_per_node": max((int(n.get("Resources", {}).get("GPU", 0)) for n in nodes), default=0),
+        "nodes": [
+            {
+                "node_id": n.get("NodeID"),
+                "address": n.get("NodeManagerAddress"),
+                "cpus": n.get("Resources", {}).get("CPU", 0),
+                "gpus": n.get("Resources", {}).get("GPU", 0),
+                "kinds": [k.split(":", 1)[1] for k in n.get("Resources", {}) if k.startswith("accelerator_type:")],
+            }
+            for n in nodes
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m engine.jobs.ray_cluster describe [ADDRESS]``: the cluster's facts as one JSON object
+    (the app runs this in a child process, so the Streamlit server never imports Ray); exit 2 with one
+    line when there is no cluster."""
+    import json
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] != "describe":
+        print("usage: python -m engine.jobs.ray_cluster describe [ADDRESS]", file=sys.stderr)
+        return 2
+    try:
+        print(json.dumps(describe(args[1] if len(args) > 1 else None)))
+    except ClusterUnavailable as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -243,6 +243,42 @@ def test_cancel_mid_run_ends_the_task(cluster, pg_url, fake, tmp_path):
     assert not _job_processes(job_id)
 
 
+def test_the_clusters_devices_for_launch_and_knobs(cluster, db_url, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from engine.jobs.cluster_devices import cluster_devices
+    from engine.settings import get_settings
+
+    info = cluster_devices(cluster.address, fresh=True)
+    assert info.problem is None, info.problem
+    assert info.summary == "ray: 2 nodes — 2 CPUs" and info.devices == ["cpu"]
+    run = lambda *a: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "engine", "knobs", "--ray-address", cluster.address, *a],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    ok = run("--device", "cpu")
+    assert ok.returncode == 0 and "on ray: 2 nodes — 2 CPUs" in ok.stdout.splitlines()[0], ok.stderr
+    no_gpu = run("--device", "cuda:0")
+    assert no_gpu.returncode == 2 and "offers cpu, not cuda:0" in no_gpu.stderr
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    monkeypatch.setenv("LATENCYLAB_RAY_ADDRESS", cluster.address)
+    get_settings.cache_clear()
+    try:
+        at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+        at.run()
+        at.switch_page("views/launch.py")
+        at.run()
+        assert not at.exception
+        device = at.selectbox(key="device")
+        assert device.options[0].endswith("ray: 2 nodes — 2 CPUs"), device.options
+    finally:
+        monkeypatch.delenv("LATENCYLAB_RAY_ADDRESS")
+        get_settings.cache_clear()
+
+
 def test_a_node_killed_mid_job_fails_it_with_its_reason_and_one_outcome(cluster, pg_url, fake, tmp_path):
     db = open_database(pg_url)
     fake.itl_s = 0.1

@@ -70,6 +70,7 @@ def connect(address: str | None, *, ship_code: bool = True) -> None:
     except ImportError as exc:
         raise ClusterUnavailable("Ray is not installed: pip install ray (see requirements-dev.txt)") from exc
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_OVERRIDE_RUNTIME_ENV_DEFAULT_EXCLUDES", "")  # CODE_EXCLUDES say what stays home
     if ray.is_initialized():
         return
     try:

@@ -64,6 +64,9 @@ class RayExecutor(Worker):
 
         ray_cluster.connect(address, ship_code=ship_code)
         nodes = ray_cluster.alive_nodes()
+        missing = [r for r in resources or {} if not any(r in n.get("Resources", {}) for n in nodes)]
+        if missing:  # its jobs would wait for ever, each holding its claim
+            raise ray_cluster.ClusterUnavailable(f"no node of the Ray cluster offers {', '.join(missing)}")
         self.cluster = ray_cluster.cluster_summary(nodes)
         super().__init__(db_url, devices or ray_cluster.cluster_devices(nodes), **worker_options)
         self.id = f"ray:{self.id}"

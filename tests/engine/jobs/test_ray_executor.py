@@ -225,22 +225,28 @@ def test_twenty_jobs_over_two_nodes_each_exactly_once(cluster, pg_url, fake, tmp
     assert len(fake.seen.bodies) >= 20
 
 
-def test_cancel_mid_run_ends_the_task(cluster, pg_url, fake, tmp_path):
+def test_cancel_mid_run_and_a_timeout_end_their_tasks(cluster, pg_url, fake, tmp_path):
     db = open_database(pg_url)
-    fake.itl_s = 0.1  # 400 tokens: 40 s of streaming unless cancelled
+    fake.itl_s = 0.1  # 400 tokens: 40 s of streaming unless stopped
     try:
-        job_id = jobs.submit(db, openai_spec(fake, "cancel me", output_tokens=400), timeout_s=300)
-        proc = start_executor(pg_url, cluster, tmp_path)
+        cancelled = jobs.submit(db, openai_spec(fake, "cancel me", output_tokens=400), timeout_s=300)
+        timed_out = jobs.submit(db, openai_spec(fake, "too slow", output_tokens=400), timeout_s=8)
+        proc = start_executor(pg_url, cluster, tmp_path)  # one job on each node
         try:
-            wait_for(lambda: jobs.get_job(db, job_id).measuring_started, 60)
-            jobs.cancel(db, job_id, by="test")
-            job = wait_for(lambda: (j := jobs.get_job(db, job_id)).status != "running" and j, 30)
+            wait_for(lambda: jobs.get_job(db, cancelled).measuring_started, 60)
+            jobs.cancel(db, cancelled, by="test")
+            ended = [
+                wait_for(lambda i=i: (j := jobs.get_job(db, i)).status != "running" and j, 45)
+                for i in (cancelled, timed_out)
+            ]
         finally:
             stop(proc)
     finally:
         fake.itl_s = 0.0
-    assert job.status == "cancelled" and job.error == "cancelled by user"
-    assert not _job_processes(job_id)
+    assert (ended[0].status, ended[0].error) == ("cancelled", "cancelled by user")
+    assert (ended[1].status, ended[1].error) == ("failed", "timed out after 8 s")
+    assert runs.get_run(db, ended[1].run_id).error == "timed out after 8 s"
+    wait_for(lambda: not _job_processes(cancelled) and not _job_processes(timed_out), 10)
 
 
 def test_the_clusters_devices_for_launch_and_knobs(cluster, db_url, monkeypatch):
@@ -304,9 +310,15 @@ def test_a_node_killed_mid_job_fails_it_with_its_reason_and_one_outcome(cluster,
     wait_for(lambda: not _job_processes(job_id), 10)
 
 
-def test_bad_executor_and_unreachable_cluster_are_one_line_exit_2(tmp_path):
+def test_bad_input_is_one_line_exit_2(cluster, tmp_path):
     url = f"sqlite:///{tmp_path / 'x.db'}"
-    for extra in (["--executor", "nope"], ["--executor", "ray", "--ray-address", f"127.0.0.1:{_free_port()}"]):
+    ray_args = ["--executor", "ray", "--ray-address"]
+    for extra in (
+        ["--executor", "nope"],
+        [*ray_args, f"127.0.0.1:{_free_port()}"],  # nothing listens there
+        [*ray_args, cluster.address, "--ray-resources", '{"no_such_resource": 1}'],
+        [*ray_args, cluster.address, "--ray-resources", "[1"],
+    ):
         started = time.monotonic()
         out = subprocess.run(
             [sys.executable, "-m", "engine", "worker", "--db", url, *extra], cwd=REPO, capture_output=True, text=True

@@ -77,7 +77,8 @@ def collect() -> dict[str, Any]:
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "packages": package_versions(),
-        "git_commit": git_commit() or os.environ.get("LATENCYLAB_JOB_GIT_COMMIT"),  # code shipped to a Ray node: no .git
+        # code a Ray task unpacked from its runtime environment has no .git: the executor's commit
+        "git_commit": git_commit() or os.environ.get("LATENCYLAB_JOB_GIT_COMMIT"),
         "env": {k: os.environ[k] for k in ENV_KEYS if k in os.environ},
         "load_avg_before": list(os.getloadavg()),
     }

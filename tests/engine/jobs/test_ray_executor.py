@@ -208,6 +208,7 @@ def test_a_demo_job_runs_on_the_node_with_its_resource_and_stores_the_local_work
     assert local_run.status == ray_run.status == "done"
     assert local_run.fingerprint == ray_run.fingerprint
     assert local_run.provenance["placement"]["executor"] == "local"
+    assert ray_run.provenance["git_commit"] == local_run.provenance["git_commit"]  # the code Ray shipped
 
 
 def test_twenty_jobs_over_two_nodes_each_exactly_once(cluster, pg_url, fake, tmp_path):

@@ -46,6 +46,13 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"  # where make run serves the app
     allow_open: bool = False  # serve a non-loopback host without sign-in or viewer mode (warned)
     telemetry_interval_ms: int = 100  # device telemetry beside the measured phase (engine/measure/telemetry.py), <= 100
+    # Where `python -m engine worker` runs jobs: "local" (processes on this host) or "ray" (a Ray cluster,
+    # engine/jobs/ray_executor.py); the cluster's address ("auto", "10.0.0.5:6379", "ray://..."), the
+    # CPUs each job asks of it, and a dashboard the Jobs and Run pages link to (optional).
+    executor: str = "local"
+    ray_address: str | None = None
+    ray_num_cpus: float = 1.0
+    ray_dashboard_url: str | None = None
 
     @property
     def database_url(self) -> str:

@@ -114,8 +114,21 @@ def render_run(run: Any, requests: list[Any] | None = None) -> None:
         render_accuracy(run)
     with st.expander("Config", expanded=False):
         st.code(json.dumps(run.spec, indent=2, sort_keys=True), language="json")
+    _where(run)
     with st.expander("Provenance", expanded=False):
         st.json(run.provenance)
+
+
+def _where(run: Any) -> None:
+    """Where the run's job ran (its provenance's placement), linked to the Ray dashboard where one is configured."""
+    from engine.jobs import placement
+    from engine.settings import get_settings
+
+    where = (run.provenance or {}).get("placement")
+    words = placement.in_words(where)
+    if words:
+        link = placement.dashboard_link(where, get_settings().ray_dashboard_url)
+        st.caption(f"Ran on {escape_markdown(words)}" + (f" · [Ray dashboard]({link})" if link else ""))
 
 
 DISTRIBUTIONS = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)"), ("itl_ms", "ITL (AIPerf: ICL)"))

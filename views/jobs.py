@@ -94,6 +94,18 @@ def _who_line(job: Any) -> str | None:
     return " · ".join(parts).replace("`", "") or None
 
 
+def _where(job: Any) -> None:
+    """The Ray node a job runs or ran on (its log's header), linked to the Ray dashboard where one is configured."""
+    from engine.jobs import placement
+    from engine.settings import get_settings
+
+    where = placement.from_log_tail(job.log_tail)
+    words = placement.in_words(where)
+    if words:
+        link = placement.dashboard_link(where, get_settings().ray_dashboard_url)
+        st.caption(f"on {code_span(words)}" + (f" · [Ray dashboard]({link})" if link else ""))
+
+
 # action -> (label, the statuses it applies to, its help when allowed)
 ACTIONS = {
     "cancel": ("Cancel", ("queued", "running"), "SIGTERM, then SIGKILL after a grace period"),
@@ -170,6 +182,7 @@ def render_job(
             who = _who_line(job)
             if who:
                 st.caption(code_span(who))
+            _where(job)
         with actions:
             _actions(job, rights, read_only)
         if job.status == "running":

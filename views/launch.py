@@ -17,7 +17,6 @@ from typing import Any
 
 import streamlit as st
 
-from engine.measure.devices import detect_devices
 from engine.spec import JobSpec, SpecError, Workload, engines, forms
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
 from engine.spec.sweep import Axis, SweepPoint, build_grid, grid_size, grid_specs
@@ -25,6 +24,7 @@ from engine.spec.traffic import TRACE_ROWS_CAP
 from storage import StorageError
 from ui import auth
 from ui.common import database
+from ui.launch_devices import device_picker
 from ui.launch_estimate import estimate_panel
 from ui.launch_form import field_kind, param_value, section_form
 from ui.launch_presets import picked_line, preset_picker
@@ -155,41 +155,6 @@ def accuracy_picker(source: str, disabled: bool) -> dict[str, Any] | None:
         "corpus": corpus or "default",
         "budget_tokens": int(budget),
     }
-
-
-def device_picker(db: Any, disabled: bool) -> tuple[str, Any]:
-    """(the device string, this machine's Device of its first GPU or the CPU; None when not here)."""
-    from storage import jobs
-
-    devices = detect_devices()
-    running = jobs.busy_devices(db)
-    labels = {}
-    for d in devices:
-        extra = f" (running job {running[d.id]})" if d.id in running else ""
-        labels[d.id] = d.label + extra
-    device = st.selectbox(
-        "Hardware",
-        list(labels),
-        format_func=labels.get,
-        key="device",
-        disabled=disabled,
-        help="The CPU and every CUDA GPU NVML sees; a busy GPU runs another program.",
-    )
-    gpus = [d.id for d in devices if d.kind == "cuda"]
-    if len(gpus) > 1:
-        group = st.multiselect(
-            "or a GPU group (tensor parallelism)",
-            gpus,
-            key="device_group",
-            disabled=disabled,
-            help="Two or more GPUs run the job together as one worker slot (cuda:0+1).",
-        )
-        if len(group) > 1:
-            ordered = sorted(group, key=lambda g: int(g.split(":")[1]))
-            return "cuda:" + ",".join(g.split(":", 1)[1] for g in ordered), next(
-                d for d in devices if d.id == ordered[0]
-            )
-    return device, next((d for d in devices if d.id == device), None)
 
 
 def validate(db: Any, points: list[SweepPoint]) -> tuple[list[JobSpec], str | None]:

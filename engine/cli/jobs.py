@@ -8,6 +8,7 @@ operator does not allow) exits 2 and queues nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -28,6 +29,8 @@ from engine.cli.values import name_text
 from engine.jobs.submission import check_submittable, served_devices
 from engine.settings import cli_actor
 from engine.spec import SpecError
+
+EXECUTORS = ("local", "ray")
 
 
 def job_row(job: Any) -> dict[str, Any]:
@@ -92,23 +95,29 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from engine.jobs.worker import Worker
     from engine.measure.devices import parse_device_list
-    from engine.settings import database_url
+    from engine.settings import database_url, get_settings
 
-    devices = parse_device_list(args.devices)
+    executor = args.executor or get_settings().executor
+    if executor not in EXECUTORS:
+        raise UsageError(f"--executor {executor!r}: choose one of {', '.join(EXECUTORS)}")
+    devices = parse_device_list(args.devices) if args.devices != "all" or executor == "local" else None
     open_db(args)  # a bad URL exits 2 here
     from engine.optimize.driver import advance_all  # the worker advances recipe studies and SLA searches too
     from engine.optimize.sla import advance_running
 
-    worker = Worker(
-        database_url(args.db),
-        devices,
-        once=args.once,
-        stale_after_s=args.stale_after,
-        grace_s=args.grace,
-        ticks=[advance_all, advance_running],
-    )
+    options: dict[str, Any] = {
+        "once": args.once,
+        "stale_after_s": args.stale_after,
+        "grace_s": args.grace,
+        "ticks": [advance_all, advance_running],
+    }
+    if executor == "ray":
+        worker = _ray_executor(args, database_url(args.db), devices, options)
+    else:
+        from engine.jobs.worker import Worker
+
+        worker = Worker(database_url(args.db), devices, **options)
     if args.metrics_port is None:
         return worker.run()
     from engine.jobs.exporter import serve_worker
@@ -122,6 +131,35 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return worker.run()
     finally:
         exporter.stop()
+
+
+def _ray_executor(args: argparse.Namespace, db_url: str, devices: list[str] | None, options: dict[str, Any]) -> Any:
+    """The Ray executor, connected (engine/jobs/ray_executor.py); one line and exit 2 when it cannot be."""
+    from engine.jobs.ray_cluster import ClusterUnavailable
+    from engine.jobs.ray_executor import RayExecutor
+    from engine.settings import get_settings
+
+    settings = get_settings()
+    try:
+        resources = json.loads(args.ray_resources) if args.ray_resources else {}
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--ray-resources: not JSON ({exc.msg}); e.g. '{{\"accelerator_type:H100\": 0.001}}'") from exc
+    if not isinstance(resources, dict) or not all(isinstance(v, int | float) for v in resources.values()):
+        raise UsageError("--ray-resources: a JSON object of resource names to amounts, e.g. '{\"node_a\": 1}'")
+    try:
+        executor = RayExecutor(
+            db_url,
+            devices,
+            address=args.ray_address or settings.ray_address,
+            num_cpus=args.ray_num_cpus if args.ray_num_cpus is not None else settings.ray_num_cpus,
+            resources=resources,
+            dashboard_url=settings.ray_dashboard_url,
+            **options,
+        )
+    except ClusterUnavailable as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"[worker] {executor.cluster}", file=sys.stderr, flush=True)
+    return executor
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -186,7 +224,25 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
     p.add_argument("--timeout", type=finite_float, metavar="S", help="seconds before the job is stopped (default 3600)")
     p.set_defaults(func=_guard(cmd_submit))
 
-    p = sub.add_parser("worker", parents=[common], help="serve queued jobs on this machine's devices")
+    _worker_parser(
+        sub.add_parser("worker", parents=[common], help="serve queued jobs on this machine's devices or a Ray cluster")
+    )
+
+    p = sub.add_parser("jobs", parents=[common, as_json], help="list queued, running and finished jobs")
+    p.add_argument("--limit", type=positive_int, default=50)
+    p.set_defaults(func=_guard(cmd_jobs))
+
+    p = sub.add_parser("cancel", parents=[common], help="cancel a queued or running job")
+    p.add_argument("job_id")
+    p.set_defaults(func=_guard(cmd_cancel))
+
+    p = sub.add_parser("retry", parents=[common], help="queue a failed or cancelled job again")
+    p.add_argument("job_id")
+    p.set_defaults(func=_guard(cmd_retry))
+
+
+def _worker_parser(p: argparse.ArgumentParser) -> None:
+    """The ``worker`` verb's options: its slots and stops, metrics, and the executor (local or Ray)."""
     p.add_argument(
         "--devices",
         default="all",
@@ -211,19 +267,26 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
         "--metrics-port", type=port_number, metavar="N", help="serve Prometheus metrics on this port (0: a free one)"
     )
     p.add_argument("--metrics-addr", default="127.0.0.1", help="address of --metrics-port (default 127.0.0.1)")
+    p.add_argument(
+        "--executor",
+        metavar="NAME",
+        help="local (processes on this host, the default) or ray (tasks on a Ray cluster); LATENCYLAB_EXECUTOR",
+    )
+    p.add_argument(
+        "--ray-address", metavar="ADDR", help="the Ray cluster (host:port, ray://..., auto); LATENCYLAB_RAY_ADDRESS"
+    )
+    p.add_argument(
+        "--ray-resources",
+        metavar="JSON",
+        help="custom Ray resources every job asks for, e.g. '{\"accelerator_type:H100\": 0.001}'",
+    )
+    p.add_argument(
+        "--ray-num-cpus",
+        type=finite_float,
+        metavar="N",
+        help="CPUs each job asks of Ray (default 1); LATENCYLAB_RAY_NUM_CPUS",
+    )
     p.set_defaults(func=_guard(cmd_worker))
-
-    p = sub.add_parser("jobs", parents=[common, as_json], help="list queued, running and finished jobs")
-    p.add_argument("--limit", type=positive_int, default=50)
-    p.set_defaults(func=_guard(cmd_jobs))
-
-    p = sub.add_parser("cancel", parents=[common], help="cancel a queued or running job")
-    p.add_argument("job_id")
-    p.set_defaults(func=_guard(cmd_cancel))
-
-    p = sub.add_parser("retry", parents=[common], help="queue a failed or cancelled job again")
-    p.add_argument("job_id")
-    p.set_defaults(func=_guard(cmd_retry))
 
 
 def _guard(func: Any) -> Any:

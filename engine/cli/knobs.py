@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine.cli.common import emit_json
+from engine.cli.common import UsageError, emit_json
 from engine.spec import SpecError, engines
 
 
@@ -35,11 +35,12 @@ def knob_table(engine: str, device: str) -> list[dict[str, Any]]:
 def cmd_knobs(args: argparse.Namespace) -> int:
     if args.device != "cpu" and not args.device.startswith("cuda:"):
         raise SpecError(f"device {args.device!r} is not 'cpu' or 'cuda:N'")
+    where = _on_cluster(args.device, args.ray_address)
     rows = knob_table(args.engine, args.device)
     if args.json:
         emit_json(rows)
         return 0
-    print(f"knobs of engine {args.engine} on {args.device}  (set with --knob NAME=VALUE)")
+    print(f"knobs of engine {args.engine} on {args.device}{where}  (set with --knob NAME=VALUE)")
     for row in rows:
         print(f"\n{row['knob']}  (default {row['default']!r})  {row['description']}")
         for value, reason in row["choices"].items():
@@ -47,8 +48,28 @@ def cmd_knobs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _on_cluster(device: str, address: str | None) -> str:
+    """`` on ray: 2 nodes — 8 × H100`` when a Ray address is given or configured (LATENCYLAB_RAY_ADDRESS),
+    after checking the cluster offers ``device`` (a GPU group: that many GPUs on one node); else ``""``."""
+    from engine.jobs.cluster_devices import cluster_devices
+    from engine.measure.devices import gpu_indices
+
+    cluster = cluster_devices(address)
+    if cluster is None:
+        return ""
+    if cluster.problem:
+        raise UsageError(cluster.problem)
+    gpus = len(gpu_indices(device))
+    if device not in cluster.devices and not (gpus > 1 and gpus <= cluster.max_gpus_per_node):
+        raise SpecError(f"{cluster.summary} offers {', '.join(cluster.devices) or 'no devices'}, not {device}")
+    return f" on {cluster.summary}"
+
+
 def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     p = sub.add_parser("knobs", parents=[common, as_json], help="list recipe knobs and what a device can run")
     p.add_argument("--engine", default=engines.default().name, help=f"one of {', '.join(engines.names())}")
     p.add_argument("--device", default="cpu", help="cpu | cuda:N (whose rules to apply)")
+    p.add_argument(
+        "--ray-address", metavar="ADDR", help="check the device against this Ray cluster's (LATENCYLAB_RAY_ADDRESS)"
+    )
     p.set_defaults(func=cmd_knobs)

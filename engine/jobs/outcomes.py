@@ -66,3 +66,30 @@ def failed_run_of(job: Any, reason: str) -> Any:
             device=job.device, name=job.name, sweep=job.sweep, provenance=prov, error=reason, job_id=job.id,
         )  # fmt: skip
     return new_run(spec, "failed", reason, job_id=job.id, sweep=job.sweep, provenance=prov)
+
+
+def end_job(db: Any, job: Any, worker_id: str, stop_reason: str | None, returncode: int, tail: str) -> str:
+    """End a job whose process has ended, once, by why it ended; a line saying what happened.
+
+    Shared by the local worker and the Ray executor: a job another worker (or the recovery)
+    ended meanwhile is left as it is; one stopped for a shutdown goes back to the queue unless
+    a user cancelled it; else :func:`job_outcome` decides, and a failed job without a run gets
+    :func:`failed_run_of` (a spec that cannot run, exit 3, gets none).
+    """
+    from engine.jobs.job_process import EXIT_SPEC
+    from storage import jobs
+
+    current = jobs.get_job(db, job.id)
+    cancel_asked = bool(current and current.cancel_requested)
+    if current is not None and (current.status != jobs.RUNNING or current.worker_id != worker_id):
+        return f"job {job.id} was ended without this worker ({current.status}: {current.error or 'ok'}); ignored"
+    if stop_reason == "shutdown" and not cancel_asked and jobs.requeue(db, job.id, worker_id):
+        return f"job {job.id} given back to the queue (worker shutting down)"
+    status, why = job_outcome(stop_reason, returncode, cancel_asked, current, tail)
+    run = failed_run_of(job, why) if status == jobs.FAILED and returncode != EXIT_SPEC else None
+    ended = jobs.finish(db, job.id, worker_id, status, error=why, log_tail=tail, failed_run=run)
+    if ended is None:
+        return f"job {job.id} was ended by another worker meanwhile; this outcome ({status}) dropped"
+    if status == jobs.DONE:
+        return f"job {job.id} done (run {ended.run_id})"
+    return f"job {job.id} {status}: {why} (run {ended.run_id})"

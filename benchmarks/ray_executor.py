@@ -10,7 +10,8 @@ The jobs are the real ``openai`` engine (a benchmark client) with the demo model
 the tests' fake OpenAI server, 1 request of 8 prompt and 4 output tokens: each job's own work is tiny,
 so the figures are the executors' overheads (a demo-model job adds ~10 s of its own here to both).
 Both executors serve one job at a time (the local worker's one ``cpu`` slot; a one-node Ray cluster
-with 1 CPU, started by this script on 127.0.0.1 and stopped by its process group).
+with 1 CPU, started by this script on the loopback address 127.0.0.2 (Ray swaps 127.0.0.1 for the
+machine's interface address) and stopped by its process group).
 
 Usage: .venv/bin/python benchmarks/ray_executor.py [--jobs 20] [--repeats 3] [--json]
 """
@@ -55,7 +56,7 @@ def start_cluster(root: Path) -> tuple[subprocess.Popen, str]:
         port = s.getsockname()[1]
     log = root / "head.log"
     head = subprocess.Popen(
-        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--node-ip-address=127.0.0.2",
          f"--port={port}", "--num-cpus=1", "--object-store-memory=80000000", "--include-dashboard=false",
          "--disable-usage-stats", f"--temp-dir={root}"],
         stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
@@ -65,7 +66,7 @@ def start_cluster(root: Path) -> tuple[subprocess.Popen, str]:
         if time.monotonic() > deadline or head.poll() is not None:
             raise SystemExit(f"the Ray head did not start: {log.read_text()[-500:]}")
         time.sleep(0.2)
-    return head, f"127.0.0.1:{port}"
+    return head, f"127.0.0.2:{port}"
 
 
 def stop_group(proc: subprocess.Popen) -> None:

@@ -83,8 +83,14 @@ def test_transformers_run_prints_one_document(db_url) -> None:
 
 @pytest.mark.slow
 def test_vllm_run_prints_one_document_and_logs_to_stderr(db_url) -> None:
-    proc = _cli("run", "--json", "--db", db_url, "--model", "demo", "--engine", "vllm", *QUICK)
+    """vLLM in process on synthetic weights (random weights of the catalog architecture: load_format=dummy, no
+    tokenizer; the demo model's vLLM path is tests/engine/backends/vllm/test_vllm_cpu.py's): one JSON document."""
+    proc = _cli("run", "--json", "--db", db_url, "--model", "synthetic:smollm2-135m", "--engine", "vllm",
+                "--knob", "max_model_len=256", "--knob", "max_num_seqs=2", *QUICK)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     obj = json.loads(proc.stdout)  # before the fix, ~50 vLLM log lines came before it and ~170 after
     assert obj["status"] == "done" and obj["spec"]["recipe"]["engine"] == "vllm"
     assert "INFO" in proc.stderr  # vLLM's own log lines are still there, on stderr
+    engine_args = obj["provenance"]["engine_args"]
+    assert engine_args["load_format"] == "dummy" and engine_args["skip_tokenizer_init"] is True
+    assert obj["tpot_ms"]["p50"] > 0

@@ -52,9 +52,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _ray_node(args: list[str], log: Path) -> subprocess.Popen:
+# Loopback addresses for the nodes, one each: Ray replaces 127.0.0.1 (and "localhost") with the machine's own
+# interface address (ray._private.services.resolve_ip_for_localhost), so its nodes would talk over that
+# interface; any other address of 127.0.0.0/8 it keeps, and every connection stays on loopback.
+HEAD_IP, NODE_IP = "127.0.0.2", "127.0.0.3"
+
+
+def _ray_node(args: list[str], log: Path, ip: str) -> subprocess.Popen:
     """``ray start --block`` in a session of its own: its group holds the node's processes."""
-    base = ["--block", "--node-ip-address=127.0.0.1", "--object-store-memory=80000000", "--disable-usage-stats"]
+    base = ["--block", f"--node-ip-address={ip}", "--object-store-memory=80000000", "--disable-usage-stats"]
     return subprocess.Popen(
         ["nice", "-n", "10", RAY, "start", *base, *args],
         env={**os.environ, **CLUSTER_ENV},
@@ -94,15 +100,17 @@ class Cluster:
 
     def __init__(self, root: Path) -> None:
         self.root, self.port = root, _free_port()
-        self.address = f"127.0.0.1:{self.port}"
+        self.address = f"{HEAD_IP}:{self.port}"
         self.head = _ray_node(
             ["--head", f"--port={self.port}", "--num-cpus=1", "--include-dashboard=false", f"--temp-dir={root}"],
             root / "head.log",
+            HEAD_IP,
         )
         wait_for(lambda: b"Ray runtime started" in (root / "head.log").read_bytes(), 90)
         self.node = _ray_node(
             [f"--address={self.address}", "--num-cpus=1", f"--resources={json.dumps({NODE_RESOURCE: 1})}"],
             root / "node.log",
+            NODE_IP,
         )
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
         ray.init(address=self.address, log_to_driver=False, configure_logging=False)

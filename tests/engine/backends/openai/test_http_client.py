@@ -75,7 +75,9 @@ def test_keep_alive_connections_are_reused_and_each_read_is_stamped() -> None:
         client.close()
     assert server.seen.peers[0] == server.seen.peers[1]  # one connection for both
     stamps = sorted({t for t, _ in first.reads})
-    assert len(stamps) >= 4 and all(b - a > 10_000_000 for a, b in zip(stamps[1:], stamps[2:], strict=False))
+    # the server paces its 4 tokens 20 ms apart: the reads carry stamps of their own, spread over that pacing (on
+    # a loaded machine two token events may still arrive in one read, so no gap between reads is asserted)
+    assert len(stamps) >= 2 and stamps[-1] - stamps[0] >= 40_000_000
     assert first.sent_ns < stamps[0] and second.body.count(b"data: ") == 6  # 4 tokens, usage, [DONE]
 
 

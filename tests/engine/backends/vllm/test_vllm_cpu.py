@@ -86,25 +86,6 @@ def test_in_process_engine_streams_and_scores(demo_resolved) -> None:  # type: i
         backend.unload()
 
 
-def test_in_process_engine_runs_synthetic_weights(db) -> None:  # type: ignore[no-untyped-def]
-    """vLLM builds random weights from the catalog architecture (load_format=dummy), no tokenizer."""
-    from engine.run.runner import ProgressState, run_benchmark
-
-    spec = parse_job_spec(
-        {
-            "model": {"source": "synthetic:smollm2-135m"},
-            "recipe": {"engine": "vllm", "max_model_len": 256, "max_num_seqs": 2},
-            "workload": {"prompt_tokens": 32, "output_tokens": 8, "requests": 2, "batch_size": 2},
-        }
-    )
-    result = run_benchmark(spec, db, ProgressState(), log=lambda _m: None)
-    assert result.provenance["engine_args"]["load_format"] == "dummy"
-    assert result.provenance["engine_args"]["skip_tokenizer_init"] is True
-    measured = [r for r in result.requests if not r.warmup]
-    assert [r.output_tokens for r in measured] == [8, 8]
-    assert result.metrics["tpot_ms"]["p50"] > 0
-
-
 @pytest.fixture(scope="module")
 def managed(demo_resolved) -> Iterator:  # type: ignore[no-untyped-def]
     from engine.backends.vllm.server import VllmServerBackend

@@ -136,7 +136,8 @@ def test_clock_map_interpolates_between_readings():
 
 @pytest.mark.skipif(os.geteuid() != 0 or not hasattr(socket, "AF_PACKET"), reason="AF_PACKET capture needs root")
 def test_a_real_capture_of_the_mock(tmp_path: Path):
-    server = mock_openai.start(mock_openai.Shape(ttft_ms=20.0, tpot_ms=15.0, tokens=3))  # tokens far apart: one segment each
+    # tokens far apart: one segment each
+    server = mock_openai.start(mock_openai.Shape(ttft_ms=20.0, tpot_ms=15.0, tokens=3))
     before = w.clock_pair()
     try:
         with w.Capturing(server.port, tmp_path / "cap") as cap:

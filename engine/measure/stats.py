@@ -80,9 +80,19 @@ def min_samples(q: float, confidence: float = CONFIDENCE) -> int:
     return n
 
 
+_EXACT_BINOM_N = 64  # up to this many samples the binomial CDF is summed exactly here (no scipy import)
+
+
 def _binom_cdf(k: np.ndarray, n: int, p: float) -> np.ndarray:
     """``scipy.stats.binom.cdf(k, n, p)`` for whole ``k`` in [0, n], from the ufunc it calls itself:
-    the same numbers without importing scipy.stats (a second after a run, before the first figure)."""
+    the same numbers without importing scipy.stats (a second after a run, before the first figure).
+    A small ``n`` sums the exact terms instead (the same numbers to ~1e-15, and a one-request run's
+    client never imports scipy)."""
+    if n <= _EXACT_BINOM_N:
+        terms = [math.comb(n, i) * p**i * (1.0 - p) ** (n - i) for i in range(n + 1)]
+        cdf = np.minimum(np.cumsum(terms), 1.0)
+        whole = np.floor(np.asarray(k, dtype=np.float64)).astype(np.int64)
+        return np.where(whole < 0, 0.0, cdf[np.clip(whole, 0, n)])
     try:
         from scipy.special._ufuncs import _binom_cdf as cdf
     except ImportError:  # pragma: no cover - another scipy: the public way
@@ -177,12 +187,13 @@ def ratio_ci(
 # -- means, ratios of sums and other statistics: t-intervals and a row bootstrap ----------------
 def mean_ci(samples: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> Interval | None:
     """Student's t interval of the mean; None for fewer than 2 finite samples."""
-    from scipy.special import stdtrit  # what scipy.stats.t.ppf computes, without importing scipy.stats
-
     x = np.asarray(samples, dtype=np.float64)
     x = x[np.isfinite(x)]
     if x.size < 2:
         return None
+    from scipy.special import stdtrit  # what scipy.stats.t.ppf computes, without importing scipy.stats (nor
+    # scipy.special for a one-request run, which has no interval: a benchmark client starts in a second)
+
     centre, sem = float(x.mean()), float(x.std(ddof=1)) / math.sqrt(x.size)
     half = float(stdtrit(x.size - 1, 0.5 + confidence / 2)) * sem
     return Interval(centre - half, centre + half, confidence)

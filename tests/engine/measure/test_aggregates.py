@@ -80,3 +80,17 @@ def test_binned_median_and_windowed_rate():
     assert width == 0.5 and centres.tolist() == [0.25, 0.75] and medians.tolist() == [2.0, 15.0]
     starts, rate = aggregates.windowed_rate(np.array([0.1, 0.5, 1.5]), np.ones(3))
     assert starts.tolist() == [0.0, 1.0] and rate.tolist() == pytest.approx([2.0, 2.0])
+
+
+def test_a_short_series_rolling_median_equals_pandas_without_importing_it():
+    import numpy as np
+    import pandas as pd
+
+    from engine.measure.aggregates import rolling_median
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 7, 101, 2000):
+        for k in (5, 6, 50, 501):
+            values = rng.normal(size=n)
+            expected = pd.Series(values).rolling(k, center=True, min_periods=1).median().to_numpy()
+            assert np.allclose(rolling_median(values, k), expected), (n, k)

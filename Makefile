@@ -36,8 +36,9 @@ run: prepare
 # load models, start servers and measure, and a second test beside them would be their contention.
 test: install
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -n $(TEST_PROCESSES) -m "not gpu and not slow and not browser"
-	$(BIN)/python -m pytest -m "not gpu and (slow or browser)"
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) -m "not gpu and not slow and not browser"; quick=$$?; \
+	$(BIN)/python -m pytest -m "not gpu and (slow or browser)"; slow=$$?; \
+	test $$quick -eq 0 && test $$slow -eq 0
 
 lint: install
 	$(BIN)/ruff check .

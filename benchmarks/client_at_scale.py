@@ -26,7 +26,7 @@ load average: both clients run alike, one after the other, against an identical 
 
     sudo .venv/bin/python benchmarks/client_at_scale.py [--concurrency 4,32,256,512,1024,2048]
         [--clients ours,vllm] [--per-slot 4] [--ttft-ms 100 --tpot-ms 20 --tokens 32]
-        [--ours-args "--client-processes 2"] [--keep DIR]
+        [--ours-args "--client-processes 2"] [--pin] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -194,10 +194,24 @@ class Run:
     wall_s: float
 
 
+def _pin(server_pid: int) -> set[int]:
+    """``--pin``: the mock server (every thread) and this script (its capture) on the first CPU, the client on
+    the others; the CPUs left for the client. On a small machine the server and the client otherwise take
+    turns on the same cores, and the client's lateness is partly the server's."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin needs at least 2 CPUs")
+    for tid in os.listdir(f"/proc/{server_pid}/task"):
+        os.sched_setaffinity(int(tid), {cpus[0]})
+    os.sched_setaffinity(0, {cpus[0]})
+    return set(cpus[1:])
+
+
 def run_one(args: argparse.Namespace, client: str, c: int, work: Path) -> Run:
     """Start a mock, capture, run the client, stop both by PID; parse the capture."""
     n = max(32, args.per_slot * c)
     server = mock_openai.start(mock_openai.Shape(args.ttft_ms, args.tpot_ms, args.tokens))
+    client_cpus = _pin(server.process.pid) if args.pin else None
     path = work / f"{client}-c{c}"
     db_url = f"sqlite:///{path}.db"
     cmd = (
@@ -212,7 +226,13 @@ def run_one(args: argparse.Namespace, client: str, c: int, work: Path) -> Run:
     try:
         with wire_capture.Capturing(server.port, path.with_suffix(".pcap")) as cap:
             proc = subprocess.Popen(
-                cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                cmd,
+                cwd=ROOT,
+                env=_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                preexec_fn=(lambda: os.sched_setaffinity(0, client_cpus)) if client_cpus else None,
             )
             client_cpu = TreeCpu(proc.pid)
             client_cpu.start()
@@ -324,6 +344,7 @@ def main() -> None:
     ap.add_argument("--ours-args", default="", help="appended to our command line, e.g. --client-processes 2")
     ap.add_argument("--tokenizer", default=None, help="vllm bench serve's --model (default: the demo model's folder)")
     ap.add_argument("--timeout-s", type=float, default=900.0)
+    ap.add_argument("--pin", action="store_true", help="the mock (and the capture) on CPU 0, the client on the rest")
     ap.add_argument("--keep", type=Path, default=None, help="keep captures, databases and results here")
     args = ap.parse_args()
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]

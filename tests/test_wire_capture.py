@@ -155,4 +155,5 @@ def test_a_real_capture_of_the_mock(tmp_path: Path):
     assert [e.tag for e in found] == [1, 2] and all(e.done and len(e.events_ns) == 3 for e in found)
     for t0, e in zip(sent, found, strict=True):
         assert t0 < clocks.mono(e.request_ns) < clocks.mono(e.events_ns[0])  # sent, on the wire, answered
-        assert e.events_ns[0] - e.request_ns >= 20_000_000  # the mock's 20 ms to the first token
+        # the mock's 20 ms to the first token, less the millisecond its loop's timer may fire early (uvloop)
+        assert e.events_ns[0] - e.request_ns >= 19_000_000

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.measure.binomial import binom_cdf
+
 CONFIDENCE = 0.95
 N_RESAMPLES = 2000
 _MAX_BOOTSTRAP_SAMPLES = 5000  # larger samples are thinned evenly (sorted), keeping their shape
@@ -80,28 +82,6 @@ def min_samples(q: float, confidence: float = CONFIDENCE) -> int:
     return n
 
 
-_EXACT_BINOM_N = 64  # up to this many samples the binomial CDF is summed exactly here (no scipy import)
-
-
-def _binom_cdf(k: np.ndarray, n: int, p: float) -> np.ndarray:
-    """``scipy.stats.binom.cdf(k, n, p)`` for whole ``k`` in [0, n], from the ufunc it calls itself:
-    the same numbers without importing scipy.stats (a second after a run, before the first figure).
-    A small ``n`` sums the exact terms instead (the same numbers to ~1e-15, and a one-request run's
-    client never imports scipy)."""
-    if n <= _EXACT_BINOM_N:
-        terms = [math.comb(n, i) * p**i * (1.0 - p) ** (n - i) for i in range(n + 1)]
-        cdf = np.minimum(np.cumsum(terms), 1.0)
-        whole = np.floor(np.asarray(k, dtype=np.float64)).astype(np.int64)
-        return np.where(whole < 0, 0.0, cdf[np.clip(whole, 0, n)])
-    try:
-        from scipy.special._ufuncs import _binom_cdf as cdf
-    except ImportError:  # pragma: no cover - another scipy: the public way
-        from scipy.stats import binom
-
-        return np.asarray(binom.cdf(k, n, p))
-    return np.asarray(cdf(np.floor(k).astype(np.float64), n, p))
-
-
 def percentile_ci(
     samples: Sequence[float] | np.ndarray, q: float, confidence: float = CONFIDENCE, presorted: bool = False
 ) -> Interval | None:
@@ -126,7 +106,7 @@ def percentile_ci(
         w = np.arange(min(limit, n) + 1)
         lo = np.maximum(0, math.floor(centre) - 1 - w)
         hi = np.minimum(n - 1, math.ceil(centre) + w)
-        enough = (_binom_cdf(hi, n, p) - _binom_cdf(lo, n, p) >= confidence) | ((lo == 0) & (hi == n - 1))
+        enough = (binom_cdf(hi, n, p) - binom_cdf(lo, n, p) >= confidence) | ((lo == 0) & (hi == n - 1))
         if enough.any():
             k = int(np.argmax(enough))
             return Interval(float(x[lo[k]]), float(x[hi[k]]), confidence)
@@ -191,8 +171,7 @@ def mean_ci(samples: Sequence[float] | np.ndarray, confidence: float = CONFIDENC
     x = x[np.isfinite(x)]
     if x.size < 2:
         return None
-    from scipy.special import stdtrit  # what scipy.stats.t.ppf computes, without importing scipy.stats (nor
-    # scipy.special for a one-request run, which has no interval: a benchmark client starts in a second)
+    from scipy.special import stdtrit  # scipy.stats.t.ppf without scipy.stats; after the check: a 1-sample run
 
     centre, sem = float(x.mean()), float(x.std(ddof=1)) / math.sqrt(x.size)
     half = float(stdtrit(x.size - 1, 0.5 + confidence / 2)) * sem

@@ -57,6 +57,7 @@ BENCH_SERVE = (  # `vllm bench serve` exactly: its parser and main (see benchmar
     "p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))"
 )
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+ALL_CPUS = sorted(os.sched_getaffinity(0))
 
 
 # -- the client's CPU: its process tree, sampled ---------------------------------------------------
@@ -198,9 +199,7 @@ def _pin(server_pid: int) -> set[int]:
     """``--pin``: the mock server (every thread) and this script (its capture) on the first CPU, the client on
     the others; the CPUs left for the client. On a small machine the server and the client otherwise take
     turns on the same cores, and the client's lateness is partly the server's."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        raise SystemExit("--pin needs at least 2 CPUs")
+    cpus = ALL_CPUS  # as at the start: this script pins itself below (main checks there are 2 or more)
     for tid in os.listdir(f"/proc/{server_pid}/task"):
         os.sched_setaffinity(int(tid), {cpus[0]})
     os.sched_setaffinity(0, {cpus[0]})
@@ -347,6 +346,8 @@ def main() -> None:
     ap.add_argument("--pin", action="store_true", help="the mock (and the capture) on CPU 0, the client on the rest")
     ap.add_argument("--keep", type=Path, default=None, help="keep captures, databases and results here")
     args = ap.parse_args()
+    if args.pin and len(ALL_CPUS) < 2:
+        raise SystemExit("--pin needs at least 2 CPUs")
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     if "vllm" in clients and args.tokenizer is None:
         from engine.spec import ModelSpec

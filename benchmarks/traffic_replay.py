@@ -44,7 +44,9 @@ def sharegpt(path: Path, n: int, turns: int = 4, seed: int = 0) -> Path:
     convs = []
     for i in range(n):
         rule = "You answer in two short sentences, in plain words, without lists or headings. "
-        msgs = [{"from": "system", "value": rule * 24}]  # a long shared system prompt: full KV blocks to reuse
+        # a long system prompt of this conversation's own (its number first, so no KV block is shared across
+        # sessions: part 1 measures shared prefixes): a turn finds in the cache only its own session's past turns
+        msgs = [{"from": "system", "value": f"Conversation {i}. " + rule * 24}]
         for t in range(turns):
             msgs.append({"from": "human", "value": f"Tell me one more fact about {topics[(i + t) % len(topics)]}."})
             msgs.append({"from": "gpt", "value": " ".join(["fact"] * rng.randint(40, 60))})

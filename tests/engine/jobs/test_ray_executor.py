@@ -25,6 +25,7 @@ import pytest
 
 from engine.spec import parse_job_spec
 from storage import jobs, open_database, runs
+from tests.engine.jobs.test_worker import job_pids
 
 ray = pytest.importorskip("ray")
 from fake_openai import FakeServer  # noqa: E402
@@ -255,7 +256,7 @@ def test_cancel_mid_run_and_a_timeout_end_their_tasks(cluster, pg_url, fake, tmp
     assert (ended[0].status, ended[0].error) == ("cancelled", "cancelled by user")
     assert (ended[1].status, ended[1].error) == ("failed", "timed out after 8 s")
     assert runs.get_run(db, ended[1].run_id).error == "timed out after 8 s"
-    wait_for(lambda: not _job_processes(cancelled) and not _job_processes(timed_out), 10)
+    wait_for(lambda: not job_pids(cancelled) and not job_pids(timed_out), 10)
 
 
 def test_the_clusters_devices_for_launch_and_knobs(cluster, db_url, monkeypatch):
@@ -316,7 +317,7 @@ def test_a_node_killed_mid_job_fails_it_with_its_reason_and_one_outcome(cluster,
     run = runs.get_run(db, job.run_id)
     assert run.status == "failed" and run.error == job.error
     assert [r.id for r in runs.list_runs(db) if r.job_id == job_id] == [run.id]
-    wait_for(lambda: not _job_processes(job_id), 10)
+    wait_for(lambda: not job_pids(job_id), 10)
 
 
 def test_bad_input_is_one_line_exit_2(cluster, tmp_path):
@@ -338,19 +339,3 @@ def test_bad_input_is_one_line_exit_2(cluster, tmp_path):
 
 def _executor_log(tmp_path: Path) -> str:
     return "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(tmp_path.glob("executor-*.log")))
-
-
-def _job_processes(job_id: int) -> list[int]:
-    """Live job processes of this job (by command line)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().split()[2]
-        except OSError:
-            continue
-        if b"engine.jobs.job_process" in cmd and str(job_id).encode() in cmd and state != "Z":
-            out.append(int(entry.name))
-    return out

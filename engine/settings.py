@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     ray_address: str | None = None
     ray_num_cpus: float = 1.0
     ray_dashboard_url: str | None = None
+    ray_load_cpus: float = 1.0  # the CPUs each client process of a --load-nodes job asks of its Ray node
 
     @property
     def database_url(self) -> str:

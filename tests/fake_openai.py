@@ -26,6 +26,7 @@ class Seen:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     arrivals_ns: list[int] = field(default_factory=list)
     peers: list[tuple[str, int]] = field(default_factory=list)
+    authorizations: list[str | None] = field(default_factory=list)  # each request's Authorization header
     in_flight: int = 0
     peak_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -61,6 +62,7 @@ class _Handler(BaseHTTPRequestHandler):
             seen.arrivals_ns.append(time.perf_counter_ns())
             seen.bodies.append(body)
             seen.peers.append(self.client_address[:2])
+            seen.authorizations.append(self.headers.get("Authorization"))
             seen.in_flight += 1
             seen.peak_in_flight = max(seen.peak_in_flight, seen.in_flight)
         try:

@@ -36,6 +36,22 @@ def client_lines(client: dict[str, Any]) -> list[str]:
     return lines
 
 
+def node_lines(sent: dict[str, Any]) -> list[str]:
+    """Where the client processes ran when they ran on Ray nodes (``--load-nodes``), a line per node (pure)."""
+    lines = []
+    for node in sent.get("nodes") or []:
+        offsets, rtts = node.get("clock_offsets_ns") or [], node.get("rtt_us") or []
+        clock = ""
+        if offsets:
+            offset_ms = sorted(offsets)[len(offsets) // 2] / 1e6
+            clock = f"; clock offset {offset_ms:+.3f} ms (± {min(rtts or [0]) / 2000:.3f} ms), used to align the time series"
+        lines.append(
+            f"node {node.get('node_ip') or '?'} ({str(node.get('node_id') or '?')[:12]}): "
+            f"{node.get('processes', 0)} process(es), {node.get('requests', 0)} requests{clock}"
+        )
+    return lines
+
+
 def render(run: Any) -> None:
     """The section (nothing for runs stored before the client checked itself)."""
     metrics = run.metrics or {}
@@ -45,6 +61,10 @@ def render(run: Any) -> None:
     bound = any(f.get("flag") == "client_bound" for f in metrics.get("noise_flags") or [])
     with st.expander("Client" + (" (it set the pace: see the flag above)" if bound else ""), expanded=bound):
         st.markdown("\n".join(f"- {line}" for line in client_lines(client)))
+        nodes = node_lines((run.provenance or {}).get("client_processes") or {})
+        if nodes:
+            st.markdown(f"Load sent from {len(nodes)} Ray nodes, one scheduler for all:")
+            st.markdown("\n".join(f"- {line}" for line in nodes))
         due = metrics.get("ttft_from_due_ms")
         if isinstance(due, dict) and due.get("p50") is not None:
             ttft = registry.lookup("ttft_ms_p50").format((metrics.get("ttft_ms") or {}).get("p50"))

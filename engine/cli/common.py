@@ -206,6 +206,13 @@ def _add_serving_arguments(p: argparse.ArgumentParser) -> None:
         help="client processes sending the requests, each with its own event loop (default: chosen from the cores "
         f"and the concurrency; engines {', '.join(engines.with_capability('client_processes'))})",
     )
+    s.add_argument(
+        "--load-nodes",
+        type=positive_int,
+        metavar="K",
+        help="run the client processes as Ray actors on K nodes of the Ray cluster, one scheduler for all "
+        "(engine openai; the job runs with `worker --executor ray` or LATENCYLAB_RAY_ADDRESS set)",
+    )
     s.add_argument("--prompt-length", help="fixed | uniform | normal (around --prompt-tokens)")
     s.add_argument("--prompt-length-spread", type=finite_float, help="uniform/normal: relative spread, 0..1")
     for slo in ("ttft", "tpot", "e2el"):
@@ -263,6 +270,7 @@ _SERVER_OPTIONS = (  # applied after --knob, as before
 _WORKLOAD_OPTIONS = (
     "profile_steps",
     "client_processes",
+    "load_nodes",
     "output_tokens",
     "requests",
     "batch_size",

@@ -39,6 +39,7 @@ def node_facts(dashboard_url: str | None = None) -> dict[str, str]:
         "node_ip": ray.util.get_node_ip_address(),
         "task_id": ctx.get_task_id() or "",
         "host": socket.gethostname(),
+        "ray_address": ctx.gcs_address or "",  # where a --load-nodes job finds the cluster (engine/jobs/ray_load.py)
     }
     if dashboard_url:
         facts["ray_dashboard"] = dashboard_url.rstrip("/")

@@ -6,6 +6,8 @@ from the machine's cores and the most requests the workload can have in flight
 the server and the driver keep theirs). Only engines whose requests leave the job's process
 (capability ``client_processes``: openai, vllm-server) can; the spec refuses it for the others.
 The load driver stays the one scheduler either way (:mod:`engine.backends.openai.client_processes`).
+``workload.load_nodes`` (``--load-nodes K``, the openai engine) puts them on K Ray nodes instead
+(engine/jobs/ray_load.py), at least one on each.
 """
 
 from __future__ import annotations
@@ -55,11 +57,15 @@ class Senders:
 def senders(spec: JobSpec, backend: Backend, log: Callable[[str], None]) -> Iterator[Senders]:
     """The backend itself, or its client processes for the block (stopped after it)."""
     n = choose(spec)
+    nodes = spec.workload.load_nodes
     start = getattr(backend, "client_processes", None)
+    if nodes and start is not None:  # at least one client process on each node
+        n = max(n, nodes)
     if n <= 1 or start is None:
         yield Senders(backend)
         return
-    pool = start(n, lambda msg, _f: log(msg))
+    progress = lambda msg, _f: log(msg)  # noqa: E731
+    pool = start(n, progress, nodes=nodes) if nodes else start(n, progress)
     out = Senders(pool, n)
     try:
         yield out

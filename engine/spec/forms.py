@@ -82,6 +82,7 @@ WORKLOAD_LABELS: dict[str, str] = {
     "soak_minutes": "Soak: keep sending for (minutes)",
     "profile_steps": "Profile decode steps (0: off)",
     "client_processes": "Client processes (empty: chosen from the cores and the concurrency)",
+    "load_nodes": "Load from Ray nodes (empty: this host only)",
     **TRAFFIC_LABELS,
 }
 # The workload fields shown at once; every other field of a section sits in the form's "Advanced" expander.

@@ -61,6 +61,11 @@ class JobSpec(_Strict):
                 f"several client processes need one whose requests leave it "
                 f"({', '.join(engines.with_capability('client_processes'))})"
             )
+        if self.workload.load_nodes and not engines.get(self.recipe.engine).capabilities.remote:
+            problems.append(
+                f"load_nodes: the {self.recipe.engine} engine's server listens on the job's own loopback; load from "
+                f"other nodes needs an endpoint they reach ({', '.join(engines.with_capability('remote'))})"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         if self.quality.enabled and (problems := self.recipe.accuracy_problems()):
@@ -85,6 +90,7 @@ class JobSpec(_Strict):
         data = self.model_dump(mode="json", exclude=exclude)
         data["workload"].pop("profile_steps", None)  # a profile runs after the measured figures are taken
         data["workload"].pop("client_processes", None)  # how many processes send the same requests
+        data["workload"].pop("load_nodes", None)  # and on how many nodes
         for key, default in SERVING_DEFAULTS.items():  # serving fields at their defaults keep old fingerprints
             if data["workload"].get(key) == default:
                 data["workload"].pop(key, None)

@@ -121,6 +121,13 @@ class Workload(TrafficFields):
         description="client processes that send the requests, each with its own event loop (None: chosen from the "
         "cores and the concurrency); engines whose requests leave the process only (openai, vllm-server)",
     )
+    load_nodes: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Ray nodes the client processes run on, one scheduler for all (engine/jobs/ray_load.py); "
+        "the openai engine only (an endpoint other nodes reach)",
+    )
     # Profile phase (engine/run/profile.py): after the measured phase; left out of the fingerprint
     profile_steps: int = Field(
         default=0, ge=0, le=1000, description="decode steps recorded with torch.profiler after the measured phase"

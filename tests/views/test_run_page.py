@@ -247,6 +247,26 @@ def test_a_client_bound_run_shows_its_badge_and_the_client_section(db, db_url, m
     assert any(e.label.startswith("Client (it set the pace") for e in at.expander)
 
 
+def test_a_run_loaded_from_ray_nodes_names_each_node_and_its_clock_offset(db, db_url, monkeypatch):
+    from seed_runs import make_run
+
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    nodes = [
+        {"node_id": "a" * 40, "node_ip": "10.0.0.5", "processes": 1, "requests": 9, "clock_offsets_ns": [1_250_000],
+         "rtt_us": [180.0]},
+        {"node_id": "b" * 40, "node_ip": "10.0.0.6", "processes": 1, "requests": 7, "clock_offsets_ns": [-40_000],
+         "rtt_us": [90.0]},
+    ]  # fmt: skip
+    sent = {"processes": 2, "requests": [9, 7], "nodes": nodes}
+    run_id = make_run(db, name="spread", extra_metrics={"client": CLIENT}, provenance={"client_processes": sent})
+    at = open_run(str(run_id))
+    assert not at.exception
+    bodies = " ".join(m.proto.body for m in at.markdown)
+    assert "Load sent from 2 Ray nodes" in bodies
+    assert "node 10.0.0.5 (aaaaaaaaaaaa): 1 process(es), 9 requests; clock offset +1.250 ms (± 0.090 ms)" in bodies
+    assert "node 10.0.0.6 (bbbbbbbbbbbb): 1 process(es), 7 requests; clock offset -0.040 ms (± 0.045 ms)" in bodies
+
+
 def test_the_title_names_the_recipe_not_the_long_model_label(db, db_url, monkeypatch):
     """Issue 26, item 2: every Run title read "demo (SmolLM2-135M-Instruct, Q4_1 GGUF ...)"; the recipe
     was only in a line below."""

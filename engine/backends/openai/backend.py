@@ -24,10 +24,12 @@ backend loads; it is sent as a bearer token and never stored, logged or returned
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import time
 from collections.abc import Coroutine, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.backends.asyncloop import EventLoop
@@ -72,6 +74,7 @@ class OpenAIBackend:
         self._send_ignore_eos = True
         self._timeout_s = 600.0
         self._api_key_env: str | None = None
+        self._api_key: str | None = None  # read from its variable at load (registered: scrubbed everywhere)
         self._tokenizer_source: dict[str, Any] | None = None
 
     # -- lifecycle -----------------------------------------------------------------
@@ -133,11 +136,33 @@ class OpenAIBackend:
             "tokenizer": self._tokenizer_source,
         }
 
-    def client_processes(self, n: int, progress: Progress) -> Any:
-        """``n`` client processes sending for this client (:class:`~engine.backends.openai.client_processes.ClientProcesses`)."""
+    def remote_client_settings(self) -> dict[str, Any]:
+        """:meth:`client_settings` for a process on another node, which has neither the job's environment
+        nor its model folder: the API key itself and the tokenizer's files (``inline``)."""
+        settings = self.client_settings()
+        if self._api_key:
+            settings["api_key"] = self._api_key
+        files = getattr(self._tokenizer, "files", ()) if settings["tokenizer"] else ()
+        if settings["tokenizer"] and settings["tokenizer"].get("kind") == "files" and files:
+            folder = Path(files[0]).parent
+            names = [Path(f).name for f in files] + ["chat_template.jinja"]
+            settings["tokenizer"] = {
+                "kind": "inline",
+                "files": {n: (folder / n).read_text(encoding="utf-8") for n in names if (folder / n).is_file()},
+            }
+        return settings
+
+    def client_processes(self, n: int, progress: Progress, nodes: int | None = None) -> Any:
+        """``n`` client processes sending for this client (:class:`~engine.backends.openai.client_processes.ClientProcesses`),
+        spread over ``nodes`` Ray nodes when given (``--load-nodes``, engine/jobs/ray_load.py)."""
         from engine.backends.openai.client_processes import ClientProcesses
 
-        return ClientProcesses(self, n).start(progress)
+        launcher = None
+        if nodes:
+            # Loaded by name: Ray enters a job's process only when its spec asks for load nodes (the
+            # import-linter contract keeps ray out of engine.backends and engine.run).
+            launcher = importlib.import_module("engine.jobs.ray_load").RayLauncher(nodes)
+        return ClientProcesses(self, n, launcher).start(progress)
 
     @property
     def server_root(self) -> str:
@@ -161,6 +186,7 @@ class OpenAIBackend:
         self._path = "/chat/completions" if endpoint == "chat" else "/completions"
         self._url = self._base_url + self._path
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        self._api_key = api_key
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         try:

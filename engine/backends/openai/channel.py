@@ -9,6 +9,7 @@ records one process would have.
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 from typing import Any
 
@@ -52,6 +53,17 @@ async def read(reader: asyncio.StreamReader) -> dict[str, Any]:
     return decode(await reader.readexactly(size))
 
 
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    """``n`` bytes from a blocking socket (before any event loop); ConnectionError when it closes first."""
+    data = b""
+    while len(data) < n:
+        part = sock.recv(n - len(data))
+        if not part:
+            raise ConnectionError("the other side closed the socket")
+        data += part
+    return data
+
+
 def request_json(request: Request) -> list[Any]:
     return [
         request.prompt,
@@ -87,11 +99,12 @@ def record_json(record: RequestRecord) -> list[Any]:
     ]
 
 
-def fill_record(record: RequestRecord, data: list[Any]) -> None:
-    """Copy a client process's ``record_json`` into the driver's record."""
+def fill_record(record: RequestRecord, data: list[Any], clock_offset_ns: int = 0) -> None:
+    """Copy a client process's ``record_json`` into the driver's record, its stamps moved onto the driver's
+    clock by ``clock_offset_ns`` (the process's clock minus the driver's: 0 on one host)."""
     send_ns, chunk_ns, chunk_tokens, prompt_tokens, error, text, cached = data
-    record.send_ns = int(send_ns) or record.send_ns
-    record.chunk_ns[:] = chunk_ns
+    record.send_ns = (int(send_ns) - clock_offset_ns) if send_ns else record.send_ns
+    record.chunk_ns[:] = [t - clock_offset_ns for t in chunk_ns] if clock_offset_ns else chunk_ns
     record.chunk_tokens[:] = chunk_tokens
     record.prompt_tokens = int(prompt_tokens)
     if error is not None:

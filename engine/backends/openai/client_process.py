@@ -5,9 +5,15 @@ installed), set up from the settings the driver's process sends first (server, m
 API key's variable name, where the tokenizer's files are), then serving the driver's messages on the
 socket ``FD``: ``stream`` (send these requests now; answer with the filled records), ``cancel`` (the
 driver cancelled that call: the connection closes, the partial record goes back), ``sample`` (start,
-or stop and return, the loop-lag and CPU sample of a phase) and ``stop``. It never decides when a
-request goes out: the driver's one scheduler does (:mod:`engine.backends.openai.client_processes`).
-It ends when the driver's process ends (its socket closes; PR_SET_PDEATHSIG besides).
+or stop and return, the loop-lag and CPU sample of a phase), ``clock`` (this host's ``perf_counter_ns``
+now: the driver estimates a remote node's clock offset from a few round trips) and ``stop``. It never
+decides when a request goes out: the driver's one scheduler does
+(:mod:`engine.backends.openai.client_processes`). It ends when the driver's process ends (its socket
+closes; PR_SET_PDEATHSIG besides).
+
+On another node (``--load-nodes``, engine/jobs/ray_load.py) the same loop serves a TCP connection
+instead (:func:`serve_socket`); its settings then carry the API key itself and the tokenizer's files
+(``inline``), since that node has neither the job's environment nor its model folder.
 """
 
 from __future__ import annotations
@@ -16,7 +22,10 @@ import asyncio
 import os
 import socket
 import sys
+import tempfile
+import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 from engine.backends.openai import channel
@@ -29,11 +38,11 @@ from engine.secrets import register, scrub
 
 def client_of(settings: dict[str, Any]) -> OpenAIBackend:
     """An OpenAI client configured as the driver's (the API key read here from its variable)."""
-    key = None
-    if settings.get("api_key_env"):
+    key = settings.get("api_key")  # a remote node's: sent with the settings (it has not the job's environment)
+    if not key and settings.get("api_key_env"):
         key = os.environ.get(settings["api_key_env"])
-        if key:
-            register(key)
+    if key:
+        register(key)
     client = OpenAIBackend()
     client._configure(
         settings["base_url"],
@@ -53,6 +62,13 @@ def client_of(settings: dict[str, Any]) -> OpenAIBackend:
 
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         client._tokenizer = ServerTokenizer(client.server_root, settings["model_name"], headers)
+    elif tokenizer and tokenizer.get("kind") == "inline":
+        from engine.backends.openai.tokenizer import local_tokenizer
+
+        folder = Path(tempfile.mkdtemp(prefix="latencylab-tokenizer-"))
+        for name, text in tokenizer["files"].items():
+            (folder / Path(name).name).write_text(text, encoding="utf-8")
+        client._tokenizer = local_tokenizer(str(folder))
     return client
 
 
@@ -76,6 +92,8 @@ class _Serving:
                 task.cancel()
         elif op == "sample":
             self._sample(ident, bool(message.get("start")))
+        elif op == "clock":
+            channel.write(self.writer, {"id": ident, "now": time.perf_counter_ns()})
         elif op == "stop":
             return False
         return True
@@ -107,12 +125,14 @@ class _Serving:
         channel.write(self.writer, reply)
 
 
-async def serve(sock: socket.socket, client: OpenAIBackend, ident: Any) -> None:
-    """Say ready, then serve the driver's messages until ``stop`` or the driver goes."""
+async def serve(sock: socket.socket, client: OpenAIBackend, ident: Any, facts: dict[str, Any] | None = None) -> None:
+    """Say ready (with ``facts``: where this process runs), then serve the driver's messages until
+    ``stop`` or the driver goes."""
     from engine.backends.asyncloop import loop_kind
 
     reader, writer = await asyncio.open_connection(sock=sock)
-    channel.write(writer, {"id": ident, "pid": os.getpid(), "event_loop": loop_kind(asyncio.get_running_loop())})
+    ready = {"id": ident, "pid": os.getpid(), "event_loop": loop_kind(asyncio.get_running_loop())}
+    channel.write(writer, {**ready, **({"node": facts} if facts else {})})
     serving = _Serving(client, writer)
     try:
         while True:
@@ -129,23 +149,18 @@ async def serve(sock: socket.socket, client: OpenAIBackend, ident: Any) -> None:
 
 def _read_setup(sock: socket.socket) -> dict[str, Any]:
     """The first message, read before any event loop exists (it says how to build the client)."""
-    head = _recv_exactly(sock, 4)
-    return channel.decode(_recv_exactly(sock, int.from_bytes(head, "big")))
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        part = sock.recv(n - len(data))
-        if not part:
-            raise ConnectionError("the driver closed the socket")
-        data += part
-    return data
+    head = channel.recv_exactly(sock, 4)
+    return channel.decode(channel.recv_exactly(sock, int.from_bytes(head, "big")))
 
 
 def main(argv: list[str]) -> int:
     """Run one client process on the inherited socket ``argv[0]`` (a file descriptor)."""
-    sock = socket.socket(fileno=int(argv[0]))
+    return serve_socket(socket.socket(fileno=int(argv[0])))
+
+
+def serve_socket(sock: socket.socket, facts: dict[str, Any] | None = None) -> int:
+    """Read the settings from ``sock``, build the client, serve the driver until it stops; 0, or 1
+    when the client could not be built (said to the driver)."""
     setup = _read_setup(sock)
     try:
         client = client_of(setup["settings"])
@@ -153,7 +168,7 @@ def main(argv: list[str]) -> int:
         sock.sendall(channel.encode({"id": setup.get("id"), "error": scrub(f"{type(exc).__name__}: {exc}")}))
         return 1
     try:
-        client.run(serve(sock, client, setup.get("id")))
+        client.run(serve(sock, client, setup.get("id"), facts))
     finally:
         client.unload()
         sock.close()

@@ -16,6 +16,13 @@ last byte arrived, so the limit holds across processes. Stamps are ``perf_counte
 process's own; the hand-over (a few tens of microseconds) is client-side queueing, never TTFT.
 A cancelled call (a planned cancellation) closes that request's connection in its process and
 brings back what had arrived. A client process that dies fails the run with its last words.
+
+Where the processes run is the launcher's: :class:`LocalLauncher` starts them on this host (a socket
+pair each); ``RayLauncher`` (engine/jobs/ray_load.py, ``--load-nodes K``) starts them as Ray actors
+on K nodes, which connect back over TCP. A remote process's clock is not this host's: its offset is
+estimated from a few timed round trips (the one with the shortest round trip wins) and its stamps are
+moved by it, so the time series line up; durations within a record (TTFT, ITL, TPOT) are one host's
+and unchanged. Offsets and round trips are recorded in :meth:`ClientProcesses.info`.
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from engine.backends.base import BackendError, LoadReport, Progress, Request, Tokenizer, TokenScores
 from engine.backends.openai import channel
@@ -48,22 +56,39 @@ CANCEL_WAIT_S = 10.0
 _ROOT = Path(__file__).resolve().parents[3]  # the folder holding the engine package
 
 
-class _Process:
-    """One client process: its child, its socket streams, the calls in flight."""
+CLOCK_ROUNDS = 7  # timed round trips to a remote process; the shortest gives its clock offset
 
-    def __init__(self, index: int, proc: subprocess.Popen[bytes], sock: socket.socket, log: Path) -> None:
-        self.index = index
-        self.proc = proc
-        self.sock = sock
-        self.log = log
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self.in_flight = 0
-        self.sent = 0
-        self.dead: str | None = None
-        self.pid = proc.pid
-        self.event_loop = ""
+
+class Handle(Protocol):
+    """A started client process as its launcher knows it."""
+
+    pid: int
+
+    def exit_code(self) -> int | None: ...
+
+    def last_words(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+class Launcher(Protocol):
+    """Starts ``n`` client processes; each comes with the socket the driver talks to it on."""
+
+    remote: bool  # on other hosts: settings carry the key and the tokenizer files; clocks are offset
+
+    def launch(self, n: int, progress: Progress) -> list[tuple[socket.socket, Handle]]: ...
+
+    def close(self) -> None: ...
+
+
+class _Child:
+    """A client process on this host: its ``Popen`` and its log."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], log: Path) -> None:
+        self.proc, self.log, self.pid = proc, log, proc.pid
+
+    def exit_code(self) -> int | None:
+        return self.proc.poll()
 
     def last_words(self) -> str:
         try:
@@ -72,35 +97,28 @@ class _Process:
             return ""
         return lines[-1][:300] if lines else ""
 
+    def stop(self) -> None:
+        """Wait for it to end (after ``stop``), then SIGTERM, then SIGKILL; remove its log."""
+        for signal_it in (None, self.proc.terminate, self.proc.kill):
+            if signal_it is not None:
+                signal_it()
+            try:
+                self.proc.wait(timeout=5.0)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self.log.unlink(missing_ok=True)
 
-class ClientProcesses:
-    """``n`` client processes behind one Backend; the wrapped backend keeps everything else (loop, tokenizer)."""
 
-    def __init__(self, backend: OpenAIBackend, n: int) -> None:
-        self.name = backend.name
-        self._backend = backend
-        self._n = n
-        self._procs: list[_Process] = []
-        self._ids = itertools.count(1)
-        self._rr = itertools.count()
-        self._sessions: dict[int, int] = {}
-        self.placements: dict[int, int] = {}  # record index -> the process that sent it
-        self._reading: list[asyncio.Task[None]] = []
+class LocalLauncher:
+    """Client processes on this host, ``python -m engine.backends.openai.client_process FD``, a socket pair each."""
 
-    # -- lifecycle -------------------------------------------------------------------------------
-    def start(self, progress: Progress) -> ClientProcesses:
-        """Start the processes and wait until each is ready (its client set up); BackendError otherwise."""
-        progress(f"starting {self._n} client processes", None)
-        try:
-            for index in range(self._n):
-                self._procs.append(self._spawn(index))
-            self._backend.run(self._connect_all(self._backend.client_settings()))
-        except BaseException:
-            self.close()
-            raise
-        return self
+    remote = False
 
-    def _spawn(self, index: int) -> _Process:
+    def launch(self, n: int, progress: Progress) -> list[tuple[socket.socket, Handle]]:
+        return [self._spawn(index) for index in range(n)]
+
+    def _spawn(self, index: int) -> tuple[socket.socket, Handle]:
         ours, theirs = socket.socketpair()
         fd, log = tempfile.mkstemp(prefix=f"client-process-{index}-", suffix=".log")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH")) if p)}
@@ -117,7 +135,64 @@ class ClientProcesses:
         finally:
             os.close(fd)
             theirs.close()
-        return _Process(index, proc, ours, Path(log))
+        return ours, _Child(proc, Path(log))
+
+    def close(self) -> None:
+        pass
+
+
+class _Process:
+    """One client process: its handle, its socket streams, the calls in flight, its clock offset."""
+
+    def __init__(self, index: int, sock: socket.socket, handle: Handle) -> None:
+        self.index = index
+        self.handle = handle
+        self.sock = sock
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.in_flight = 0
+        self.sent = 0
+        self.dead: str | None = None
+        self.pid = handle.pid
+        self.event_loop = ""
+        self.node: dict[str, Any] = {}  # where a remote process runs (its node id, address, host)
+        self.clock_offset_ns = 0  # its perf_counter_ns minus ours (0 on this host)
+        self.rtt_ns: int | None = None
+
+    def last_words(self) -> str:
+        return self.handle.last_words()
+
+
+class ClientProcesses:
+    """``n`` client processes behind one Backend; the wrapped backend keeps everything else (loop, tokenizer)."""
+
+    def __init__(self, backend: OpenAIBackend, n: int, launcher: Launcher | None = None) -> None:
+        self.name = backend.name
+        self._backend = backend
+        self._n = n
+        self._launcher: Launcher = launcher or LocalLauncher()
+        self._procs: list[_Process] = []
+        self._ids = itertools.count(1)
+        self._rr = itertools.count()
+        self._sessions: dict[int, int] = {}
+        self.placements: dict[int, int] = {}  # record index -> the process that sent it
+        self._reading: list[asyncio.Task[None]] = []
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self, progress: Progress) -> ClientProcesses:
+        """Start the processes and wait until each is ready (its client set up); BackendError otherwise."""
+        progress(f"starting {self._n} client processes", None)
+        try:
+            launched = self._launcher.launch(self._n, progress)
+            self._procs = [_Process(i, sock, handle) for i, (sock, handle) in enumerate(launched)]
+            remote = self._launcher.remote
+            settings = self._backend.remote_client_settings() if remote else self._backend.client_settings()
+            self._backend.run(self._connect_all(settings))
+        except BaseException:
+            self.close()
+            raise
+        return self
 
     async def _connect_all(self, settings: dict[str, Any]) -> None:
         async with asyncio.timeout(START_TIMEOUT_S):
@@ -133,7 +208,22 @@ class ClientProcesses:
         if ready.get("error"):
             raise BackendError(f"client process {p.index} could not set up its client: {ready['error']}")
         p.pid, p.event_loop = int(ready.get("pid") or p.pid), str(ready.get("event_loop") or "")
+        p.node = dict(ready.get("node") or {})
         self._reading.append(asyncio.get_running_loop().create_task(self._read(p)))
+        if self._launcher.remote:
+            await self._clock(p)
+
+    async def _clock(self, p: _Process) -> None:
+        """``p``'s clock offset: of :data:`CLOCK_ROUNDS` round trips, the shortest's midpoint against its stamp."""
+        best: tuple[int, int] | None = None
+        for _ in range(CLOCK_ROUNDS):
+            t0 = time.perf_counter_ns()
+            reply = await self._ask(p, {"op": "clock"})
+            t1 = time.perf_counter_ns()
+            sample = (t1 - t0, int(reply["now"]) - (t0 + t1) // 2)
+            best = sample if best is None or sample[0] < best[0] else best
+        assert best is not None
+        p.rtt_ns, p.clock_offset_ns = best
 
     async def _read(self, p: _Process) -> None:
         assert p.reader is not None
@@ -144,7 +234,7 @@ class ClientProcesses:
                 if fut is not None and not fut.done():
                     fut.set_result(message)
         except (asyncio.IncompleteReadError, ConnectionError):
-            code = p.proc.poll()
+            code = p.handle.exit_code()
             p.dead = f"client process {p.index} (pid {p.pid}) exited{f' with code {code}' if code else ''}"
             p.dead += f": {p.last_words()}" if p.last_words() else ""
             for fut in p.pending.values():
@@ -153,7 +243,7 @@ class ClientProcesses:
             p.pending.clear()
 
     def close(self) -> None:
-        """Stop every process (``stop``, then SIGTERM, then SIGKILL) and remove their logs."""
+        """Stop every process (``stop``, then SIGTERM, then SIGKILL; a Ray actor is killed) and its launcher."""
         procs, self._procs = self._procs, []
         if procs:
             try:
@@ -161,16 +251,9 @@ class ClientProcesses:
             except (RuntimeError, OSError, TimeoutError):  # the loop is closed already: signals do it
                 pass
         for p in procs:
-            for signal_it in (None, p.proc.terminate, p.proc.kill):
-                if signal_it is not None:
-                    signal_it()
-                try:
-                    p.proc.wait(timeout=5.0)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            p.handle.stop()
             p.sock.close()
-            p.log.unlink(missing_ok=True)
+        self._launcher.close()
 
     async def _stop(self, procs: list[_Process]) -> None:
         for task in self._reading:
@@ -245,13 +328,13 @@ class ClientProcesses:
                 except (TimeoutError, BackendError):
                     raise asyncio.CancelledError from None
                 for rec, data in zip(records, reply.get("records") or [], strict=False):
-                    channel.fill_record(rec, data)
+                    channel.fill_record(rec, data, p.clock_offset_ns)
                 raise
         finally:
             p.in_flight -= len(batch)
             p.pending.pop(ident, None)
         for rec, data in zip(records, reply.get("records") or [], strict=False):
-            channel.fill_record(rec, data)
+            channel.fill_record(rec, data, p.clock_offset_ns)
         if reply.get("crash"):
             raise BackendError(f"client process {p.index} failed: {reply['crash'].strip().splitlines()[-1]}")
         if reply.get("failed"):
@@ -280,13 +363,26 @@ class ClientProcesses:
         return self._backend.tokenizer()
 
     def info(self) -> dict[str, Any]:
-        """The processes, their loops and how many requests each sent."""
-        return {
+        """The processes, their loops and how many requests each sent (and, on other nodes, each node's
+        processes, requests, clock offsets and round trips)."""
+        out: dict[str, Any] = {
             "processes": len(self._procs) or self._n,
             "pids": [p.pid for p in self._procs],
             "event_loops": sorted({p.event_loop for p in self._procs if p.event_loop}),
             "requests": [p.sent for p in self._procs],
         }
+        if self._launcher.remote:
+            nodes: dict[str, dict[str, Any]] = {}
+            for p in self._procs:
+                key = str(p.node.get("node_id") or p.node.get("node_ip") or "?")
+                blank = {"processes": 0, "requests": 0, "clock_offsets_ns": [], "rtt_us": []}
+                node = nodes.setdefault(key, {**p.node, **blank})
+                node["processes"] += 1
+                node["requests"] += p.sent
+                node["clock_offsets_ns"].append(p.clock_offset_ns)
+                node["rtt_us"].append(round((p.rtt_ns or 0) / 1000, 1))
+            out["nodes"] = list(nodes.values())
+        return out
 
     @property
     def metrics_url(self) -> str | None:

@@ -295,6 +295,44 @@ def test_the_clusters_devices_for_launch_and_knobs(cluster, db_url, monkeypatch)
         get_settings.cache_clear()
 
 
+def test_a_two_node_load_run_merges_into_one_run(cluster, pg_url, fake, tmp_path, monkeypatch):
+    """--load-nodes 2: the job's client processes are Ray actors on both nodes; one run holds every request."""
+    db = open_database(pg_url)
+    workload = {"prompt_tokens": 8, "output_tokens": 6, "requests": 16, "warmup_requests": 0,
+                "arrival": "concurrency", "max_concurrency": 4, "load_nodes": 2}  # fmt: skip
+    spec = parse_job_spec(
+        {
+            "model": {"source": "demo"},
+            "recipe": {"engine": "openai", "base_url": fake.base_url, "model_name": "fake"},
+            "workload": workload,
+            "name": "two-node load",
+        }
+    )
+    seen = len(fake.seen.bodies)
+    monkeypatch.setenv("LATENCYLAB_RAY_LOAD_CPUS", "0.25")  # beside the job's own half CPU on each 1-CPU node
+    job_id = jobs.submit(db, spec, timeout_s=240)
+    proc = start_executor(pg_url, cluster, tmp_path, "--once", "--ray-num-cpus", "0.5")
+    assert proc.wait(timeout=240) == 0, _executor_log(tmp_path)
+    job = jobs.get_job(db, job_id)
+    assert job.status == "done", (job.error, job.log_tail)
+    run = runs.get_run(db, job.run_id)
+    assert run.metrics["completed"] == 16 and run.metrics["total_output_tokens"] == 16 * 6
+    sent = run.provenance["client_processes"]
+    assert sent["processes"] == 2 and sum(sent["requests"]) == 16
+    nodes = {n["node_id"]: n for n in sent["nodes"]}
+    assert set(nodes) == {cluster.head_id, cluster.node_id}, sent
+    assert all(n["requests"] > 0 and n["processes"] == 1 for n in nodes.values())
+    # one host: the same CLOCK_MONOTONIC, so the estimated offsets are within their round trips
+    assert all(
+        abs(off) <= 1000 * rtt
+        for n in nodes.values()
+        for off, rtt in zip(n["clock_offsets_ns"], n["rtt_us"], strict=True)
+    )
+    stored = runs.get_requests(db, job.run_id)
+    assert len(stored) == 16 and all(len(r.chunk_ns) == 6 and r.chunk_ns[0] > r.send_ns for r in stored)
+    assert len(fake.seen.bodies) - seen == 16
+
+
 def test_a_node_killed_mid_job_fails_it_with_its_reason_and_one_outcome(cluster, pg_url, fake, tmp_path):
     db = open_database(pg_url)
     fake.itl_s = 0.1

@@ -9,6 +9,7 @@ from fake_openai import FakeServer, fake_server
 
 from engine.backends.base import Request
 from engine.backends.openai.backend import OpenAIBackend
+from engine.backends.openai.client_processes import LocalLauncher
 from engine.run.load import run_load
 from engine.run.plan import PlannedRequest, planned
 from engine.spec import Workload
@@ -36,6 +37,7 @@ def _fresh(server: FakeServer) -> None:
     with server.seen.lock:
         server.seen.bodies.clear()
         server.seen.arrivals_ns.clear()
+        server.seen.authorizations.clear()
         server.seen.peak_in_flight = 0
 
 
@@ -140,6 +142,29 @@ def test_engines_that_serve_in_process_refuse_several_client_processes() -> None
     assert one.fingerprint() == four.fingerprint()  # how many processes send is not what is measured
 
 
+def test_load_nodes_need_an_endpoint_other_nodes_reach_and_a_ray_cluster(monkeypatch) -> None:
+    from engine.run.preflight import preflight
+    from engine.settings import get_settings
+    from engine.spec import SpecError, parse_job_spec
+
+    with pytest.raises(SpecError, match="vllm-server engine's server listens on the job's own loopback"):
+        parse_job_spec(
+            {"model": {"source": "demo"}, "recipe": {"engine": "vllm-server"}, "workload": {"load_nodes": 2}}
+        )
+    spec = {"model": {"source": "demo"}, "recipe": {"engine": "openai", "model_name": "m"}}
+    spread = parse_job_spec({**spec, "workload": {"load_nodes": 2}})
+    assert spread.fingerprint() == parse_job_spec(spec).fingerprint()  # where the client runs is not what is measured
+    for name in ("LATENCYLAB_RAY_ADDRESS", "LATENCYLAB_JOB_RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    get_settings.cache_clear()
+    with pytest.raises(SpecError, match="load_nodes 2: no Ray cluster to spread the load over"):
+        preflight(spread)
+    preflight(spread, runtime=False)  # queued for a Ray executor elsewhere: checked where it runs
+    monkeypatch.setenv("LATENCYLAB_JOB_RAY_ADDRESS", "127.0.0.2:6379")  # the Ray task that runs the job says where
+    preflight(spread)
+    get_settings.cache_clear()
+
+
 def test_the_default_number_comes_from_the_cores_and_the_concurrency() -> None:
     from engine.run.senders import choose
     from engine.spec import parse_job_spec
@@ -179,3 +204,51 @@ def test_a_run_with_client_processes_is_stored_like_one_process(server, db) -> N
 
     stored = get_requests(db, result.run_id)
     assert len(stored) == 14 and all(len(r.chunk_ns) == 3 for r in stored if not r.error)
+
+
+class _RemoteHere(LocalLauncher):
+    """Processes on this host, treated as on another node (--load-nodes without a cluster): settings
+    carry the key and the tokenizer's files, and each clock offset is estimated."""
+
+    remote = True
+
+
+def test_remote_processes_get_the_key_and_tokenizer_files_and_a_measured_clock_offset(
+    server, demo_folder, monkeypatch
+) -> None:
+    from engine.backends.openai.client_processes import ClientProcesses
+    from engine.backends.openai.tokenizer import local_tokenizer
+
+    monkeypatch.setenv("LL_TEST_KEY", "sk-remote-test")
+    backend = OpenAIBackend()
+    backend._configure(server.base_url, "fake", "completions", "sk-remote-test")
+    backend._api_key_env = "LL_TEST_KEY"
+    backend._tokenizer = local_tokenizer(str(demo_folder))
+    backend._tokenizer_source = {"kind": "files", "path": str(demo_folder), "revision": None}
+    settings = backend.remote_client_settings()
+    assert settings["api_key"] == "sk-remote-test" and "api_key" not in backend.client_settings()
+    assert settings["tokenizer"]["kind"] == "inline" and "tokenizer.json" in settings["tokenizer"]["files"]
+    monkeypatch.delenv("LL_TEST_KEY")  # a remote node has not the job's environment: the key travels itself
+    pool = ClientProcesses(backend, 2, _RemoteHere()).start(lambda *_: None)
+    try:
+        _fresh(server)
+        result = run_load(pool, planned([[1, 2]] * 6, [3] * 6), Workload(requests=6, arrival="max"))
+        assert all(r.ok and r.chunk_ns[0] > r.send_ns for r in result.records), [r.error for r in result.records]
+        info = pool.info()
+    finally:
+        pool.close()
+        backend.unload()
+    assert server.seen.authorizations == ["Bearer sk-remote-test"] * 6
+    (node,) = info["nodes"]  # both on this host, whose node facts are unknown ("?")
+    assert node["processes"] == 2 and node["requests"] == 6
+    # one host, one CLOCK_MONOTONIC: each offset is within its round trip
+    assert all(abs(off) <= 1000 * rtt for off, rtt in zip(node["clock_offsets_ns"], node["rtt_us"], strict=True))
+
+
+def test_a_remote_processs_stamps_move_onto_the_drivers_clock() -> None:
+    from engine.backends.openai import channel
+    from engine.measure.records import RequestRecord
+
+    rec = RequestRecord(index=0, arrival_ns=100, send_ns=0, prompt_tokens=2)
+    channel.fill_record(rec, [5_000, [6_000, 6_500], [1, 1], 2, None, None, None], clock_offset_ns=4_000)
+    assert (rec.send_ns, rec.chunk_ns) == (1_000, [2_000, 2_500])  # durations unchanged: TTFT 1,000 ns, ITL 500

@@ -32,13 +32,16 @@ prepare: install
 run: prepare
 	@bash scripts/run_app.sh
 
-# The quick tests on every core (pytest-xdist), then the slow and browser ones one at a time: they
-# load models, start servers and measure, and a second test beside them would be their contention.
+# The quick tests on every core (pytest-xdist), then the slow and browser ones on every core, a file
+# per process (its module fixtures start once), then those marked `alone` one at a time: they measure
+# time, use every core (vLLM) or find job processes by id, and a test beside them would be their
+# contention. Every part runs; make fails if any did.
 test: install
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n $(TEST_PROCESSES) -m "not gpu and not slow and not browser"; quick=$$?; \
-	$(BIN)/python -m pytest -m "not gpu and (slow or browser)"; slow=$$?; \
-	test $$quick -eq 0 && test $$slow -eq 0
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile -m "not gpu and (slow or browser) and not alone"; slow=$$?; \
+	$(BIN)/python -m pytest -m "not gpu and alone"; alone=$$?; \
+	test $$quick -eq 0 && test $$slow -eq 0 && test $$alone -eq 0
 
 lint: install
 	$(BIN)/ruff check .

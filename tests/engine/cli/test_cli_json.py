@@ -82,6 +82,7 @@ def test_transformers_run_prints_one_document(db_url) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_vllm_run_prints_one_document_and_logs_to_stderr(db_url) -> None:
     """vLLM in process on synthetic weights (random weights of the catalog architecture: load_format=dummy, no
     tokenizer; the demo model's vLLM path is tests/engine/backends/vllm/test_vllm_cpu.py's): one JSON document."""

@@ -133,6 +133,7 @@ def _real_suite_file(tmp_path, name: str, entries: list[tuple[str, dict, list[di
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_real_recipes_clean_slower_and_damaged(db, db_url, tmp_path, demo_folder, capfd):
     """Real demo runs: a rerun of the reference is clean; dynamic int8 breaks the perplexity gate (~3x, a
     deterministic effect); int8 weight-only's decode is judged with a 95 % interval (slower on a quiet

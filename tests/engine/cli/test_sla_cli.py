@@ -45,6 +45,7 @@ def test_status_and_stop_of_an_unknown_search(db_url, capsys) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_a_search_on_the_demo_model_runs_real_probes_to_an_answer(db_url, tmp_path, capfd, demo_folder) -> None:
     worker = start_worker(db_url, tmp_path)
     try:

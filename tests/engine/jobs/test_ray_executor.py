@@ -30,7 +30,7 @@ from tests.engine.jobs.test_worker import job_pids
 ray = pytest.importorskip("ray")
 from fake_openai import FakeServer  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 REPO = Path(__file__).resolve().parents[3]
 RAY = str(Path(sys.executable).with_name("ray"))
 NODE_RESOURCE = "latencylab_test_node"

@@ -98,6 +98,7 @@ def test_a_closed_loop_is_judged_against_the_previous_concurrency(db) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_queued_jobs_stop_where_they_run(db, db_url, monkeypatch) -> None:
     # each point runs in the job process's own code (in this process), against a server that queues
     monkeypatch.setattr(sys, "stdout", sys.stdout)  # the job process wraps them (its log): put them back after

@@ -110,6 +110,7 @@ def test_read_tail(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_demo_job_completes_with_progress_and_log(db, db_url, tmp_path, demo_folder):
     job_id = jobs.submit(db, _spec(TINY, "tiny"), timeout_s=300)
     proc = start_worker(db_url, tmp_path, "--once")
@@ -125,6 +126,7 @@ def test_demo_job_completes_with_progress_and_log(db, db_url, tmp_path, demo_fol
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_killed_runner_fails_with_reason_and_worker_takes_next(db, db_url, tmp_path, demo_folder):
     victim = jobs.submit(db, _spec(LONG), timeout_s=300)
     nxt = jobs.submit(db, _spec(TINY), timeout_s=300)
@@ -149,6 +151,7 @@ def test_killed_runner_fails_with_reason_and_worker_takes_next(db, db_url, tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_cancel_running_and_timeout(db, db_url, tmp_path, demo_folder):
     cancelled = jobs.submit(db, _spec(LONG), timeout_s=300)
     timed = jobs.submit(db, _spec(LONG), timeout_s=3)
@@ -170,6 +173,7 @@ def test_cancel_running_and_timeout(db, db_url, tmp_path, demo_folder):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_killed_worker_job_is_recovered(db, db_url, tmp_path, demo_folder):
     job_id = jobs.submit(db, _spec(TINY), timeout_s=300)
     worker = start_worker(db_url, tmp_path)
@@ -188,6 +192,7 @@ def test_killed_worker_job_is_recovered(db, db_url, tmp_path, demo_folder):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_sigterm_gives_running_job_back(db, db_url, tmp_path, demo_folder):
     job_id = jobs.submit(db, _spec(LONG), timeout_s=300)
     worker = start_worker(db_url, tmp_path)
@@ -202,6 +207,7 @@ def test_sigterm_gives_running_job_back(db, db_url, tmp_path, demo_folder):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_a_stopped_worker_past_the_stale_timeout_gets_one_outcome(db, db_url, tmp_path, demo_folder):
     """Issue 13 item 14: SIGSTOP a worker past --stale-after while another runs; SIGCONT it."""
     from storage.runs import list_runs

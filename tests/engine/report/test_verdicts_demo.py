@@ -74,6 +74,7 @@ def _interleaved(specs: list) -> list[SimpleNamespace]:
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_repeats_agree_and_half_the_layers_is_flagged(demo_folder):
     same = _spec("repeat")
     runs = _interleaved([same, same, same, _spec("half the layers", {"drop_layers": 15})])

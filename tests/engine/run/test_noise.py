@@ -83,6 +83,7 @@ def test_the_sampler_sees_a_process_burning_a_core():
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_a_real_run_beside_a_burning_core_is_flagged(demo_folder, db):
     from engine.run.runner import run_benchmark
     from engine.spec import parse_job_spec

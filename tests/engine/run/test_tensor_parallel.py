@@ -25,6 +25,7 @@ def _spec(ranks: int = 3, workload: dict | None = None):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_demo_model_runs_sharded_over_three_ranks(demo_folder: Path, db) -> None:
     import torch
 

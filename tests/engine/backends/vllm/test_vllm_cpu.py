@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 
 def _vllm_installed() -> bool:

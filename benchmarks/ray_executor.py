@@ -5,6 +5,9 @@
    last job's end (the database's timestamps: the queue's own pace).
 2. Submit -> first measured request: from queueing one job (worker already running and idle) to
    the first request the server receives (warm-up 0, so it is measured), on Ray and locally.
+3. The same run: one demo-model spec (the transformers engine in the job's process, 16 requests
+   of 32 output tokens) through each; its fingerprint, TTFT and TPOT p50 with their 95 % intervals,
+   and whether the intervals overlap.
 
 The jobs are the real ``openai`` engine (a benchmark client) with the demo model's tokenizer against
 the tests' fake OpenAI server, 1 request of 8 prompt and 4 output tokens: each job's own work is tiny,
@@ -13,7 +16,7 @@ Both executors serve one job at a time (the local worker's one ``cpu`` slot; a o
 with 1 CPU, started by this script on the loopback address 127.0.0.2 (Ray swaps 127.0.0.1 for the
 machine's interface address) and stopped by its process group).
 
-Usage: .venv/bin/python benchmarks/ray_executor.py [--jobs 20] [--repeats 3] [--json]
+Usage: .venv/bin/python benchmarks/ray_executor.py [--jobs 20] [--repeats 3] [--same-requests 16] [--json]
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 from fake_openai import FakeServer  # noqa: E402
 
 from engine.spec import parse_job_spec  # noqa: E402
-from storage import jobs, open_database  # noqa: E402
+from storage import jobs, open_database, runs  # noqa: E402
 
 
 def spec(base_url: str, name: str):
@@ -127,10 +130,32 @@ def first_request(db_url: str, data: Path, executor: list[str], server: FakeServ
     return out
 
 
+def same_run(db_url: str, data: Path, executor: list[str], requests: int) -> dict:
+    """One demo-model job through ``executor``: its fingerprint and TTFT/TPOT p50 with their intervals."""
+    db = open_database(db_url)
+    workload = {"prompt_tokens": 32, "output_tokens": 32, "requests": requests, "warmup_requests": 1}
+    job_id = jobs.submit(db, parse_job_spec({"model": {"source": "demo"}, "workload": workload}), timeout_s=900)
+    worker(db_url, data, executor, "--once").wait()
+    job = jobs.get_job(db, job_id)
+    if job.status != "done":
+        raise SystemExit(f"the demo job ended {job.status}: {job.error} (log {data / 'worker.log'})")
+    run = runs.get_run(db, job.run_id)
+    out = {"fingerprint": run.fingerprint, "node": (run.provenance.get("placement") or {}).get("executor")}
+    for key in ("ttft_ms", "tpot_ms"):
+        group = run.metrics[key]
+        out[key] = {"p50": round(group["p50"], 2), "ci": [round(v, 2) for v in group["ci"]["p50"] or []]}
+    return out
+
+
+def overlap(a: list[float], b: list[float]) -> bool:
+    return bool(a and b) and a[0] <= b[1] and b[0] <= a[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3, help="submit -> first request measurements per executor")
+    parser.add_argument("--same-requests", type=int, default=16, help="requests of the demo job run by both (0: skip)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="llbench-", dir="/tmp"))
@@ -146,6 +171,8 @@ def main() -> None:
             url = f"sqlite:///{data / 'bench.db'}"
             results[name] = throughput(url, data, executor, server.base_url, args.jobs)
             results[name]["submit_to_first_request_s"] = first_request(url, data, executor, server, args.repeats)
+            if args.same_requests:
+                results[name]["same_run"] = same_run(url, data, executor, args.same_requests)
     finally:
         stop_group(head)
         server.shutdown()
@@ -162,6 +189,17 @@ def main() -> None:
             f"{r['jobs_per_min_queue']:6.1f} jobs/min (first claim to last end, {r['queue_span_s']} s); "
             f"submit -> first measured request {', '.join(f'{s:.2f}' for s in r['submit_to_first_request_s'])} s"
         )
+    if args.same_requests:
+        local, ray = results["local"]["same_run"], results["ray"]["same_run"]
+        print(
+            f"the same demo job ({args.same_requests} requests), fingerprints equal: {local['fingerprint'] == ray['fingerprint']}"
+        )
+        for key in ("ttft_ms", "tpot_ms"):
+            a, b = local[key], ray[key]
+            print(
+                f"  {key} p50: local {a['p50']} {a['ci']}, ray {b['p50']} {b['ci']}; "
+                f"intervals overlap: {overlap(a['ci'], b['ci'])}"
+            )
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.measure.binomial import binom_cdf
+from engine.measure.student_t import t_quantile
 
 CONFIDENCE = 0.95
 N_RESAMPLES = 2000
@@ -171,10 +172,8 @@ def mean_ci(samples: Sequence[float] | np.ndarray, confidence: float = CONFIDENC
     x = x[np.isfinite(x)]
     if x.size < 2:
         return None
-    from scipy.special import stdtrit  # scipy.stats.t.ppf without scipy.stats; after the check: a 1-sample run
-
     centre, sem = float(x.mean()), float(x.std(ddof=1)) / math.sqrt(x.size)
-    half = float(stdtrit(x.size - 1, 0.5 + confidence / 2)) * sem
+    half = t_quantile(x.size - 1, 0.5 + confidence / 2) * sem  # scipy.stats.t.ppf, without scipy at 95 %
     return Interval(centre - half, centre + half, confidence)
 
 

@@ -29,7 +29,6 @@ import json
 import os
 import time
 from collections.abc import Coroutine, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.backends.asyncloop import EventLoop
@@ -137,20 +136,10 @@ class OpenAIBackend:
         }
 
     def remote_client_settings(self) -> dict[str, Any]:
-        """:meth:`client_settings` for a process on another node, which has neither the job's environment
-        nor its model folder: the API key itself and the tokenizer's files (``inline``)."""
-        settings = self.client_settings()
-        if self._api_key:
-            settings["api_key"] = self._api_key
-        files = getattr(self._tokenizer, "files", ()) if settings["tokenizer"] else ()
-        if settings["tokenizer"] and settings["tokenizer"].get("kind") == "files" and files:
-            folder = Path(files[0]).parent
-            names = [Path(f).name for f in files] + ["chat_template.jinja"]
-            settings["tokenizer"] = {
-                "kind": "inline",
-                "files": {n: (folder / n).read_text(encoding="utf-8") for n in names if (folder / n).is_file()},
-            }
-        return settings
+        """:meth:`client_settings` for a process on another node (engine/backends/openai/launchers.py)."""
+        from engine.backends.openai.launchers import remote_settings
+
+        return remote_settings(self.client_settings(), self._api_key, self._tokenizer)
 
     def client_processes(self, n: int, progress: Progress, nodes: int | None = None) -> Any:
         """``n`` client processes sending for this client (:class:`~engine.backends.openai.client_processes.ClientProcesses`),

@@ -84,18 +84,16 @@ class _Serving:
     def handle(self, message: dict[str, Any]) -> bool:
         """One message; False on ``stop``."""
         op, ident = message.get("op"), message.get("id")
+        if op == "stop":
+            return False
         if op == "stream":
             self.tasks[ident] = asyncio.get_running_loop().create_task(self._stream(ident, message))
-        elif op == "cancel":
-            task = self.tasks.get(ident)
-            if task is not None:
-                task.cancel()
+        elif op == "cancel" and (task := self.tasks.get(ident)) is not None:
+            task.cancel()
         elif op == "sample":
             self._sample(ident, bool(message.get("start")))
         elif op == "clock":
             channel.write(self.writer, {"id": ident, "now": time.perf_counter_ns()})
-        elif op == "stop":
-            return False
         return True
 
     def _sample(self, ident: int, start: bool) -> None:

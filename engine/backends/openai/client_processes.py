@@ -17,7 +17,7 @@ process's own; the hand-over (a few tens of microseconds) is client-side queuein
 A cancelled call (a planned cancellation) closes that request's connection in its process and
 brings back what had arrived. A client process that dies fails the run with its last words.
 
-Where the processes run is the launcher's: :class:`LocalLauncher` starts them on this host (a socket
+Where the processes run is the launcher's: :class:`~engine.backends.openai.launchers.LocalLauncher` starts them on this host (a socket
 pair each); ``RayLauncher`` (engine/jobs/ray_load.py, ``--load-nodes K``) starts them as Ray actors
 on K nodes, which connect back over TCP. A remote process's clock is not this host's: its offset is
 estimated from a few timed round trips (the one with the shortest round trip wins) and its stamps are
@@ -29,22 +29,17 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import socket
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Coroutine, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.backends.base import BackendError, LoadReport, Progress, Request, Tokenizer, TokenScores
 from engine.backends.openai import channel
+from engine.backends.openai.launchers import Handle, Launcher, LocalLauncher
 from engine.backends.openai.sse import RequestFailed
 from engine.measure.client_lag import ClientSample
 from engine.measure.records import RequestRecord
-from engine.processes import die_with_parent
 
 if TYPE_CHECKING:
     from engine.backends.openai.backend import OpenAIBackend
@@ -53,92 +48,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 START_TIMEOUT_S = 60.0
 CANCEL_WAIT_S = 10.0
-_ROOT = Path(__file__).resolve().parents[3]  # the folder holding the engine package
 
 
 CLOCK_ROUNDS = 7  # timed round trips to a remote process; the shortest gives its clock offset
-
-
-class Handle(Protocol):
-    """A started client process as its launcher knows it."""
-
-    pid: int
-
-    def exit_code(self) -> int | None: ...
-
-    def last_words(self) -> str: ...
-
-    def stop(self) -> None: ...
-
-
-class Launcher(Protocol):
-    """Starts ``n`` client processes; each comes with the socket the driver talks to it on."""
-
-    remote: bool  # on other hosts: settings carry the key and the tokenizer files; clocks are offset
-
-    def launch(self, n: int, progress: Progress) -> list[tuple[socket.socket, Handle]]: ...
-
-    def close(self) -> None: ...
-
-
-class _Child:
-    """A client process on this host: its ``Popen`` and its log."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], log: Path) -> None:
-        self.proc, self.log, self.pid = proc, log, proc.pid
-
-    def exit_code(self) -> int | None:
-        return self.proc.poll()
-
-    def last_words(self) -> str:
-        try:
-            lines = [ln.strip() for ln in self.log.read_text(errors="replace").splitlines() if ln.strip()]
-        except OSError:
-            return ""
-        return lines[-1][:300] if lines else ""
-
-    def stop(self) -> None:
-        """Wait for it to end (after ``stop``), then SIGTERM, then SIGKILL; remove its log."""
-        for signal_it in (None, self.proc.terminate, self.proc.kill):
-            if signal_it is not None:
-                signal_it()
-            try:
-                self.proc.wait(timeout=5.0)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        self.log.unlink(missing_ok=True)
-
-
-class LocalLauncher:
-    """Client processes on this host, ``python -m engine.backends.openai.client_process FD``, a socket pair each."""
-
-    remote = False
-
-    def launch(self, n: int, progress: Progress) -> list[tuple[socket.socket, Handle]]:
-        return [self._spawn(index) for index in range(n)]
-
-    def _spawn(self, index: int) -> tuple[socket.socket, Handle]:
-        ours, theirs = socket.socketpair()
-        fd, log = tempfile.mkstemp(prefix=f"client-process-{index}-", suffix=".log")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH")) if p)}
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "engine.backends.openai.client_process", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=fd,
-                stderr=fd,
-                env=env,
-                preexec_fn=die_with_parent,
-            )
-        finally:
-            os.close(fd)
-            theirs.close()
-        return ours, _Child(proc, Path(log))
-
-    def close(self) -> None:
-        pass
 
 
 class _Process:

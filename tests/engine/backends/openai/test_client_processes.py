@@ -9,7 +9,7 @@ from fake_openai import FakeServer, fake_server
 
 from engine.backends.base import Request
 from engine.backends.openai.backend import OpenAIBackend
-from engine.backends.openai.client_processes import LocalLauncher
+from engine.backends.openai.launchers import LocalLauncher
 from engine.run.load import run_load
 from engine.run.plan import PlannedRequest, planned
 from engine.spec import Workload

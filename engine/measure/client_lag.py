@@ -9,11 +9,18 @@ records' send lag (a request's send stamp minus the moment it could go out: its 
 its concurrency slot or its static batch's turn came; ``RequestRecord.ready_ns``) into the run's
 ``client`` group of the result JSON, whose figures are declared in the metric registry
 (:mod:`engine.measure.declarations`); :mod:`engine.run.noise` flags a run the client held back.
+
+A client also keeps itself from being late: :func:`pause_gc` turns Python's cyclic garbage collector
+off for its measured phase (what exists is frozen first): a collection of the older generations walks
+every live object and stalls the loop for milliseconds to tens of milliseconds at a time, and every
+read it handles meanwhile is stamped that late. Reference counting still frees what a request leaves
+behind; the collector runs again after the phase.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import resource
 import time
@@ -26,6 +33,21 @@ import numpy as np
 from engine.measure.records import RequestRecord
 
 SAMPLE_S = 0.01  # the loop monitor's period: 100 wake-ups a second, a few microseconds each
+
+
+def pause_gc() -> bool:
+    """The cyclic collector off (existing objects frozen out of later collections); False if it was off."""
+    if not gc.isenabled():
+        return False
+    gc.freeze()
+    gc.disable()
+    return True
+
+
+def resume_gc(paused: bool) -> None:
+    """The collector back on after :func:`pause_gc` (``paused``: what it returned)."""
+    if paused:
+        gc.enable()
 
 
 @dataclass

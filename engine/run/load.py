@@ -47,7 +47,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from engine.backends.base import Backend, Message, Request, RequestError
-from engine.measure.client_lag import ClientSample, LoopMonitor
+from engine.measure.client_lag import ClientSample, LoopMonitor, pause_gc, resume_gc
 from engine.measure.metrics import SLO
 from engine.measure.records import RequestRecord
 from engine.run.plan import ChatIds, PlannedRequest
@@ -353,9 +353,13 @@ async def _drive(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_si
     senders = getattr(phase.backend, "client_sampling", None)  # client processes (--client-processes) sample theirs
     if senders is not None:
         await senders(True)
+    # An HTTP client's phase without the cyclic collector (engine.measure.client_lag.pause_gc); an engine in
+    # this process (transformers, vLLM) keeps it
+    paused = pause_gc() if getattr(phase.backend, "pauses_gc", False) else False
     try:
         result = await _drive_requests(phase, offsets, limit, batch_size)
     finally:
+        resume_gc(paused)
         sample = monitor.stop()
     result.client = [sample, *(await senders(False) if senders is not None else [])]
     return result

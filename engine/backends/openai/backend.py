@@ -56,6 +56,7 @@ class OpenAIBackend:
     """Streams completions or chat completions from an OpenAI-compatible server."""
 
     name = "openai"
+    pauses_gc = True  # the load driver pauses the cyclic collector for its measured phases (client_lag.pause_gc)
 
     def __init__(self) -> None:
         self._loop = EventLoop(fast=True)

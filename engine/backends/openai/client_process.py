@@ -31,7 +31,7 @@ from typing import Any
 from engine.backends.openai import channel
 from engine.backends.openai.backend import OpenAIBackend
 from engine.backends.openai.sse import RequestFailed
-from engine.measure.client_lag import LoopMonitor
+from engine.measure.client_lag import LoopMonitor, pause_gc, resume_gc
 from engine.measure.records import RequestRecord
 from engine.secrets import register, scrub
 
@@ -80,6 +80,7 @@ class _Serving:
         self.writer = writer
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.monitor: LoopMonitor | None = None
+        self.gc_paused = False
 
     def handle(self, message: dict[str, Any]) -> bool:
         """One message; False on ``stop``."""
@@ -97,10 +98,14 @@ class _Serving:
         return True
 
     def _sample(self, ident: int, start: bool) -> None:
+        """A phase starts (the loop sampled, the cyclic collector paused) or ends (its sample sent back)."""
         if start:
             self.monitor = LoopMonitor(role="sender", whole_process=True).start()
+            self.gc_paused = pause_gc()
             channel.write(self.writer, {"id": ident})
             return
+        resume_gc(self.gc_paused)
+        self.gc_paused = False
         sample = self.monitor.stop().to_json() if self.monitor is not None else None
         self.monitor = None
         channel.write(self.writer, {"id": ident, "sample": sample})

@@ -79,6 +79,8 @@ class _Process:
 class ClientProcesses:
     """``n`` client processes behind one Backend; the wrapped backend keeps everything else (loop, tokenizer)."""
 
+    pauses_gc = True  # the driver's process pauses its collector for a phase; each client process its own
+
     def __init__(self, backend: OpenAIBackend, n: int, launcher: Launcher | None = None) -> None:
         self.name = backend.name
         self._backend = backend

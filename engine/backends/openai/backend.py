@@ -219,7 +219,8 @@ class OpenAIBackend:
             "endpoint": self._endpoint,
             "server_models": self._server_models,
             "output_tokens_source": dict(self._counts),
-            "http_client": "latencylab (HTTP/1.1, a stamp per network read)",
+            "http_client": "latencylab (HTTP/1.1, a stamp per network read"
+            + (", the kernel's receive stamps)" if self._http is not None and self._http.kernel_stamps else ")"),
             "event_loop": self._loop.kind,
             "tokenizer": type(self._tokenizer).__name__ if self._tokenizer is not None else None,
         }

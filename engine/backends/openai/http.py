@@ -1,7 +1,10 @@
 """A small HTTP/1.1 client for OpenAI-compatible servers, built so that timing costs almost nothing.
 
-Each network read is stamped (``time.perf_counter_ns()``) in the protocol's ``data_received``
-callback, the first Python code that sees the bytes, and kept as ``(stamp, body bytes)``; the
+Each network read is stamped and kept as ``(stamp, body bytes)``: on a plain ``http://`` connection
+by the kernel as the packets arrive (:mod:`engine.backends.openai.kernel_stamps`, ``SO_TIMESTAMPNS``:
+the stamp does not wait for a busy event loop), else (TLS, or a kernel without receive stamps) with
+``time.perf_counter_ns()`` in the protocol's ``data_received`` callback, the first Python code that
+sees the bytes; the
 only work done then is the HTTP framing (the status line and headers once, chunk sizes of a
 chunked body) needed to know where the body ends. Everything else (SSE lines, JSON, token
 counts) is done by the caller afterwards (:mod:`engine.backends.openai.sse`). A general client
@@ -27,6 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.backends.openai.http_response import Exchange, HttpError, Lost
+from engine.backends.openai.kernel_stamps import StampedConnection, kernel_stamps_on
 
 __all__ = ["Client", "ConnectFailed", "Exchange", "HttpError"]
 
@@ -94,6 +98,9 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
+    def usable(self) -> bool:
+        return not self.closed and self.transport is not None and not self.transport.is_closing()
+
 
 def _target(base_url: str) -> tuple[str, str, int, ssl.SSLContext | None, str]:
     """(host, path prefix, port, TLS context, Host header) of a base URL."""
@@ -116,36 +123,52 @@ class Client:
         self.host, self.prefix, self.port, self._tls, host_header = _target(base_url)
         fixed = {"Host": host_header, "User-Agent": "latencylab", **(headers or {})}
         self._fixed = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
-        self._idle: list[_Connection] = []
-        self._all: set[_Connection] = set()
+        self._idle: list[Any] = []  # _Connection, or StampedConnection (plain HTTP: kernel stamps)
+        self._all: set[Any] = set()
         self._address: asyncio.Future[tuple[Any, ...]] | None = None
+        self.kernel_stamps = False  # whether reads are stamped by the kernel (engine/backends/openai/kernel_stamps.py)
 
-    def release(self, conn: _Connection, keep_alive: bool) -> None:
+    def release(self, conn: Any, keep_alive: bool) -> None:
         """A connection whose exchange is over: back to the pool, or closed."""
         if keep_alive and not conn.closed:
             self._idle.append(conn)
         else:
             conn.abort()
 
-    def forget(self, conn: _Connection) -> None:
+    def forget(self, conn: Any) -> None:
         self._all.discard(conn)
         if conn in self._idle:
             self._idle.remove(conn)
 
-    async def _connect(self) -> _Connection:
+    async def _connect(self) -> Any:
         loop = asyncio.get_running_loop()
         try:
             address = await self._resolved(loop)
-            _, conn = await loop.create_connection(
-                lambda: _Connection(self),
-                host=address[0],
-                port=self.port,
-                ssl=self._tls,
-                server_hostname=self.host if self._tls else None,
-            )
+            conn = await (self._plain(loop, address) if self._tls is None else self._transported(loop, address))
         except (OSError, ssl.SSLError) as exc:
             raise ConnectFailed(self.host, self.port, str(exc) or type(exc).__name__) from exc
         self._all.add(conn)
+        return conn
+
+    async def _transported(self, loop: asyncio.AbstractEventLoop, address: tuple[Any, ...]) -> _Connection:
+        _, conn = await loop.create_connection(
+            lambda: _Connection(self), host=address[0], port=self.port, ssl=self._tls, server_hostname=self.host
+        )
+        return conn
+
+    async def _plain(self, loop: asyncio.AbstractEventLoop, address: tuple[Any, ...]) -> Any:
+        """A plain connection read with kernel stamps where the kernel gives them, else the loop's transport."""
+        sock = socket.socket(socket.AF_INET6 if len(address) == 4 else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, (address[0], self.port, *address[2:]))
+            if kernel_stamps_on(sock):
+                self.kernel_stamps = True
+                return StampedConnection(self, sock, loop)
+            _, conn = await loop.create_connection(lambda: _Connection(self), sock=sock)
+        except BaseException:
+            sock.close()
+            raise
         return conn
 
     async def _resolved(self, loop: asyncio.AbstractEventLoop) -> tuple[Any, ...]:
@@ -171,7 +194,9 @@ class Client:
         """Send a request (``path`` under the base URL's path) and wait for the head of its answer.
 
         The body may still be arriving: await ``exchange.finished`` for the rest. ``exchange.sent_ns``
-        is stamped as the attempt that got the answer began (before its connection was taken)."""
+        is stamped as the request goes to the kernel on the connection that got the answer: a new
+        connection's handshake (and the loop's wait for it) is the client's send lag, not the server's
+        TTFT, which starts, as on the wire, with the request's first byte."""
         loop = asyncio.get_running_loop()
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items()).encode("latin-1")
         length = b"" if body is None else b"Content-Length: %d\r\n" % len(body)
@@ -179,10 +204,10 @@ class Client:
         data += body or b""
         for attempt in (0, 1):
             ex = Exchange(loop)
-            ex.sent_ns = time.perf_counter_ns()
             conn = self._pooled() or await self._connect()
             reused = conn.used
             try:
+                ex.sent_ns = time.perf_counter_ns()
                 conn.send(ex, data)
                 await ex.head
             except Lost as lost:
@@ -195,10 +220,10 @@ class Client:
             return ex
         raise AssertionError("unreachable")
 
-    def _pooled(self) -> _Connection | None:
+    def _pooled(self) -> Any:
         while self._idle:
             conn = self._idle.pop()
-            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+            if conn.usable():
                 return conn
         return None
 

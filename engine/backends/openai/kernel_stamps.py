@@ -24,19 +24,24 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import sys
 import time
 from typing import Any
 
 from engine.backends.openai.http_response import Exchange, HttpError, Lost
 
 READ_BYTES = 262_144
-_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; SCM_TIMESTAMPNS has the same number
+# Python 3.11 does not name it: Linux's generic number (SCM_TIMESTAMPNS is the same); elsewhere none, and
+# reads are stamped in Python as over TLS
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
 _STAMP = struct.Struct("@qq")  # struct timespec: seconds, nanoseconds
 _ANCILLARY = socket.CMSG_SPACE(_STAMP.size)
 
 
 def kernel_stamps_on(sock: socket.socket) -> bool:
     """Ask the kernel to stamp the packets ``sock`` receives; False where it cannot."""
+    if _SO_TIMESTAMPNS is None:
+        return False
     try:
         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     except OSError:

@@ -20,7 +20,8 @@ puts in ``usage.prompt_tokens`` (both clients keep the server's prompt count), e
 order. Printed per run, over the measured requests matched: the wire's TTFT p50 (first request
 byte on the wire to the first token event complete on the wire), the client's TTFT p50 and p99
 minus the wire's, the wire's TPOT p50 and the client's minus it, the client's CPU per token
-event (its process tree's CPU time over the measured window, per token event received), the
+event (its process tree's CPU time over the measured window, per token event received; the detail
+line says how much of it was in the kernel: system calls, and the loopback's TCP work done in them), the
 server's, packets the capture lost, and the 1-minute load average. Machine noise shows in the
 load average: both clients run alike, one after the other, against an identical server.
 
@@ -61,52 +62,56 @@ ALL_CPUS = sorted(os.sched_getaffinity(0))
 
 
 # -- the client's CPU: its process tree, sampled ---------------------------------------------------
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(parent pid, CPU ticks: own user + system, and of its reaped children) of one process."""
+def _stat(pid: int) -> tuple[int, int, int] | None:
+    """(parent pid, CPU ticks in user mode, in the kernel: own and of its reaped children) of one process."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2 :].split()
-    return int(fields[1]), sum(int(x) for x in fields[11:15])
+    return int(fields[1]), int(fields[11]) + int(fields[13]), int(fields[12]) + int(fields[14])
 
 
 class TreeCpu(threading.Thread):
-    """Samples the CPU seconds of a process and its descendants every ``every_s``: (perf_counter_ns, s)."""
+    """Samples the CPU seconds of a process and its descendants every ``every_s``:
+    (perf_counter_ns, seconds in all, seconds in the kernel)."""
 
     def __init__(self, pid: int, every_s: float = 0.05) -> None:
         super().__init__(daemon=True)
         self.pid, self.every_s = pid, every_s
-        self.samples: list[tuple[int, float]] = []
+        self.samples: list[tuple[int, float, float]] = []
         self._done = threading.Event()
 
-    def _total(self) -> float:
+    def _total(self) -> tuple[float, float]:
         parents: dict[int, int] = {}
-        ticks: dict[int, int] = {}
+        ticks: dict[int, tuple[int, int]] = {}
         for name in os.listdir("/proc"):
             if name.isdigit() and (st := _stat(int(name))) is not None:
-                parents[int(name)], ticks[int(name)] = st
+                parents[int(name)], ticks[int(name)] = st[0], st[1:]
         tree, grew = {self.pid}, True
         while grew:
             more = {p for p, parent in parents.items() if parent in tree} - tree
             grew, tree = bool(more), tree | more
-        return sum(ticks.get(p, 0) for p in tree) / CLK_TCK
+        user = sum(ticks.get(p, (0, 0))[0] for p in tree) / CLK_TCK
+        kernel = sum(ticks.get(p, (0, 0))[1] for p in tree) / CLK_TCK
+        return user + kernel, kernel
 
     def run(self) -> None:
         while not self._done.is_set():
-            self.samples.append((time.perf_counter_ns(), self._total()))
+            self.samples.append((time.perf_counter_ns(), *self._total()))
             self._done.wait(self.every_s)
 
     def stop(self) -> None:
         self._done.set()
         self.join(5)
 
-    def between(self, t0_ns: int, t1_ns: int) -> float | None:
-        """CPU seconds spent between two perf_counter_ns times (interpolated between samples)."""
+    def between(self, t0_ns: int, t1_ns: int, kernel: bool = False) -> float | None:
+        """CPU seconds spent between two perf_counter_ns times (interpolated between samples); ``kernel``: only
+        those in the kernel (system time: syscalls, and the loopback's TCP work done on their behalf)."""
         if len(self.samples) < 2:
             return None
         ts = np.array([s[0] for s in self.samples], dtype=float)
-        cpu = np.array([s[1] for s in self.samples])
+        cpu = np.array([s[2 if kernel else 1] for s in self.samples])
         return float(np.interp(t1_ns, ts, cpu) - np.interp(t0_ns, ts, cpu))
 
 
@@ -289,6 +294,7 @@ def figures(run: Run) -> dict[str, float | int | str | None]:
         "wire_tpot_p50": float(np.percentile(w_tpot, 50)) if w_tpot.size else None,
         "d_tpot_p50": float(np.percentile(c_tpot, 50) - np.percentile(w_tpot, 50)) if w_tpot.size else None,
         "cpu_us_per_event": None if cpu is None else cpu / events * 1e6,
+        "kernel_share": None if not cpu else (run.client_cpu.between(t0, t1, kernel=True) or 0.0) / cpu,
         "server_us_per_event": None if server is None else server / events * 1e6,
     }
 
@@ -325,7 +331,9 @@ def detail(run: Run) -> str:
         return ""
     return (
         f"{'':13}per request dTTFT p50 {f['d_req_p50']:+.2f} p99 {f['d_req_p99']:+.2f} ms; {f['matched']} matched "
-        f"of {len(run.wire)} exchanges on the wire; {run.wall_s:.0f} s; {run.outcome.note}"
+        f"of {len(run.wire)} exchanges on the wire; {run.wall_s:.0f} s; "
+        f"client CPU in the kernel {_ms(None if f['kernel_share'] is None else 100 * f['kernel_share'], 0, False)}%; "
+        f"{run.outcome.note}"
     ).rstrip("; ")
 
 

@@ -3,7 +3,11 @@
 On the CPU the runner starts a :class:`TreeSampler` as the measured phase starts and
 stops it as the phase ends: a daemon thread reads the RSS of the job process and all its
 descendants (a vLLM server and its engine core, tensor-parallel ranks) every
-``interval_s`` (<= 50 ms) and keeps the largest sum. Unlike ``ru_maxrss`` (the process's
+``interval_s`` (<= 50 ms) and keeps the largest sum. Finding the descendants reads every process's
+``/proc`` entry (about 1 ms on a quiet machine, more on a busy one): it is done every ``rescan_s``
+(0.5 s), and between scans only the known processes' RSS is read, so the sampler does not take the
+CPU (and the interpreter lock) the engine it measures needs; a child that lives less than a rescan
+may go unseen. Unlike ``ru_maxrss`` (the process's
 lifetime peak) it excludes the float32 load before quantizing, warm-up and earlier runs
 in the same process. On CUDA the backend reports ``torch.cuda.max_memory_allocated``
 after a reset at the start of the phase instead (:data:`CUDA_KIND`).
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 import psutil
@@ -49,18 +54,24 @@ def tree_rss_bytes(pid: int | None = None) -> int:
 class TreeSampler:
     """Peak RSS of a process tree between ``start()`` and ``stop()``, sampled by a thread."""
 
-    def __init__(self, pid: int | None = None, interval_s: float = 0.02) -> None:
+    def __init__(self, pid: int | None = None, interval_s: float = 0.02, rescan_s: float = 0.5) -> None:
         if not 0 < interval_s <= 0.05:
             raise ValueError("sample at least every 50 ms")
         self._pid = pid or os.getpid()
         self._interval_s = interval_s
+        self._rescan_s = rescan_s
+        self._procs: list[psutil.Process] = []
+        self._next_scan = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.peak_bytes = 0
         self.samples = 0
 
     def _sample(self) -> None:
-        rss = tree_rss_bytes(self._pid)
+        now = time.monotonic()
+        if now >= self._next_scan:  # the tree again: children started or ended
+            self._procs, self._next_scan = tree_processes(self._pid), now + self._rescan_s
+        rss = rss_bytes(self._procs)
         self.samples += 1
         if rss > self.peak_bytes:
             self.peak_bytes = rss
@@ -77,11 +88,12 @@ class TreeSampler:
         return self
 
     def stop(self) -> int:
-        """Stop sampling (one last sample first); returns the peak in bytes."""
+        """Stop sampling (one last sample first, of the tree as it is now); returns the peak in bytes."""
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
             self._thread = None
+            self._next_scan = 0.0
             self._sample()
         return self.peak_bytes
 

@@ -29,7 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import psutil
@@ -258,18 +258,20 @@ class TelemetrySampler:
 
 @contextmanager
 def phase_samplers(
-    device: str, requests_done: Callable[[], int]
+    device: str, requests_done: Callable[[], int], rss: bool = True
 ) -> Iterator[tuple[memory.TreeSampler, NoiseSampler, TelemetrySampler]]:
-    """Every sampler of the measured phase, started together: peak RSS every 20 ms (memory), the
-    machine's noise (provenance) and this module's telemetry every <= 100 ms."""
+    """Every sampler of the measured phase, started together: peak RSS every 20 ms (memory; not when
+    ``rss`` is False: a remote server's memory is not the job's tree, and the sampler would only take the
+    client's CPU), the machine's noise (provenance) and this module's telemetry every <= 100 ms."""
     from engine.measure.devices import cuda_devices
 
+    tree = memory.TreeSampler()
     with (
-        memory.TreeSampler() as rss,
+        tree if rss else nullcontext(tree) as rss_sampler,
         provenance.NoiseSampler(device, cuda_devices) as machine,
         TelemetrySampler(device, requests_done=requests_done) as tele,
     ):
-        yield rss, machine, tele
+        yield rss_sampler, machine, tele
 
 
 _READERS: dict[str, tuple[CpuReader, NvmlReader | None]] = {}

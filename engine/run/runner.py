@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.backends.base import Backend, LoadReport, get_backend
+from engine.backends.base import REMOTE_DEVICE, Backend, LoadReport, get_backend
 from engine.measure import aggregates, memory, provenance, saturation, server_metrics, telemetry
 from engine.measure.breakdowns import per_turn
 from engine.measure.client_lag import client_group
@@ -174,9 +174,15 @@ def _warm_up(
 
 
 def _measure(
-    spec: JobSpec, backend: Backend, plan: RequestPlan, state: ProgressState, log: Callable[[str], None]
+    spec: JobSpec,
+    backend: Backend,
+    plan: RequestPlan,
+    state: ProgressState,
+    log: Callable[[str], None],
+    sample_rss: bool = True,
 ) -> _Measured:
-    """Warm up, then the measured phase (its trials or rounds) with every sampler beside it."""
+    """Warm up, then the measured phase (its trials or rounds) with every sampler beside it (the RSS
+    sampler only where ``sample_rss``: not for a server the job does not manage)."""
     from engine.run import repeats
     from engine.run.load import run_load
 
@@ -205,7 +211,7 @@ def _measure(
 
     ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     with (
-        telemetry.phase_samplers(spec.device, lambda: state.requests_done) as (rss, machine, tele),
+        telemetry.phase_samplers(spec.device, lambda: state.requests_done, sample_rss) as (rss, machine, tele),
         server_metrics.ServerScraper(getattr(backend, "metrics_url", None)) as server,
     ):  # RSS, device telemetry; a serving engine's /metrics every 500 ms
         phases = repeats.measure(wl, run_phase, first_index=len(plan.warmup), per_round=len(plan.measured))
@@ -271,7 +277,8 @@ def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) ->
     try:
         plan = _plan(spec, loaded)
         with senders(spec, loaded.backend, log) as sending:  # the backend, or client processes for it
-            measured = _measure(spec, sending.backend, plan, state, log)
+            remote = loaded.report.device_name == REMOTE_DEVICE  # its memory is not the job's tree's
+            measured = _measure(spec, sending.backend, plan, state, log, sample_rss=not remote)
         measured.processes, measured.senders = sending.processes, sending.info
         result = _result(spec, loaded, plan, measured, prov)
         check_failures(spec, result, log)  # before any accuracy phase: a rejected run is not scored

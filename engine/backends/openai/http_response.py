@@ -67,6 +67,16 @@ class Exchange:
         self._got_bytes = True
         mode = self._mode
         if mode == _CHUNKED:
+            if not (self._left or self._skip or self._buf or self._trailer):  # the usual read: one whole chunk
+                nl = data.find(b"\r\n")
+                if 0 < nl < 9 and data.endswith(b"\r\n"):
+                    try:
+                        size = int(data[:nl], 16)
+                    except ValueError:
+                        size = -1
+                    if size > 0 and len(data) == nl + size + 4:
+                        self.reads.append((t, data[nl + 2 : -2]))
+                        return False
             self._chunked(t, data)
         elif mode == _HEAD:
             self._head_bytes(t, data)
@@ -136,16 +146,7 @@ class Exchange:
             self._finish()
 
     def _chunked(self, t: int, data: bytes) -> None:
-        if not (self._left or self._skip or self._buf or self._trailer):  # the usual read: one whole chunk
-            nl = data.find(b"\r\n")
-            if 0 < nl < 9 and data.endswith(b"\r\n"):
-                try:
-                    size = int(data[:nl], 16)
-                except ValueError:
-                    size = -1
-                if size > 0 and len(data) == nl + size + 4:
-                    self.reads.append((t, data[nl + 2 : -2]))
-                    return
+        """Any piece of a chunked body (``feed`` takes the usual one, a whole chunk, itself)."""
         pos, n = 0, len(data)
         while pos < n:
             if self._left:

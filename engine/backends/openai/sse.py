@@ -58,36 +58,38 @@ class EventStream:
 
     def parse(self, reads: Iterable[tuple[int, bytes]]) -> None:
         """The body's reads, in order, each ``(stamp, bytes)``: every line stamped by the read that completed it;
-        stops at ``[DONE]``."""
+        stops at ``[DONE]``. (A ``data:`` line is read here, in the loop: this runs once per token event.)"""
         pending = b""
+        event_of = self._event
         for t, data in reads:
             lines = (pending + data).split(b"\n") if pending else data.split(b"\n")
             pending = lines.pop()
             for raw in lines:
-                if raw and self._line(raw, t):  # events end with an empty line: nothing to read there
+                if not raw:  # events end with an empty line: nothing to read there
+                    continue
+                if raw[:5] != b"data:":
+                    self._other(raw)
+                    continue
+                payload = raw[5:].strip()
+                if payload == b"[DONE]":
+                    self.done = True
                     return
+                try:
+                    event = _loads(payload)
+                except ValueError as exc:
+                    raise RequestFailed(f"malformed SSE data (not JSON): {_clip(payload)}") from exc
+                if not isinstance(event, dict):
+                    raise RequestFailed(f"malformed SSE data (not an object): {_clip(payload)}")
+                event_of(event, t)
         if pending.strip() == b"data: [DONE]":
             self.done = True
 
-    def _line(self, raw: bytes, t: int) -> bool:
-        """One SSE line; True once ``[DONE]`` arrives."""
-        if raw[:5] != b"data:":
-            raw = raw.strip()
-            if raw and not raw.startswith(_SSE_FIELDS):
-                raise RequestFailed(f"malformed SSE line: {_clip(raw)}")
-            return False
-        payload = raw[5:].strip()
-        if payload == b"[DONE]":
-            self.done = True
-            return True
-        try:
-            event = _loads(payload)
-        except ValueError as exc:
-            raise RequestFailed(f"malformed SSE data (not JSON): {_clip(payload)}") from exc
-        if not isinstance(event, dict):
-            raise RequestFailed(f"malformed SSE data (not an object): {_clip(payload)}")
-        self._event(event, t)
-        return False
+    @staticmethod
+    def _other(raw: bytes) -> None:
+        """A line that is not ``data:``: a comment or another SSE field is fine, anything else is not."""
+        raw = raw.strip()
+        if raw and not raw.startswith(_SSE_FIELDS):
+            raise RequestFailed(f"malformed SSE line: {_clip(raw)}")
 
     def _event(self, event: dict[str, Any], t: int) -> None:
         choices = event.get("choices")

@@ -189,3 +189,11 @@ def test_real_nvml_sampler_on_gpu0():
         assert name in series["fields"], series["unavailable"]
     assert sampler.energy_metrics(1)["energy_j"] is not None
     assert "gpu_temp_c" in sample_devices("cuda:0")
+
+
+@pytest.mark.parametrize("rss", [True, False])
+def test_phase_samplers_sample_rss_only_for_the_jobs_own_tree(rss: bool) -> None:
+    """A remote server's memory is not the job's tree: its phase has no RSS sampler taking the client's CPU."""
+    with telemetry.phase_samplers("cpu", lambda: 0, rss=rss) as (tree, _machine, _tele):
+        time.sleep(0.05)
+    assert (tree.samples > 0) is rss and (tree.peak_bytes > 0) is rss

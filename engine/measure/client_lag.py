@@ -58,6 +58,7 @@ class ClientSample:
     cpu_ns: int = 0
     wall_ns: int = 0
     role: str = "driver"  # "driver" (the load driver's process) or "sender" (a client process)
+    kernel_stamps: bool = False  # its reads were stamped by the kernel (a late loop stamped none of them late)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,6 +70,7 @@ class ClientSample:
             cpu_ns=int(data.get("cpu_ns") or 0),
             wall_ns=int(data.get("wall_ns") or 0),
             role=str(data.get("role") or "sender"),
+            kernel_stamps=bool(data.get("kernel_stamps")),
         )
 
 
@@ -139,7 +141,8 @@ def send_lags_ns(records: Iterable[RequestRecord]) -> list[int]:
 def client_group(samples: Sequence[ClientSample], records: Sequence[RequestRecord], processes: int) -> dict[str, Any]:
     """The ``client`` group of a run's metrics: send lag, event-loop lag (every process's samples pooled)
     and CPU share, ``cpu_share`` over the cores the client's processes could use, ``cpu_share_max`` of the
-    busiest process (one core each: an event loop runs on one)."""
+    busiest process (one core each: an event loop runs on one), ``read_stamps`` who stamped the reads
+    (``"kernel"``: a late loop stamped none of them late; ``"event loop"``: as late as it ran)."""
     lags = [v for s in samples for v in s.loop_lag_ns]
     cpu = sum(s.cpu_ns for s in samples)
     by_role: dict[str, list[float]] = {}
@@ -153,6 +156,7 @@ def client_group(samples: Sequence[ClientSample], records: Sequence[RequestRecor
     machine = usable_cores()
     cores = min(n_proc, machine)
     shares = [v for values in by_role.values() for v in values]
+    readers = [s for s in samples if s.role == "sender"] or list(samples)  # the processes that read the streams
     return {
         "processes": processes,
         **_ms_stats(send_lags_ns(records), "send_lag"),
@@ -162,4 +166,5 @@ def client_group(samples: Sequence[ClientSample], records: Sequence[RequestRecor
         "cpu_share_max": max(shares) if shares else None,
         "cores": cores,
         "machine_cores": machine,
+        "read_stamps": "kernel" if readers and all(s.kernel_stamps for s in readers) else "event loop",
     }

@@ -51,9 +51,9 @@ from engine.measure.client_lag import ClientSample, LoopMonitor, pause_gc, resum
 from engine.measure.metrics import SLO
 from engine.measure.records import RequestRecord
 from engine.run.plan import ChatIds, PlannedRequest
-from engine.spec import SpecError, Workload
+from engine.spec import Workload
 
-__all__ = ["LoadResult", "Progress", "arrival_offsets_s", "run_load", "slo_of", "validate_serving"]
+__all__ = ["LoadResult", "Progress", "arrival_offsets_s", "run_load", "slo_of"]
 
 
 class Progress(Protocol):
@@ -349,6 +349,11 @@ async def _all_or_first_error(coros: list[Any]) -> None:
 
 
 async def _drive(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_size: int | None) -> LoadResult:
+    # An HTTP client opens the connections a phase whose requests are all due at once will use, before it
+    # starts: the first wave then goes out on time instead of behind hundreds of handshakes
+    opener = getattr(phase.backend, "open_connections", None)
+    if opener is not None and not phase.warmup and (limit or batch_size) and not np.any(offsets):
+        await opener(min(limit or batch_size or 0, len(offsets)))
     monitor = LoopMonitor().start()  # the driver's own loop: how late it ran while it drove the phase
     senders = getattr(phase.backend, "client_sampling", None)  # client processes (--client-processes) sample theirs
     if senders is not None:
@@ -361,6 +366,7 @@ async def _drive(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_si
     finally:
         resume_gc(paused)
         sample = monitor.stop()
+        sample.kernel_stamps = bool(getattr(phase.backend, "kernel_stamps", False))
     result.client = [sample, *(await senders(False) if senders is not None else [])]
     return result
 
@@ -380,20 +386,3 @@ async def _drive_requests(phase: _Phase, offsets: np.ndarray, limit: int | None,
     else:
         await _all_or_first_error([_send(phase, range(i, i + 1), records, sem) for i in range(n)])
     return LoadResult(records=records, start_ns=start_ns, end_ns=time.perf_counter_ns())
-
-
-def validate_serving(workload: Workload, engine: str) -> None:
-    """Raise SpecError for loads an engine cannot drive (pure)."""
-    from engine.spec import engines
-
-    serving = engines.get(engine).capabilities.serving  # a serving engine takes many requests at once
-    if not serving and workload.arrival != "batch" and (workload.max_concurrency or 1) > 1:
-        raise SpecError(
-            f"the {engine} engine serves one request at a time under an arrival process; "
-            f"drop max_concurrency or use a serving engine ({', '.join(engines.with_capability('serving'))})"
-        )
-    if not serving and workload.cancel_rate > 0:
-        raise SpecError(
-            f"the {engine} engine cannot cancel a request it is generating; cancellations need a serving engine "
-            f"({', '.join(engines.with_capability('serving'))})"
-        )

@@ -22,7 +22,10 @@ per problem, stored as ``metrics["noise_flags"]``; each also says its ``kind``:
 - ``client_bound``: the client, not the server, set the pace (``metrics["client"]``,
   :mod:`engine.measure.client_lag`): its busiest process used at least :data:`CLIENT_CPU_SHARE` of
   its core, its event loop ran :data:`CLIENT_LOOP_LAG_MS` ms late or more (p99), or requests went out
-  :data:`CLIENT_SEND_LAG_MS` ms or more after they could (p99). Its stamps and sends were late, so
+  :data:`CLIENT_SEND_LAG_MS` ms or more after they could (p99). Where the kernel stamped the reads
+  (``read_stamps``), a late loop stamped nothing late, and its lag counts only from a stream's token gap
+  up (the ITL p50, when longer): a stream's next event may then have arrived before the loop read the
+  previous one, and the two can share one packet's stamp. Its stamps and sends were late, so
   its latencies say more about the client than about the server: it counts as a busy machine
   (``kind`` ``"machine"``), as contention does (Explore hides such runs with them, Compare warns).
 """
@@ -118,7 +121,7 @@ def drift_flags(trials: list[dict[str, Any]], drift: dict[str, Any] | None) -> l
     return out
 
 
-def client_flags(client: dict[str, Any] | None) -> list[dict[str, str]]:
+def client_flags(client: dict[str, Any] | None, itl_p50_ms: float | None = None) -> list[dict[str, str]]:
     """``client_bound`` when the client's own figures say it set the pace (the rules above)."""
     if not client:
         return []
@@ -127,8 +130,13 @@ def client_flags(client: dict[str, Any] | None) -> list[dict[str, str]]:
     if share is not None and share >= CLIENT_CPU_SHARE:
         reasons.append(f"its busiest process used {share:.0%} of a core")
     loop = client.get("loop_lag_ms_p99")
-    if loop is not None and loop >= CLIENT_LOOP_LAG_MS:
-        reasons.append(f"its event loop ran {loop:.1f} ms late (p99)")
+    kernel = client.get("read_stamps") == "kernel"
+    gap = itl_p50_ms if kernel and itl_p50_ms is not None and itl_p50_ms > CLIENT_LOOP_LAG_MS else None
+    if loop is not None and loop >= (gap or CLIENT_LOOP_LAG_MS):
+        reasons.append(
+            f"its event loop ran {loop:.1f} ms late (p99)"
+            + (f", longer than a stream's token gap ({gap:.1f} ms p50)" if gap is not None else "")
+        )
     send = client.get("send_lag_ms_p99")
     if send is not None and send >= CLIENT_SEND_LAG_MS:
         reasons.append(f"requests went out {send:.1f} ms after they could (p99)")
@@ -147,7 +155,9 @@ def client_flags(client: dict[str, Any] | None) -> list[dict[str, str]]:
 def noise_flags(samples: dict[str, Any] | None, metrics: dict[str, Any]) -> list[dict[str, str]]:
     """Every flag of a run: the machine's (contention, steal, GPU, a client that set the pace) then the
     figures' (requests, length, drift)."""
-    return machine_flags(samples) + client_flags(metrics.get("client")) + validity_flags(metrics)
+    itl = metrics.get("itl_ms")
+    itl_p50 = itl.get("p50") if isinstance(itl, dict) else None
+    return machine_flags(samples) + client_flags(metrics.get("client"), itl_p50) + validity_flags(metrics)
 
 
 def contended(flags: list[dict[str, Any]] | None) -> bool:

@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Callable
 
 from engine.run.policy import check_inputs
-from engine.spec import JobSpec, SpecError, engines
+from engine.spec import JobSpec, SpecError, Workload, engines
 from engine.spec.descriptor import EngineDescriptor
 from engine.weights import models
 
@@ -40,8 +40,6 @@ def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
     if shapes:
         raise SpecError("; ".join(shapes))
     engine_preflight(descriptor)(spec, runtime)  # the engine's own checks of this machine
-    from engine.run.load import validate_serving
-
     validate_serving(spec.workload, spec.recipe.engine)
     if spec.quality.enabled:
         from engine.accuracy import evaluate
@@ -91,3 +89,18 @@ def _check_prompt_file(path: str) -> None:
         read_prompt_file(path)
     except (RecursionError, OSError) as exc:
         raise SpecError(f"prompt file {path} cannot be read: {type(exc).__name__}") from exc
+
+
+def validate_serving(workload: Workload, engine: str) -> None:
+    """Raise SpecError for loads an engine cannot drive (pure)."""
+    serving = engines.get(engine).capabilities.serving  # a serving engine takes many requests at once
+    if not serving and workload.arrival != "batch" and (workload.max_concurrency or 1) > 1:
+        raise SpecError(
+            f"the {engine} engine serves one request at a time under an arrival process; "
+            f"drop max_concurrency or use a serving engine ({', '.join(engines.with_capability('serving'))})"
+        )
+    if not serving and workload.cancel_rate > 0:
+        raise SpecError(
+            f"the {engine} engine cannot cancel a request it is generating; cancellations need a serving engine "
+            f"({', '.join(engines.with_capability('serving'))})"
+        )

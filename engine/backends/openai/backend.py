@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.backends.asyncloop import EventLoop
 from engine.backends.base import REMOTE_DEVICE, BackendError, LoadReport, Progress, Request, Tokenizer, TokenScores
+from engine.backends.openai.deadlines import Deadlines
 from engine.backends.openai.http import Client, ConnectFailed, Exchange, HttpError
 from engine.backends.openai.sse import EventStream, RequestFailed, http_reason
 from engine.measure.records import RequestRecord
@@ -73,6 +74,7 @@ class OpenAIBackend:
         self._endpoint = "completions"
         self._send_ignore_eos = True
         self._timeout_s = 600.0
+        self._deadlines = Deadlines(self._timeout_s)  # each request's time limit, one timer for all
         self._api_key_env: str | None = None
         self._api_key: str | None = None  # read from its variable at load (registered: scrubbed everywhere)
         self._tokenizer_source: dict[str, Any] | None = None
@@ -173,6 +175,7 @@ class OpenAIBackend:
         self._endpoint = endpoint
         self._send_ignore_eos = send_ignore_eos
         self._timeout_s = timeout_s
+        self._deadlines = Deadlines(timeout_s)
         self._path = "/chat/completions" if endpoint == "chat" else "/completions"
         self._url = self._base_url + self._path
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -220,10 +223,15 @@ class OpenAIBackend:
             "server_models": self._server_models,
             "output_tokens_source": dict(self._counts),
             "http_client": "latencylab (HTTP/1.1, a stamp per network read"
-            + (", the kernel's receive stamps)" if self._http is not None and self._http.kernel_stamps else ")"),
+            + (", the kernel's receive stamps)" if self.kernel_stamps else ")"),
             "event_loop": self._loop.kind,
             "tokenizer": type(self._tokenizer).__name__ if self._tokenizer is not None else None,
         }
+
+    @property
+    def kernel_stamps(self) -> bool:
+        """Whether this client's reads are stamped by the kernel (a late event loop then stamps nothing late)."""
+        return self._http is not None and self._http.kernel_stamps
 
     @property
     def metrics_url(self) -> str | None:
@@ -273,6 +281,12 @@ class OpenAIBackend:
             body["prompt"] = text
         return body
 
+    async def open_connections(self, n: int) -> None:
+        """``n`` connections opened before a measured phase with up to ``n`` streams at once: the handshakes
+        are done before the first request is due, not as the phase's first wave goes out (where they
+        held back its sends, one after another)."""
+        await self.http.open(n)
+
     async def stream(self, batch: Sequence[Request], records: Sequence[RequestRecord]) -> None:
         """The batch's requests at once (each its own HTTP stream); raise RequestFailed for one alone.
 
@@ -295,22 +309,24 @@ class OpenAIBackend:
         events = EventStream(record, chat=self._endpoint == "chat")
         ex: Exchange | None = None
         record.send_ns = time.perf_counter_ns()  # after the payload is built, as vLLM's bench serve
+        task = self._deadlines.enter()
         try:
-            async with asyncio.timeout(self._timeout_s):
-                ex = await self.http.request("POST", self._path, body)
-                record.send_ns = ex.sent_ns  # the attempt that was answered (a dead pooled connection is retried)
-                await self.http.read(ex)
-        except TimeoutError as exc:
+            ex = await self.http.request("POST", self._path, body)
+            record.send_ns = ex.sent_ns  # the attempt that was answered (a dead pooled connection is retried)
+            await self.http.read(ex)
+        except asyncio.CancelledError:  # the time limit, or cancelled on purpose: the record keeps what had arrived
+            timed_out = self._deadlines.leave(task)
             _parse_quietly(events, ex)
-            raise RequestFailed(f"timed out after {self._timeout_s:.0f} s") from exc
+            if timed_out:
+                raise RequestFailed(f"timed out after {self._timeout_s:.0f} s") from None
+            raise
         except ConnectFailed as exc:
             raise RequestFailed(f"cannot connect to {self._base_url}: {exc.reason}") from exc
         except HttpError as exc:  # the connection closed or the answer was malformed
             if ex is None or ex.status != 200:
                 raise RequestFailed(f"stream closed early: {exc}") from exc
-        except asyncio.CancelledError:  # cancelled on purpose: the record keeps what had arrived
-            _parse_quietly(events, ex)
-            raise
+        finally:
+            self._deadlines.leave(task)
         if ex.status != 200:
             raise RequestFailed(http_reason(ex.status, ex.body.decode(errors="replace")))
         events.parse(ex.reads)
@@ -354,7 +370,9 @@ class OpenAIBackend:
         """
         if full:
             raise BackendError("full next-token distributions are not available over the OpenAI API")
-        return self.run(_score_echo(self, sequences, top_k))
+        from engine.backends.openai.scoring import score_echo
+
+        return self.run(score_echo(self.http, self._model_name, sequences, top_k))
 
 
 def _parse_quietly(events: EventStream, ex: Exchange | None) -> None:
@@ -365,36 +383,3 @@ def _parse_quietly(events: EventStream, ex: Exchange | None) -> None:
         events.parse(ex.reads)
     except RequestFailed:
         pass
-
-
-async def _score_echo(backend: OpenAIBackend, sequences: list[list[int]], top_k: int) -> list[TokenScores]:
-    import numpy as np
-
-    out = []
-    for seq in sequences:
-        body = {
-            "model": backend._model_name,
-            "prompt": seq,
-            "max_tokens": 1,
-            "echo": True,
-            "logprobs": max(top_k, 1),
-            "temperature": 0.0,
-        }
-        try:
-            status, raw = await backend.http.fetch("POST", "/completions", _dumps(body))
-        except HttpError as exc:
-            raise BackendError(f"scoring (echo + logprobs) failed: {exc}") from exc
-        text = raw.decode(errors="replace")
-        if status != 200:
-            raise BackendError(  # http_reason scrubs the server's text
-                f"scoring (echo + logprobs) is not supported by this server: {http_reason(status, text)}"
-            )
-        try:
-            lp = json.loads(text)["choices"][0]["logprobs"]
-            token_lps = lp["token_logprobs"][1 : len(seq)]
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise BackendError("scoring (echo + logprobs) is not supported by this server: no prompt logprobs") from exc
-        if len(token_lps) != len(seq) - 1 or any(v is None for v in token_lps):
-            raise BackendError("scoring (echo + logprobs) is not supported by this server: prompt logprobs missing")
-        out.append(TokenScores(token_logprobs=np.asarray(token_lps, dtype=np.float32)))
-    return out

@@ -5,7 +5,8 @@ installed), set up from the settings the driver's process sends first (server, m
 API key's variable name, where the tokenizer's files are), then serving the driver's messages on the
 socket ``FD``: ``stream`` (send these requests now; answer with the filled records), ``cancel`` (the
 driver cancelled that call: the connection closes, the partial record goes back), ``sample`` (start,
-or stop and return, the loop-lag and CPU sample of a phase), ``clock`` (this host's ``perf_counter_ns``
+or stop and return, the loop-lag and CPU sample of a phase), ``open`` (open a phase's share of the
+connections before it starts), ``clock`` (this host's ``perf_counter_ns``
 now: the driver estimates a remote node's clock offset from a few round trips) and ``stop``. It never
 decides when a request goes out: the driver's one scheduler does
 (:mod:`engine.backends.openai.client_processes`). It ends when the driver's process ends (its socket
@@ -87,8 +88,9 @@ class _Serving:
         op, ident = message.get("op"), message.get("id")
         if op == "stop":
             return False
-        if op == "stream":
-            self.tasks[ident] = asyncio.get_running_loop().create_task(self._stream(ident, message))
+        if op in ("stream", "open"):  # answered when done; meanwhile the next messages are read
+            work = self._stream(ident, message) if op == "stream" else self._open(ident, int(message.get("n") or 0))
+            self.tasks[ident] = asyncio.get_running_loop().create_task(work)
         elif op == "cancel" and (task := self.tasks.get(ident)) is not None:
             task.cancel()
         elif op == "sample":
@@ -96,6 +98,14 @@ class _Serving:
         elif op == "clock":
             channel.write(self.writer, {"id": ident, "now": time.perf_counter_ns()})
         return True
+
+    async def _open(self, ident: int, n: int) -> None:
+        """Open this process's share of a phase's connections before it starts (OpenAIBackend.open_connections)."""
+        try:
+            await self.client.open_connections(n)
+        finally:
+            self.tasks.pop(ident, None)
+            channel.write(self.writer, {"id": ident})
 
     def _sample(self, ident: int, start: bool) -> None:
         """A phase starts (the loop sampled, the cyclic collector paused) or ends (its sample sent back)."""
@@ -106,7 +116,10 @@ class _Serving:
             return
         resume_gc(self.gc_paused)
         self.gc_paused = False
-        sample = self.monitor.stop().to_json() if self.monitor is not None else None
+        stopped = self.monitor.stop() if self.monitor is not None else None
+        if stopped is not None:
+            stopped.kernel_stamps = self.client.kernel_stamps
+        sample = stopped.to_json() if stopped is not None else None
         self.monitor = None
         channel.write(self.writer, {"id": ident, "sample": sample})
 

@@ -254,6 +254,12 @@ class ClientProcesses:
         if reply.get("failed"):
             raise RequestFailed(reply["failed"])
 
+    async def open_connections(self, n: int) -> None:
+        """Each process opens its share of ``n`` connections before a phase whose requests are all due at once
+        (requests go to the least busy process, so each holds about ``n`` over the processes)."""
+        share = -(-n // max(len(self._procs), 1))
+        await asyncio.gather(*(self._ask(p, {"op": "open", "n": share}) for p in self._procs))
+
     async def client_sampling(self, start: bool) -> list[ClientSample]:
         """Start each process's loop-lag and CPU sample of a phase, or stop them and return them."""
         replies = await asyncio.gather(*(self._ask(p, {"op": "sample", "start": start}) for p in self._procs))

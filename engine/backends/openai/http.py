@@ -220,6 +220,21 @@ class Client:
             return ex
         raise AssertionError("unreachable")
 
+    async def open(self, n: int) -> int:
+        """Have ``n`` idle connections ready (opened at once, before a phase sends on them); how many are.
+        A connection that cannot be opened is left to the request that needs it (its reason is then that
+        request's)."""
+        missing = n - len(self._idle)
+        if missing > 0:
+            opened = await asyncio.gather(*(self._connect() for _ in range(missing)), return_exceptions=True)
+            for conn in opened:
+                if isinstance(conn, BaseException):
+                    if not isinstance(conn, HttpError):
+                        raise conn
+                else:
+                    self._idle.append(conn)
+        return len(self._idle)
+
     def _pooled(self) -> Any:
         while self._idle:
             conn = self._idle.pop()

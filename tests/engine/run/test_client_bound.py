@@ -22,6 +22,32 @@ def test_the_rule_flags_a_busy_process_a_late_loop_or_late_sends() -> None:
     assert noise.contended(noise.client_flags({**QUIET, "loop_lag_ms_p99": 9.0}))  # hidden like contention
 
 
+def test_with_kernel_stamps_a_late_loop_counts_from_a_streams_token_gap() -> None:
+    """A late loop stamps nothing late when the kernel stamps the reads: it matters once a stream's next event
+    can arrive before the loop reads the previous one (the token gap), or sends go out late."""
+    kernel = {**QUIET, "read_stamps": "kernel", "loop_lag_ms_p99": 11.7}
+    assert noise.client_flags(kernel, itl_p50_ms=20.0) == []
+    [flag] = noise.client_flags({**kernel, "loop_lag_ms_p99": 25.0}, itl_p50_ms=20.0)
+    assert "longer than a stream's token gap (20.0 ms p50)" in flag["detail"]
+    assert noise.client_flags(kernel, itl_p50_ms=2.0) != []  # a short gap: the usual 5 ms rule
+    assert noise.client_flags({**kernel, "read_stamps": "event loop"}, itl_p50_ms=20.0) != []
+    assert noise.client_flags({**kernel, "send_lag_ms_p99": 30.0}, itl_p50_ms=20.0) != []
+    metrics = {"client": kernel, "itl_ms": {"p50": 20.0}}
+    assert [f["flag"] for f in noise.noise_flags(None, metrics)] == []
+
+
+def test_the_client_group_says_who_stamped_the_reads() -> None:
+    def sample(role: str, kernel: bool) -> ClientSample:
+        return ClientSample([1_000_000], cpu_ns=1, wall_ns=10, role=role, kernel_stamps=kernel)
+
+    assert client_group([sample("driver", True)], [], 1)["read_stamps"] == "kernel"
+    assert client_group([sample("driver", False)], [], 1)["read_stamps"] == "event loop"
+    # with client processes the senders read the streams; the driver only hands requests out
+    assert client_group([sample("driver", False), sample("sender", True)], [], 1)["read_stamps"] == "kernel"
+    assert client_group([sample("driver", True), sample("sender", False)], [], 1)["read_stamps"] == "event loop"
+    assert ClientSample.from_json(sample("sender", True).to_json()).kernel_stamps
+
+
 def test_the_client_group_pools_every_process() -> None:
     def rec(ready: int, send: int) -> RequestRecord:
         return RequestRecord(index=0, arrival_ns=ready, send_ns=send, prompt_tokens=1, ready_ns=ready)

@@ -129,6 +129,35 @@ def test_max_concurrency_bounds_in_flight_and_records_queueing() -> None:
     assert len({r.arrival_ns for r in result.records}) == 1
 
 
+class FakeConnecting(FakeStreaming):
+    """An HTTP-like backend: says how many connections each phase asked to have open before it started."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: list[int] = []
+
+    async def open_connections(self, n: int) -> None:
+        self.opened.append(n)
+
+
+@pytest.mark.parametrize(
+    ("workload", "opened"),
+    [
+        (Workload(requests=12, arrival="concurrency", max_concurrency=3), [3]),
+        (Workload(requests=2, arrival="concurrency", max_concurrency=8), [2]),
+        (Workload(requests=6, arrival="batch", batch_size=4), [4]),
+        (Workload(requests=6, arrival="max"), []),  # no bound: as many as are due, opened as they go
+        (Workload(requests=6, arrival="poisson", rate=500.0, max_concurrency=3), []),  # due one by one
+    ],
+)
+def test_connections_are_opened_before_a_phase_whose_requests_are_due_at_once(workload, opened) -> None:
+    backend = FakeConnecting()
+    run_load(backend, plan([[1]] * workload.requests), workload, warmup=True)
+    assert backend.opened == []  # a warm-up's timing is not measured
+    run_load(backend, plan([[1]] * workload.requests), workload)
+    assert backend.opened == opened
+
+
 def test_max_sends_everything_at_once_and_failures_are_records() -> None:
     backend = FakeStreaming()
     wl = Workload(requests=6, arrival="max")

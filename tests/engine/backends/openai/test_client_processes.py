@@ -116,10 +116,10 @@ def test_static_batches_are_split_and_a_cancellation_keeps_what_arrived(pool, se
     _fresh(server)
     result = run_load(pool, planned([[i] for i in range(6)], 3), Workload(requests=6, batch_size=6))
     assert all(r.ok for r in result.records) and len({pool.placements.get(r.index) for r in result.records}) >= 1
-    plan = [PlannedRequest(Request(prompt=[1], max_new_tokens=200), cancel_after_s=0.05)]
+    plan = [PlannedRequest(Request(prompt=[1], max_new_tokens=1000), cancel_after_s=0.3)]  # a 2 s stream
     [rec] = run_load(pool, plan, Workload(requests=1, arrival="max")).records
     assert rec.cancelled and rec.error is None
-    assert 0 < len(rec.chunk_ns) < 200  # the chunks that had arrived came back from the client process
+    assert 0 < len(rec.chunk_ns) < 1000  # the chunks that had arrived came back from the client process
 
 
 def test_one_failed_request_is_its_own_reason(pool, server) -> None:

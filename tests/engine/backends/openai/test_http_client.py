@@ -97,6 +97,29 @@ def test_a_cancelled_read_closes_the_connection_and_keeps_what_arrived() -> None
     assert not ex.done and 2 < ex.body.count(b"data: ") < 500
 
 
+def test_connections_opened_ahead_carry_the_next_requests() -> None:
+    """``open(n)``: n idle connections before anything is sent; requests at once then take one each, and a
+    connection that cannot be opened is left to the request that needs it."""
+    with fake_server(ttft_s=0.0, itl_s=0.0) as server:
+        client = Client(server.base_url, {"Content-Type": "application/json"})
+
+        async def three() -> int:
+            ready = await client.open(3)
+            assert await client.open(2) == 3  # enough already: nothing more is opened
+            exchanges = await asyncio.gather(
+                *(client.request("POST", "/completions", b'{"max_tokens": 2}') for _ in range(3))
+            )
+            for ex in exchanges:
+                await client.read(ex)
+            return ready
+
+        assert _run(three()) == 3
+        client.close()
+    assert len(server.seen.peers) == 3 and len(set(server.seen.peers)) == 3  # one opened connection each
+    nobody = Client("http://127.0.0.1:9/v1")
+    assert _run(nobody.open(2)) == 0
+
+
 def test_no_server_is_a_connect_failure() -> None:
     client = Client("http://127.0.0.1:9/v1")
     t0 = time.perf_counter()

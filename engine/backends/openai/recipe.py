@@ -26,7 +26,12 @@ class OpenAIRecipe(EngineRecipe):
     endpoint: Literal["completions", "chat"] = Field(default="completions", description="API endpoint measured")
     api_key_env: str | None = Field(default=None, description="Name of the environment variable holding the API key")
     send_ignore_eos: bool = Field(default=True, description="Send vLLM's ignore_eos extension for fixed lengths")
-    timeout_s: float = Field(default=600.0, gt=0, le=86_400, description="Per-request timeout in seconds")
+    timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        le=86_400,
+        description="Per-request timeout in seconds (checked every quarter of it, at most 1 s)",
+    )
 
     @field_validator("base_url")
     @classmethod

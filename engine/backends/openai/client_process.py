@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -67,9 +68,13 @@ def client_of(settings: dict[str, Any]) -> OpenAIBackend:
         from engine.backends.openai.tokenizer import local_tokenizer
 
         folder = Path(tempfile.mkdtemp(prefix="latencylab-tokenizer-"))
-        for name, text in tokenizer["files"].items():
-            (folder / Path(name).name).write_text(text, encoding="utf-8")
-        client._tokenizer = local_tokenizer(str(folder))
+        try:
+            for name, text in tokenizer["files"].items():
+                (folder / Path(name).name).write_text(text, encoding="utf-8")
+            client._tokenizer = local_tokenizer(str(folder))
+            client._tokenizer.files = ()  # read now; the folder goes (a long text is encoded, not cached by them)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     return client
 
 

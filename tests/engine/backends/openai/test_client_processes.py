@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fake_openai import FakeServer, fake_server
@@ -231,6 +233,14 @@ def test_remote_processes_get_the_key_and_tokenizer_files_and_a_measured_clock_o
     settings = backend.remote_client_settings()
     assert settings["api_key"] == "sk-remote-test" and "api_key" not in backend.client_settings()
     assert settings["tokenizer"]["kind"] == "inline" and "tokenizer.json" in settings["tokenizer"]["files"]
+    from engine.backends.openai.client_process import client_of
+
+    temp = Path(tempfile.gettempdir())
+    before = set(temp.glob("latencylab-tokenizer-*"))
+    remote_client = client_of(settings)
+    assert remote_client.tokenizer().encode("hello") == backend.tokenizer().encode("hello")
+    assert set(temp.glob("latencylab-tokenizer-*")) == before  # the files were read, then their folder removed
+    remote_client.unload()
     monkeypatch.delenv("LL_TEST_KEY")  # a remote node has not the job's environment: the key travels itself
     pool = ClientProcesses(backend, 2, _RemoteHere()).start(lambda *_: None)
     try:

@@ -51,6 +51,7 @@ except ImportError:  # pragma: no cover
 
 
 T = TypeVar("T")
+OPEN_WAIT_S = 10.0  # the most a phase waits for its connections to open before it starts
 
 
 class OpenAIBackend:
@@ -284,8 +285,12 @@ class OpenAIBackend:
     async def open_connections(self, n: int) -> None:
         """``n`` connections opened before a measured phase with up to ``n`` streams at once: the handshakes
         are done before the first request is due, not as the phase's first wave goes out (where they
-        held back its sends, one after another)."""
-        await self.http.open(n)
+        held back its sends, one after another). At most :data:`OPEN_WAIT_S` is spent: a server that does
+        not answer leaves the rest to the requests (each under its own time limit)."""
+        try:
+            await asyncio.wait_for(self.http.open(n), min(self._timeout_s, OPEN_WAIT_S))
+        except TimeoutError:
+            pass
 
     async def stream(self, batch: Sequence[Request], records: Sequence[RequestRecord]) -> None:
         """The batch's requests at once (each its own HTTP stream); raise RequestFailed for one alone.

@@ -224,15 +224,17 @@ class Client:
         """Have ``n`` idle connections ready (opened at once, before a phase sends on them); how many are.
         A connection that cannot be opened is left to the request that needs it (its reason is then that
         request's)."""
+
+        async def one() -> None:
+            try:
+                conn = await self._connect()
+            except HttpError:
+                return
+            self._idle.append(conn)  # at once: a wait cut short keeps those already open
+
         missing = n - len(self._idle)
         if missing > 0:
-            opened = await asyncio.gather(*(self._connect() for _ in range(missing)), return_exceptions=True)
-            for conn in opened:
-                if isinstance(conn, BaseException):
-                    if not isinstance(conn, HttpError):
-                        raise conn
-                else:
-                    self._idle.append(conn)
+            await asyncio.gather(*(one() for _ in range(missing)))
         return len(self._idle)
 
     def _pooled(self) -> Any:

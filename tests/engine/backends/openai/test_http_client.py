@@ -149,3 +149,24 @@ def test_token_events_are_stamped_when_they_arrived_even_while_the_loop_was_busy
     assert len(events) == 3 and events == sorted(events), ex.reads
     assert 100_000_000 < events[-1] - ex.sent_ns < 250_000_000  # the third token's arrival, 120 ms after the send
     assert woke - events[-1] > 40_000_000  # well before the loop woke to read it
+
+
+def test_a_server_that_does_not_answer_holds_the_phase_start_back_only_so_long(monkeypatch) -> None:
+    """Connections a phase opens ahead get at most OPEN_WAIT_S: past it the requests connect themselves."""
+    import socket
+
+    from engine.backends.openai import backend as openai_backend
+
+    monkeypatch.setattr(openai_backend, "OPEN_WAIT_S", 0.5)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(0)  # never accepts: once its queue is full, handshakes go unanswered
+    client = openai_backend.OpenAIBackend()
+    client._configure(f"http://127.0.0.1:{silent.getsockname()[1]}/v1", "fake", "completions", None)
+    try:
+        t0 = time.perf_counter()
+        client.run(client.open_connections(64))
+        assert time.perf_counter() - t0 < 3
+    finally:
+        client.unload()
+        silent.close()

@@ -65,17 +65,24 @@ def client_of(settings: dict[str, Any]) -> OpenAIBackend:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         client._tokenizer = ServerTokenizer(client.server_root, settings["model_name"], headers)
     elif tokenizer and tokenizer.get("kind") == "inline":
-        from engine.backends.openai.tokenizer import local_tokenizer
-
-        folder = Path(tempfile.mkdtemp(prefix="latencylab-tokenizer-"))
-        try:
-            for name, text in tokenizer["files"].items():
-                (folder / Path(name).name).write_text(text, encoding="utf-8")
-            client._tokenizer = local_tokenizer(str(folder))
-            client._tokenizer.files = ()  # read now; the folder goes (a long text is encoded, not cached by them)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        client._tokenizer = _inline_tokenizer(tokenizer["files"])
     return client
+
+
+def _inline_tokenizer(files: dict[str, str]) -> Any:
+    """The tokenizer of files sent inline (a remote node has not the model's folder): written to a
+    temporary folder, read, and the folder removed (a long text is then encoded, not cached by them)."""
+    from engine.backends.openai.tokenizer import local_tokenizer
+
+    folder = Path(tempfile.mkdtemp(prefix="latencylab-tokenizer-"))
+    try:
+        for name, text in files.items():
+            (folder / Path(name).name).write_text(text, encoding="utf-8")
+        tokenizer = local_tokenizer(str(folder))
+        tokenizer.files = ()
+        return tokenizer
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class _Serving:

@@ -162,6 +162,8 @@ if __name__ == "__main__":
     ap.add_argument("--prompt-tokens", type=int, default=32)
     ap.add_argument("--no-peek", action="store_true", help="one read per readiness (events waiting together share)")
     cli = ap.parse_args()
+    if min(cli.concurrency, cli.requests, cli.tokens, cli.prompt_tokens) < 1:
+        ap.error("--concurrency, --requests, --tokens and --prompt-tokens must be 1 or more")
     try:
         import uvloop
 

@@ -59,6 +59,7 @@ BENCH_SERVE = (  # `vllm bench serve` exactly: its parser and main (see benchmar
     "from vllm.benchmarks.serve import add_cli_args, main; "
     "p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))"
 )
+CLIENTS = ("ours", "floor", "vllm")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 ALL_CPUS = sorted(os.sched_getaffinity(0))
 
@@ -390,6 +391,15 @@ def main() -> None:
     if args.pin and len(ALL_CPUS) < 2:
         raise SystemExit("--pin needs at least 2 CPUs")
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    try:
+        levels = [int(x) for x in args.concurrency.split(",")]
+    except ValueError:
+        levels = []
+    if not levels or min(levels) < 1:
+        ap.error(f"--concurrency: {args.concurrency!r}; give whole numbers of 1 or more, comma-separated")
+    unknown = [c for c in clients if c not in CLIENTS]
+    if unknown or not clients:
+        ap.error(f"--clients: {', '.join(unknown) or 'none given'}; choose from {', '.join(CLIENTS)}")
     if "vllm" in clients and args.tokenizer is None:
         from engine.spec import ModelSpec
         from engine.weights import models
@@ -404,7 +414,7 @@ def main() -> None:
     )
     print("times in ms: d = the client's figure minus the wire's; CPU in us per token event; lost = capture holes")
     print(HEADER, flush=True)
-    for c in (int(x) for x in args.concurrency.split(",")):
+    for c in levels:
         for client in clients:
             run = run_one(args, client, c, work)
             print(row(run), flush=True)

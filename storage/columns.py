@@ -61,14 +61,21 @@ def _class_defaults(cls: type) -> tuple[tuple[str, Any], ...]:
     return tuple((n, f.get_default(call_default_factory=True)) for n, f in fields.items() if not f.is_required())
 
 
+@lru_cache(maxsize=1)
+def _workload_defaults() -> tuple[tuple[str, Any], ...]:
+    """The default workload's flat fields (:meth:`engine.spec.workload.Workload.flat`): what the stored knobs hold."""
+    from engine.spec.workload import Workload
+
+    return tuple(Workload().flat().items())
+
+
 def _defaults(part: str, engine: str) -> tuple[tuple[str, Any], ...]:
     """The defaults of the workload, or of the recipe class of a registered engine (its descriptor names it), as
     (field, value) pairs; none for an engine no longer registered."""
     from engine.spec import engines
-    from engine.spec.workload import Workload
 
     if part == "workload":
-        return _class_defaults(Workload)
+        return _workload_defaults()
     descriptor = engines.find(engine)
     return _class_defaults(descriptor.recipe) if descriptor else ()
 
@@ -83,6 +90,10 @@ def changed_fields(spec: Any, engine: str | None = None) -> dict[str, dict[str, 
     out: dict[str, dict[str, Any]] = {}
     for part in ("recipe", "workload"):
         given = spec.get(part) if isinstance(spec.get(part), dict) else {}
+        if part == "workload":
+            from engine.spec.workload import flat_workload
+
+            given = flat_workload(given)  # flat, as knobs were stored before Workload.traffic
         name = str(given.get("engine") or engine or "") if part == "recipe" else ""
         defaults = {k: _as_json(v) for k, v in _defaults(part, name)}
         out[part] = {k: v for k, v in given.items() if k != "engine" and (k not in defaults or defaults[k] != v)}

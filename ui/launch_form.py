@@ -2,13 +2,15 @@
 
 A field's widget is chosen from its type: a select box for a ``Literal``, a checkbox for a
 bool, a number input (with a "set" checkbox when it may be empty) for int and float, a
-text input otherwise. A knob added to a recipe therefore appears on the page without edits.
+comma-separated text input for a list, a text input otherwise. A knob added to a recipe or
+an option added to a request source therefore appears on the page without edits.
 """
 
 from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import streamlit as st
@@ -28,10 +30,13 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
 
 
 def field_kind(annotation: Any) -> tuple[str, Any, bool]:
-    """(kind, extra, optional): kind is literal|bool|int|float|str|other; extra the choices."""
+    """(kind, extra, optional): kind is literal|bool|int|float|str|list|other; extra the choices (a list: the
+    kind of its items)."""
     base, optional = _unwrap_optional(annotation)
     if typing.get_origin(base) is Literal:
         return "literal", list(typing.get_args(base)), optional
+    if typing.get_origin(base) in (list, tuple) and typing.get_args(base):
+        return "list", _SCALARS.get(typing.get_args(base)[0], "str"), optional
     return _SCALARS.get(base, "other"), None, optional
 
 
@@ -116,15 +121,29 @@ def field_widget(name: str, info: Any, default: Any, key: str, disabled: bool = 
         return st.checkbox(label, value=bool(default), **kw)
     if kind in ("int", "float"):
         return _number_widget(label, kind, optional and not always_set, default, **kw)
+    if kind == "list":
+        return _list_widget(label, choices, optional, default, **kw)
     text = st.text_input(
         label, value="" if default is None else str(default), placeholder="(none)" if optional else None, **kw
     )
     return text or (None if optional else text)
 
 
+def _list_widget(label: str, item_kind: str, optional: bool, default: Any, **kw: Any) -> Any:
+    """A list typed as comma-separated values; what does not parse is returned as typed, and validation says why."""
+    shown = ", ".join(str(v) for v in default) if default else ""
+    text = st.text_input(f"{label} (comma-separated)", value=shown, placeholder="(none)" if optional else None, **kw)
+    if not text.strip():
+        return None if optional else []
+    try:
+        return parse_values(item_kind, text)
+    except SpecError:
+        return text
+
+
 def state_value(info: Any, key: str, default: Any, always_set: bool = False) -> Any:
     """The value the widget for ``key`` holds now (before it is drawn this run): its state, else ``default``."""
-    kind, _, optional = field_kind(info.annotation)
+    kind, extra, optional = field_kind(info.annotation)
     state = st.session_state
     if kind in ("int", "float") and optional and not always_set:
         if not state.get(f"{key}__set", default is not None):
@@ -133,6 +152,11 @@ def state_value(info: Any, key: str, default: Any, always_set: bool = False) -> 
     value = state.get(key, default)
     if kind == "str" and optional and value == "":
         return None
+    if kind == "list" and isinstance(value, str):
+        try:
+            return parse_values(extra, value) if value.strip() else (None if optional else [])
+        except SpecError:
+            return value
     return value
 
 
@@ -184,20 +208,19 @@ def section_form(
     disabled: bool,
     device: str = "cpu",
     traffic: str | None = None,
+    order: Sequence[str] = (),
 ) -> tuple[dict[str, Any], list[str]]:
-    """Every field of a spec section (an engine's recipe or 'workload'): the basic ones at once, the rest in an
-    "Advanced" expander, and a field nothing uses hidden (it submits its default). Returns (values, problems).
+    """Every field of a spec section (an engine's recipe, 'workload', or a request source's options
+    ``source:NAME``): the basic ones at once, the rest in an "Advanced" expander, and a field nothing uses hidden
+    (it submits its default). Returns (values, problems).
 
     Which fields show is decided from the values the widgets hold now, so a knob appears in the same run
-    its parent is set, whatever the order of the fields. ``traffic`` (the workload's request source,
-    :data:`engine.spec.forms.TRAFFIC_CHOICES`) shows only that source's fields, at once, and fixes what it implies."""
-    fields = {n: f for n, f in cls.model_fields.items() if n != "engine"}
-    start = forms.TRAFFIC_START.get(traffic or "", {}) if section == "workload" else {}
-    forced = forms.TRAFFIC_FORCED.get(traffic or "", {}) if section == "workload" else {}
-    defaults = {**defaults, **start}
-    always = {n for n in fields if (section, n) in forms.ALWAYS_SET or n in start}
+    its parent is set, whatever the order of the fields. ``traffic`` (the workload's request source) hides the
+    arrival process for a source that keeps its own schedule; ``order`` puts the fields it names first, in its
+    order (a source's options, its file first)."""
+    fields = {n: f for n, f in cls.model_fields.items() if n not in ("engine", "source", "traffic")}
+    always = {n for n, f in fields.items() if f.is_required()}  # asked as plain values: no "set" box
     current = {n: state_value(f, prefix + n, defaults.get(n), n in always) for n, f in fields.items()}
-    current.update(forced)
     hidden = forms.hidden_fields(section, current, device, traffic)
     values: dict[str, Any] = {}
     problems: list[str] = []
@@ -213,11 +236,10 @@ def section_form(
             values[name] = value
 
     shown = [n for n in fields if n not in hidden]
-    basic = [n for n in shown if forms.is_basic(section, n, traffic)]
-    if section == "workload" and traffic:  # the chosen source's fields first, in the order that reads (its file first)
-        own = forms.TRAFFIC_FIELDS[traffic]
-        basic.sort(key=lambda n: own.index(n) if n in own else len(own))
-    advanced = [n for n in shown if not forms.is_basic(section, n, traffic)]
+    if order:
+        shown.sort(key=lambda n: list(order).index(n) if n in order else len(order))
+    basic = [n for n in shown if forms.is_basic(section, n)]
+    advanced = [n for n in shown if not forms.is_basic(section, n)]
     draw(basic)
     if advanced:
         changed = sum(1 for n in advanced if current[n] != defaults.get(n))
@@ -225,6 +247,5 @@ def section_form(
         with st.expander(title, expanded=bool(changed)):
             draw(advanced)
     for name in hidden:
-        values[name] = forms.HIDDEN_VALUES.get((section, name), defaults.get(name))
-    values.update(forced)
+        values[name] = defaults.get(name)
     return {n: values[n] for n in fields}, problems

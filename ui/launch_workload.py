@@ -1,8 +1,9 @@
-"""The Launch page's workload: a preset, the traffic choice (which request source), then the workload's fields.
+"""The Launch page's workload: a preset, the traffic choice (which request source), that source's options, then
+the workload's other fields.
 
-The fields come from the spec (:func:`ui.launch_form.section_form`); the traffic choice shows only the
-chosen source's fields (:data:`engine.spec.forms.TRAFFIC_FIELDS`), so a trace's time scale never sits
-beside a synthetic prompt length. The preview of the traffic is :mod:`ui.traffic_view`.
+Both forms come from the spec (:func:`ui.launch_form.section_form`): the source's options from its options
+class (:mod:`engine.spec.sources`), so a source registered later shows its own fields, and a trace's time
+scale never sits beside a synthetic prompt length. The preview of the traffic is :mod:`ui.traffic_view`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import streamlit as st
 
-from engine.spec import Workload, forms
+from engine.spec import Workload, forms, sources
 from engine.spec.workload import MEASUREMENT_PRESETS
 from ui.launch_form import section_form
 from ui.text import escape_markdown
@@ -33,26 +34,43 @@ WORKLOAD_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+def _defaults(cls: Any, preset: dict[str, Any], start: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Each field's first value: the preset's where it names the field, else the source's start, else its default."""
+    out = {}
+    for name, info in cls.model_fields.items():
+        default = None if info.is_required() else info.get_default(call_default_factory=True)
+        out[name] = preset.get(name, (start or {}).get(name, default))
+    return out
+
+
+def traffic_form(source: str, preset: str, disabled: bool) -> tuple[dict[str, Any], list[str]]:
+    """The chosen source's options (its own fields, labelled by it), as the workload's ``traffic`` section."""
+    cls = sources.get(source)
+    defaults = _defaults(cls, WORKLOAD_PRESETS[preset], cls.launch_start)
+    values, problems = section_form(
+        forms.traffic_section(source), cls, defaults, f"tr_{preset}_{source}_", disabled, order=cls.option_names()
+    )
+    return {"source": source, **values}, problems
+
+
 def workload_form(disabled: bool, device: str) -> tuple[dict[str, Any], list[str]]:
-    """A workload preset, the traffic choice, then the workload's fields (the preset's values as defaults); a
-    preset whose fields were edited says so (its name alone would describe another workload)."""
+    """A workload preset, the traffic choice and its options, then the workload's fields (the preset's values as
+    defaults); a preset whose fields were edited says so (its name alone would describe another workload)."""
     st.subheader("Workload")
     preset = st.selectbox("Workload preset", list(WORKLOAD_PRESETS), key="preset", disabled=disabled)
-    traffic = traffic_picker(disabled)
-    defaults = {
-        n: WORKLOAD_PRESETS[preset].get(n, f.get_default(call_default_factory=True))
-        for n, f in Workload.model_fields.items()
-    }
-    values, problems = section_form("workload", Workload, defaults, f"wl_{preset}_", disabled, device, traffic)
-    own = set(forms.traffic_hidden(traffic)) | (
-        {"prompt_tokens"} if "prompt_tokens" not in forms.TRAFFIC_FIELDS[traffic] else set()
+    source = traffic_picker(disabled)
+    traffic, traffic_problems = traffic_form(source, preset, disabled)
+    values, problems = section_form(
+        "workload", Workload, _defaults(Workload, WORKLOAD_PRESETS[preset]), f"wl_{preset}_", disabled, device, source
     )
+    hidden = set(forms.traffic_hidden(source))
+    shown = {**values, **traffic}
     edited = {
-        n: values[n] for n, v in WORKLOAD_PRESETS[preset].items() if n in values and values[n] != v and n not in own
+        n: shown[n] for n, v in WORKLOAD_PRESETS[preset].items() if n in shown and shown[n] != v and n not in hidden
     }
     if edited:
         st.caption(
             f"Preset “{escape_markdown(preset)}”, edited: "
             + escape_markdown(", ".join(f"{n.replace('_', ' ')} {v}" for n, v in edited.items()))
         )
-    return values, problems
+    return {**values, "traffic": traffic}, traffic_problems + problems

@@ -24,34 +24,38 @@ from engine.report.traffic_figures import (
     turns_lines,
     turns_ttft_figure,
 )
-from engine.spec import JobSpec, SpecError, forms
+from engine.spec import JobSpec, SpecError, forms, sources
+from engine.spec.sources.flat import stored_traffic
+from engine.spec.workload import flat_workload
 from ui.text import escape_markdown
 
-CHOICE_HELP = (
-    "Where the requests come from. Synthetic: prompts of a set length. Prompt file: your prompts, one per line. "
-    "Dataset: ShareGPT / OpenAI chat / a text column, a local file or hf:ID. Multi-turn sessions: a dataset's "
-    "conversations, later turns carrying the real replies. Shared prefixes: synthetic prompts behind a few "
-    "system prompts. Trace replay: Mooncake / Azure / BurstGPT, on the trace's own schedule."
-)
+
+def _choice_help() -> str:
+    """Where the requests come from: each registered source's one line (its own summary)."""
+    return "Where the requests come from. " + " ".join(
+        f"{c.label.capitalize()}: {c.summary}." for c in sources.all_sources()
+    )
 
 
 def traffic_picker(disabled: bool) -> str:
-    """The traffic choice (a key of :data:`engine.spec.forms.TRAFFIC_CHOICES`)."""
+    """The traffic choice: a registered request source's name."""
+    choices = forms.traffic_choices()
+    if st.session_state.get("traffic") not in choices:
+        st.session_state.pop("traffic", None)  # a source no longer registered (or a bad link): the default
     return st.radio(
         "Traffic",
-        list(forms.TRAFFIC_CHOICES),
-        format_func=forms.TRAFFIC_CHOICES.get,
+        list(choices),
+        format_func=choices.get,
         key="traffic",
         horizontal=True,
         disabled=disabled,
-        help=CHOICE_HELP,
+        help=_choice_help(),
     )
 
 
 def _stamp(spec: JobSpec) -> tuple[Any, ...]:
     """The input file's size and time, so a file changed on disk is previewed again."""
-    w = spec.workload
-    path = w.trace or (w.dataset if w.dataset and not w.dataset.startswith("hf:") else None) or w.prompt_file
+    path = spec.workload.traffic.input_path()
     try:
         stat = os.stat(os.path.expanduser(path)) if path else None
     except OSError:
@@ -107,8 +111,10 @@ def preview_panel(preview: Any, expanded: bool = False) -> None:
 
 # -- the Run page --------------------------------------------------------------------------------
 def _scheduled(run: Any) -> bool:
-    workload = (run.spec or {}).get("workload") or {}
-    return bool(workload.get("trace")) or workload.get("arrival") in ("poisson", "gamma")
+    """Whether the run's requests had due times: a source with its own schedule, or an arrival process."""
+    workload = flat_workload((run.spec or {}).get("workload"))
+    traffic = stored_traffic(workload)
+    return bool(traffic and traffic.scheduled) or workload.get("arrival") in ("poisson", "gamma")
 
 
 def render_run(run: Any, agg: Any) -> None:

@@ -17,10 +17,9 @@ from typing import Any
 
 import streamlit as st
 
-from engine.spec import JobSpec, SpecError, Workload, engines, forms
+from engine.spec import JobSpec, SpecError, Workload, engines, forms, sources
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
 from engine.spec.sweep import Axis, SweepPoint, build_grid, grid_size, grid_specs
-from engine.spec.traffic import TRACE_ROWS_CAP
 from storage import StorageError
 from ui import auth
 from ui.common import database
@@ -92,7 +91,9 @@ def prefill_from_link() -> None:
     preset = st.session_state.get("preset", next(iter(WORKLOAD_PRESETS)))
     state.update(_field_state(engines.recipe_class(engine).model_fields, f"recipe_{engine}_", params))
     state.update(_field_state(Workload.model_fields, f"wl_{preset}_", params))
-    state["traffic"] = forms.traffic_of(params)
+    source = forms.traffic_of(params)  # the source a link names (source=, or its own fields)
+    state.update(_field_state(sources.get(source).model_fields, f"tr_{preset}_{source}_", params))
+    state["traffic"] = source
     st.session_state.update(state)
 
 
@@ -233,7 +234,6 @@ def _what(specs: list[JobSpec]) -> str:
     """ "16 prompt tokens → 4 output tokens × 2 requests, ..., accuracy: perplexity" of the first spec: the
     values that will be queued, the accuracy measures chosen included."""
     wl = specs[0].workload
-    prompt = f"{wl.prompt_tokens:,} prompt tokens" if wl.prompt_tokens else f"prompts from the {wl.source_label}"
     quality = specs[0].quality
     measures = [ACCURACY_WORDS.get(m, m.replace("task:", "task ")) for m in quality.metrics]
     accuracy = (
@@ -241,10 +241,17 @@ def _what(specs: list[JobSpec]) -> str:
         if quality.enabled
         else "; no accuracy measured"
     )
-    sent = f"{prompt} → {wl.output_tokens:,} output tokens × {wl.requests:,} requests"
-    if wl.trace or wl.dataset:  # their own lengths (a trace: its own schedule too); see the preview
-        cap = f", {wl.requests:,} requests" if wl.dataset else f", at most {wl.requests:,} rows"
-        sent = f"the {wl.source_label}" + (cap if wl.dataset or wl.requests < TRACE_ROWS_CAP else "")
+    traffic = wl.traffic
+    if traffic.scheduled:  # its own lengths and schedule; see the preview
+        cap = (
+            f", at most {wl.requests:,} rows"
+            if traffic.default_requests and wl.requests < traffic.default_requests
+            else ""
+        )
+        sent = f"{traffic.words()}{cap}"
+    else:
+        output = "their own output lengths" if traffic.own_output_lengths() else f"{wl.output_tokens:,} output tokens"
+        sent = f"{traffic.words()} → {output} × {wl.requests:,} requests"
     return f"{sent}, {specs[0].recipe.describe()}{accuracy}"
 
 
@@ -292,7 +299,7 @@ def page() -> None:
     else:
         what = f"{len(specs)} jobs (sweep)" if len(specs) > 1 else "1 job"
         st.success(f"Ready: {what} on {device}: {escape_markdown(_what(specs))}.", icon=":material/check_circle:")
-        preview_panel(traffic, expanded=specs[0].workload.source != "synthetic")
+        preview_panel(traffic, expanded=specs[0].workload.traffic.input_path() is not None)
         estimate_panel(db, specs, here)
     label = f"Submit {len(specs)} jobs" if len(specs) > 1 else "Submit"
     clicked = st.button(

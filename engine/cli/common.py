@@ -153,8 +153,6 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", help="cpu | cuda:N | cuda:N,M (default cpu)")
     g.add_argument("--name", help="a display name for the run")
     w = p.add_argument_group("workload")
-    w.add_argument("--prompt-tokens", type=int_arg, help="synthetic prompt length in tokens (default 128)")
-    w.add_argument("--prompt-file", help="a text file, one prompt per line (or JSONL with 'prompt')")
     w.add_argument("--output-tokens", type=int_arg, help="tokens generated per request (default 32)")
     w.add_argument("--requests", type=int_arg, help="measured requests (default 8)")
     w.add_argument("--batch-size", type=int_arg, help="static batch size (default 1)")
@@ -213,8 +211,6 @@ def _add_serving_arguments(p: argparse.ArgumentParser) -> None:
         help="run the client processes as Ray actors on K nodes of the Ray cluster, one scheduler for all "
         "(engine openai; the job runs with `worker --executor ray` or LATENCYLAB_RAY_ADDRESS set)",
     )
-    s.add_argument("--prompt-length", help="fixed | uniform | normal (around --prompt-tokens)")
-    s.add_argument("--prompt-length-spread", type=finite_float, help="uniform/normal: relative spread, 0..1")
     for slo in ("ttft", "tpot", "e2el"):
         s.add_argument(f"--slo-{slo}-ms", type=finite_float, help=f"goodput SLO on {slo.upper()} in ms")
     s.add_argument(
@@ -280,8 +276,6 @@ _WORKLOAD_OPTIONS = (
     "rate",
     "burstiness",
     "max_concurrency",
-    "prompt_length",
-    "prompt_length_spread",
     "slo_ttft_ms",
     "slo_tpot_ms",
     "slo_e2el_ms",
@@ -325,11 +319,6 @@ def _workload_from_args(args: argparse.Namespace, workload: dict[str, Any]) -> d
 
         workload = apply_preset(workload, args.preset)
     workload.update({k: getattr(args, k) for k in _WORKLOAD_OPTIONS if getattr(args, k, None) is not None})
-    if args.prompt_file is not None:
-        workload["prompt_file"] = args.prompt_file
-        workload["prompt_tokens"] = None
-    if args.prompt_tokens is not None:
-        workload["prompt_tokens"] = args.prompt_tokens
     if args.stop_at_eos:
         workload["ignore_eos"] = False
     return traffic_from_args(args, workload)

@@ -1,73 +1,137 @@
-"""The traffic options of run, submit and sweep: datasets, multi-turn sessions, shared prefixes, trace
-replay and cancellations (the workload fields of :mod:`engine.spec.traffic`)."""
+"""The traffic options of run, submit and sweep: ``--source`` and every registered request source's options.
+
+Each source declares its options (:mod:`engine.spec.sources`); each option is a flag of its own,
+``--<option-name>`` (``--time-scale``, ``--prompt-tokens``), typed from the option's own type, with its
+description as help, plus the extra flags a source declares (``--trace-window START:DURATION``,
+``--multi-turn``). A source added to the registry therefore has its flags here without edits. The
+flags given become flat traffic fields; :mod:`engine.spec.sources.flat` reads them into the workload's
+traffic (the source they name, or the one the ``--spec`` file has): fields that name two sources, or
+that the source does not read, are refused in one line.
+"""
 
 from __future__ import annotations
 
 import argparse
+import types
+import typing
 from typing import Any
 
 from engine.cli.values import finite_float, int_arg
-from engine.spec import SpecError
+from engine.spec import SpecError, sources
+from engine.spec.sources.flat import source_of
 
-_OPTIONS = (
-    "dataset",
-    "dataset_format",
-    "dataset_column",
-    "min_prompt_tokens",
-    "max_prompt_tokens",
-    "think_time_s",
-    "prefix_count",
-    "prefix_tokens",
-    "trace",
-    "trace_format",
-    "time_scale",
-    "cancel_rate",
-    "cancel_after_ms",
-)
+_TYPES: dict[Any, Any] = {int: int_arg, float: finite_float, str: str}
+
+
+def _option_type(annotation: Any) -> tuple[Any, bool]:
+    """(argparse type, is a switch) of an option's annotation (optional or not)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    base = (
+        args[0] if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1 else annotation
+    )
+    if base is bool:
+        return None, True
+    if typing.get_origin(base) is typing.Literal:
+        return str, False
+    if typing.get_origin(base) in (list, tuple) and typing.get_args(base):
+        return _comma_list(_TYPES.get(typing.get_args(base)[0], str)), False
+    return _TYPES.get(base, str), False
+
+
+def _comma_list(item: Any) -> Any:
+    """An argparse type: comma-separated values of ``item``'s type (``6,5,4``)."""
+
+    def parse(text: str) -> list[Any]:
+        return [item(part.strip()) for part in text.split(",") if part.strip()]
+
+    return parse
+
+
+def _choices(annotation: Any) -> str:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    inner = args[0] if len(args) == 1 else annotation
+    return " | ".join(map(str, typing.get_args(inner))) if typing.get_origin(inner) is typing.Literal else ""
+
+
+def _options() -> dict[str, tuple[Any, list[str]]]:
+    """Every registered source's option -> (its field info, the sources that take it), once each."""
+    out: dict[str, tuple[Any, list[str]]] = {}
+    for cls in sources.all_sources():
+        for name in cls.option_names():
+            info, users = out.get(name, (cls.model_fields[name], []))
+            out[name] = (info, [*users, sources.name_of(cls)])
+    return out
 
 
 def add_traffic_arguments(p: argparse.ArgumentParser) -> None:
-    """The traffic options (engine/run/sources): where the requests come from, beyond synthetic lengths."""
-    d = p.add_argument_group("traffic like production (engine/run/sources)")
-    d.add_argument("--dataset", metavar="PATH|hf:ID[:SPLIT]", help="conversations or prompts of a dataset")
-    d.add_argument("--dataset-format", help="sharegpt (default) | openai-chat | text")
-    d.add_argument("--dataset-column", metavar="NAME", help="text format: the column of prompts")
-    d.add_argument("--min-prompt-tokens", type=int_arg, metavar="N", help="dataset: keep prompts of >= N tokens")
-    d.add_argument("--max-prompt-tokens", type=int_arg, metavar="N", help="dataset: keep prompts of <= N tokens")
-    d.add_argument("--multi-turn", action="store_true", help="dataset: sessions of turns carrying the real replies")
-    d.add_argument("--think-time-s", type=finite_float, metavar="S", help="sessions: mean pause before a turn")
-    d.add_argument("--prefix-count", type=int_arg, metavar="K", help="shared prefixes: K system prompts ...")
-    d.add_argument("--prefix-tokens", type=int_arg, metavar="N", help="... of N tokens, one per request")
-    d.add_argument("--trace", metavar="PATH", help="a trace replayed on its own schedule")
-    d.add_argument("--trace-format", help="mooncake (default) | azure | burstgpt")
-    d.add_argument("--time-scale", type=finite_float, metavar="X", help="trace: X times as fast (default 1)")
-    d.add_argument("--trace-window", metavar="START:DURATION", help="trace: seconds replayed, e.g. 600:300")
+    """``--source`` and every source's option flags (module doc), and the workload's ``--strict`` and cancellations."""
+    d = p.add_argument_group("traffic: where the requests come from (engine/spec/sources)")
+    d.add_argument("--source", metavar="NAME", help=f"the request source: {' | '.join(sources.names())}")
+    for name, (info, users) in _options().items():
+        kind, switch = _option_type(info.annotation)
+        choices = _choices(info.annotation)
+        what = f"{', '.join(users)}: {info.description or name.replace('_', ' ')}" + (
+            f" ({choices})" if choices else ""
+        )
+        flag = "--" + name.replace("_", "-")
+        if switch:
+            d.add_argument(flag, dest=f"traffic_{name}", action=argparse.BooleanOptionalAction, help=what)
+        else:
+            d.add_argument(flag, dest=f"traffic_{name}", type=kind, metavar=name.split("_")[-1].upper(), help=what)
+    for cls in sources.all_sources():
+        for extra in cls.extra_flags:
+            dest = "traffic_extra_" + extra.flag.lstrip("-").replace("-", "_")
+            if extra.metavar is None:
+                d.add_argument(extra.flag, dest=dest, action="store_true", default=None, help=extra.help)
+            else:
+                d.add_argument(extra.flag, dest=dest, metavar=extra.metavar, help=extra.help)
     d.add_argument("--strict", action="store_true", help="refuse prompts beyond the context (default: clip)")
     d.add_argument("--cancel-rate", type=finite_float, metavar="F", help="share of requests cancelled (0..1) ...")
     d.add_argument("--cancel-after-ms", type=finite_float, metavar="MS", help="... this long after their send")
 
 
-def trace_window(text: str) -> tuple[float, float | None]:
-    """``START:DURATION`` (``START:`` for the rest of the trace) as seconds."""
-    start, sep, duration = text.partition(":")
-    try:
-        return float(start or 0), (float(duration) if duration.strip() else None)
-    except ValueError:
-        raise SpecError(f"--trace-window {text[:40]!r} is not START:DURATION in seconds, e.g. 600:300") from None
+def flat_traffic(args: argparse.Namespace) -> dict[str, Any]:
+    """The traffic flags given, as flat fields (``source`` too, where given); SpecError for a bad extra flag."""
+    flat: dict[str, Any] = {}
+    if getattr(args, "source", None):
+        flat["source"] = args.source
+    for name in _options():
+        value = getattr(args, f"traffic_{name}", getattr(args, name, None))
+        if value is not None:
+            flat[name] = value
+    for cls in sources.all_sources():
+        for extra in cls.extra_flags:
+            value = getattr(args, "traffic_extra_" + extra.flag.lstrip("-").replace("-", "_"), None)
+            if value is None:
+                continue
+            try:
+                flat.update(extra.parse(value))
+            except ValueError as exc:
+                raise SpecError(str(exc)) from None
+    return flat
 
 
 def traffic_from_args(args: argparse.Namespace, workload: dict[str, Any]) -> dict[str, Any]:
-    """``workload`` with the traffic options given (a dataset or a trace replaces synthetic lengths)."""
-    workload.update({k: getattr(args, k) for k in _OPTIONS if getattr(args, k, None) is not None})
-    if getattr(args, "multi_turn", False):
-        workload["multi_turn"] = True
+    """``workload`` with the traffic flags given (module doc); ``--output-tokens N`` with a source that has its
+    own output lengths fixes every request's length instead."""
+    flat = flat_traffic(args)
     if getattr(args, "strict", False):
         workload["strict_lengths"] = True
-    if getattr(args, "trace_window", None):
-        workload["trace_start_s"], workload["trace_duration_s"] = trace_window(args.trace_window)
-    if workload.get("dataset") or workload.get("trace"):
-        if getattr(args, "prompt_tokens", None) is None:
-            workload.pop("prompt_tokens", None)  # the source brings its prompts
-        if getattr(args, "output_tokens", None) is not None:
-            workload["source_output_lengths"] = False  # --output-tokens N fixes every request's length
-    return workload  # a trace without --requests is replayed whole (the workload's own default)
+    for key in ("cancel_rate", "cancel_after_ms"):
+        if getattr(args, key, None) is not None:
+            workload[key] = getattr(args, key)
+    if not flat:
+        return workload
+    try:
+        named = source_of(flat) if flat.get("source") or _names_a_source(flat) else None
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
+    if named is not None and getattr(args, "output_tokens", None) is not None:
+        if "source_output_lengths" in named.option_names():
+            flat.setdefault("source_output_lengths", False)
+    workload.update(flat)
+    return workload  # a trace without --requests is replayed whole (its source's own default)
+
+
+def _names_a_source(flat: dict[str, Any]) -> bool:
+    return any(all(flat.get(k) for k in cls.selected_by) for cls in sources.all_sources() if cls.selected_by)

@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"job {args.job} is not running; nothing to do", file=sys.stderr)
         return EXIT_SPEC
     register_spec(job.spec)  # its API key never reaches the log, the job or the run
-    wl = job.spec.get("workload") or {}
+    wl = job.spec.get("workload") or {}  # requests and output_tokens: the workload's own fields in any shape
     ticker = Ticker(db, args.job, args.parent_pid, int(wl.get("requests") or 0) * int(wl.get("output_tokens") or 0))
     ticker.write()  # the first progress update, before torch or the model load
     ticker.start()

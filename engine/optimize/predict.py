@@ -48,7 +48,7 @@ def predictor(db: Any, base: JobSpec) -> Predictor:
                 batch_size=spec.workload.batch_size,
                 drop_layers=modelled.drop_layers,
             )
-            workload = EstimateWorkload(spec.workload.prompt_tokens or 1, spec.workload.output_tokens)
+            workload = EstimateWorkload(spec.workload.traffic.nominal_prompt_tokens() or 1, spec.workload.output_tokens)
         except EstimateError as exc:
             return {"note": str(exc)}
         factors, band, label = cal.for_target(recipe.engine, hardware.kind, modelled.weight, modelled.kv)

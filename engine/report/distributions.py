@@ -23,6 +23,8 @@ from engine.measure.records import RequestRecord
 from engine.measure.registry import GROUP_LABELS
 from engine.measure.stats import min_samples
 from engine.report.figures import PALETTE
+from engine.spec.sources.flat import stored_traffic
+from engine.spec.workload import flat_workload
 
 
 def latency_samples(requests: Sequence[RequestRecord]) -> dict[str, list[float]]:
@@ -123,9 +125,10 @@ class Requested:
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any] | None) -> Requested:
-        w = (spec or {}).get("workload") or {}
+        w = flat_workload((spec or {}).get("workload"))
+        traffic = stored_traffic(w)
         return cls(
-            w.get("prompt_tokens"),
+            traffic.nominal_prompt_tokens() if traffic is not None else w.get("prompt_tokens"),
             w.get("output_tokens"),
             w.get("prompt_length") or "fixed",
             float(w.get("prompt_length_spread") or 0.0),

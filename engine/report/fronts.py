@@ -29,6 +29,7 @@ from engine.measure import registry
 from engine.report.pareto import pareto_front
 from engine.report.recipes import workload_words
 from engine.report.values import band_of
+from engine.spec import sources
 
 # Workload fields that say how much was measured, not what was sent: runs differing only in them share a front.
 MEASUREMENT_FIELDS = frozenset(
@@ -156,14 +157,16 @@ def workload_key(row: Mapping[str, Any]) -> str:
     return " · ".join([words, *rest])
 
 
-_IN_WORDS = ("prompt_tokens", "prompt_file", "output_tokens", "batch_size", "arrival", "rate", "max_concurrency")
+_IN_WORDS = frozenset(
+    ("output_tokens", "batch_size", "arrival", "rate", "max_concurrency", *sources.flat_field_names())
+)  # the source's words name its file, format and scale (never a path or a hash)
 
 
 @lru_cache(maxsize=1)
 def _workload_defaults() -> dict[str, Any]:
     from engine.spec import Workload
 
-    return dict(Workload().model_dump(mode="json"))
+    return Workload().flat()
 
 
 def _present(value: Any) -> bool:

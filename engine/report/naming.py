@@ -16,6 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.report.recipes import changed_recipe_knobs
+from engine.spec import sources
+from engine.spec.sources.flat import stored_traffic
+from engine.spec.workload import flat_workload
 
 QUANTIZATION_WORDS = {
     "none": "no quantization",
@@ -138,8 +141,17 @@ def named(run_id: Any, words: str, name: Any = None) -> str:
 
 def run_name(run: Any) -> str:
     """How a run is named everywhere: its number, the user's name where given, its recipe in words."""
-    words = recipe_title(getattr(run, "spec", None), getattr(run, "engine", None))
-    return named(getattr(run, "id", "?"), words, getattr(run, "name", None))
+    spec = getattr(run, "spec", None)
+    words = recipe_title(spec, getattr(run, "engine", None))
+    traffic = traffic_title(spec)
+    return named(getattr(run, "id", "?"), f"{words} · {traffic}" if traffic else words, getattr(run, "name", None))
+
+
+def traffic_title(spec: Mapping[str, Any] | None) -> str | None:
+    """The traffic's own short name (``trace azure.csv ×20``) when a run's source is not the default one (synthetic
+    lengths, said by the workload's other words), else None."""
+    traffic = stored_traffic(flat_workload((spec or {}).get("workload")))
+    return traffic.title() if traffic is not None and traffic.source != sources.names()[0] else None
 
 
 def changed_count(run: Any) -> int:

@@ -9,6 +9,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from engine.spec.sources.flat import stored_traffic
+from engine.spec.workload import flat_workload
+
 
 @lru_cache(maxsize=32)
 def _class_defaults(cls: type) -> tuple[tuple[str, Any], ...]:
@@ -39,12 +42,11 @@ def recipe_in_words(spec: dict[str, Any] | None, engine: str | None = None) -> s
     """
     spec = spec or {}
     recipe = dict(spec.get("recipe") or {})
-    workload = spec.get("workload") or {}
+    workload = flat_workload(spec.get("workload"))
     parts = [str(recipe.get("engine") or engine or "?"), knobs_listed(changed_recipe_knobs(recipe))]
     if workload:
-        prompt = workload.get("prompt_tokens") or ("file" if workload.get("prompt_file") else "?")
         parts.append(f"batch {workload.get('batch_size', 1)}")
-        parts.append(f"{prompt}→{workload.get('output_tokens', '?')} tokens × {workload.get('requests', '?')} requests")
+        parts.extend(traffic_words(workload))
     if spec.get("device"):
         parts.append(str(spec["device"]))
     return " · ".join(parts)
@@ -61,37 +63,33 @@ def knobs_listed(changed: dict[str, Any] | None) -> str:
     return " · ".join(words) or "defaults"
 
 
-_ROWS_CAP = 1_000_000  # engine.spec.traffic.TRACE_ROWS_CAP: a trace replayed whole
-
-
 def traffic_words(w: dict[str, Any]) -> list[str]:
-    """The request source in a few words: ``trace mooncake ×10``, ``sharegpt dataset × 50 req``,
-    ``sharegpt sessions × 40 turns``, ``4 prefixes × 512 tok``, ``cancel 10 %``; synthetic lengths as
-    ``128→32 × 8 req`` (a prompt file: ``file→32``)."""
+    """A flat workload's traffic in a few words, as its source names itself (``trace t.jsonl ×10 · ≤500 rows``,
+    ``dataset chat.json × 50 req``, ``sessions of chat.json × 40 turns``, ``128-token prompts → 32 × 8 req``),
+    then ``cancel 10 %``: a file by its base name, never a path or a hash."""
+    traffic = stored_traffic(w)
     requests = w.get("requests", "?")
-    if w.get("trace"):
-        scale = w.get("time_scale") or 1
-        parts = [f"trace {w.get('trace_format') or 'mooncake'}" + (f" ×{scale:g}" if scale != 1 else "")]
-        if isinstance(requests, int) and requests < _ROWS_CAP:
-            parts.append(f"≤{requests} rows")
-    elif w.get("dataset"):
-        fmt = w.get("dataset_format") or "sharegpt"
-        parts = [f"{fmt} sessions × {requests} turns" if w.get("multi_turn") else f"{fmt} dataset × {requests} req"]
-        if w.get("think_time_s"):
-            parts.append(f"think {w['think_time_s']:g} s")
+    count = f"{requests:,}" if isinstance(requests, int) else str(requests)
+    if traffic is None:
+        parts = [f"? × {count} req"]
+    elif traffic.scheduled:
+        cap = traffic.default_requests
+        parts = [traffic.title(), *([f"≤{count} rows"] if isinstance(requests, int) and cap and requests < cap else [])]
+    elif traffic.sessions:
+        parts = [f"{traffic.title()} × {count} turns"]
+    elif traffic.own_output_lengths():
+        parts = [f"{traffic.title()} × {count} req"]
     else:
-        prompt = w.get("prompt_tokens") or ("file" if w.get("prompt_file") else "?")
-        parts = [f"{prompt}→{w.get('output_tokens', '?')} × {requests} req"]
-    if w.get("prefix_count"):
-        parts.append(f"{w['prefix_count']} prefixes × {w.get('prefix_tokens')} tok")
+        parts = [f"{traffic.title()} → {w.get('output_tokens', '?')} × {count} req"]
     if w.get("cancel_rate"):
         parts.append(f"cancel {w['cancel_rate']:.0%}".replace("%", " %"))
     return parts
 
 
 def workload_words(workload: dict[str, Any] | None) -> str:
-    """``128→32 × 8 req · batch 4 · poisson 2 req/s``: the traffic (:func:`traffic_words`), then what is not plain."""
-    w = workload or {}
+    """``128-token prompts → 32 × 8 req · batch 4 · poisson 2 req/s``: the traffic (:func:`traffic_words`), then
+    what is not plain; the workload flat (a stored run's knobs) or as stored."""
+    w = flat_workload(workload)
     parts = traffic_words(w)
     if w.get("batch_size") not in (None, 1):
         parts.append(f"batch {w['batch_size']}")
@@ -107,7 +105,7 @@ def _knobs(spec: dict[str, Any] | None) -> dict[str, Any]:
     spec = spec or {}
     knobs: dict[str, Any] = {"model": (spec.get("model") or {}).get("source"), "device": spec.get("device")}
     knobs.update(dict((spec.get("recipe") or {}).items()))
-    knobs.update(dict((spec.get("workload") or {}).items()))
+    knobs.update(flat_workload(spec.get("workload")))
     return knobs
 
 
@@ -134,10 +132,12 @@ _ACCURACY_SETTINGS: tuple[str, ...] = ("corpus", "budget_tokens", "window", "str
 
 
 def _workload_order(field: str) -> tuple[int, str]:
-    """Workload fields in their declared order (prompt tokens, output tokens, requests, ...)."""
+    """Flat workload fields in their declared order: the traffic's (prompt tokens ...), then output tokens,
+    requests, ..."""
     from engine.spec import Workload
+    from engine.spec.sources.base import LEGACY_FLAT_DEFAULTS
 
-    names = list(Workload.model_fields)
+    names = [*LEGACY_FLAT_DEFAULTS, *Workload.model_fields]
     return (names.index(field) if field in names else len(names), field)
 
 
@@ -150,7 +150,7 @@ def _context(run: Any) -> dict[str, Any]:
         "device": spec.get("device") or getattr(run, "device", None),
         "hardware": getattr(run, "device_name", None),
     }
-    workload = spec.get("workload") or {}
+    workload = flat_workload(spec.get("workload"))
     out.update({k.replace("_", " "): workload[k] for k in sorted(workload, key=_workload_order)})
     quality = spec.get("quality") or {}
     if quality.get("metrics"):
@@ -169,17 +169,17 @@ _SOURCE_KEYS = frozenset(
 
 
 def _source_kind(workload: dict[str, Any]) -> tuple[str, Any]:
-    """(which request source, its input): two runs of different kinds or files had different traffic."""
-    for kind in ("trace", "dataset", "prompt_file"):
-        if workload.get(kind):
-            return kind, workload.get("source_sha256") or workload[kind]
-    return "synthetic", bool(workload.get("prefix_count"))
+    """(which request source, its input): two runs of different sources or files had different traffic."""
+    traffic = stored_traffic(workload)
+    if traffic is None:
+        return "?", None
+    return traffic.source, traffic.content_hash() or traffic.input_path()
 
 
 def _traffic_line(run: Any, baseline: Any) -> str | None:
     """``traffic trace mooncake ×10 (baseline 128→32 × 8 req)`` when the two runs' request sources differ."""
-    mine = (getattr(run, "spec", None) or {}).get("workload") or {}
-    base = (getattr(baseline, "spec", None) or {}).get("workload") or {}
+    mine = flat_workload((getattr(run, "spec", None) or {}).get("workload"))
+    base = flat_workload((getattr(baseline, "spec", None) or {}).get("workload"))
     if _source_kind(mine) == _source_kind(base):
         return None
     return f"traffic {' · '.join(traffic_words(mine))} (baseline {' · '.join(traffic_words(base))})"

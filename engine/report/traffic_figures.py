@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from pathlib import PurePath
 from typing import Any
 
 import numpy as np
@@ -22,6 +21,9 @@ import plotly.graph_objects as go
 from engine.measure.aggregates import NS_PER_MS, Aggregates
 from engine.report.distributions import count_step
 from engine.report.figures import PALETTE
+from engine.spec import sources
+from engine.spec.sources.flat import stored_traffic
+from engine.spec.workload import flat_workload
 
 _LAYOUT: dict[str, Any] = {"template": "plotly_white", "height": 300, "margin": {"t": 50, "b": 40, "l": 50, "r": 20}}
 
@@ -135,24 +137,12 @@ def facts_lines(facts: Mapping[str, Any] | None) -> list[str]:
 # -- a stored run ----------------------------------------------------------------------------------
 def run_source_lines(spec: Mapping[str, Any] | None, provenance: Mapping[str, Any] | None) -> list[str]:
     """A run's source in words: the file, its format and hash prefix, then what the source counted."""
-    workload = dict((spec or {}).get("workload") or {})
+    workload = flat_workload((spec or {}).get("workload"))
     source = dict((provenance or {}).get("request_source") or {})
-    if not any(workload.get(k) for k in ("trace", "dataset", "prompt_file", "prefix_count", "cancel_rate")):
-        return []  # plain synthetic prompts: the recipe line says it all
-    digest = workload.get("source_sha256")
-    tail = f", sha256 {str(digest)[:12]}…" if digest else ""
-    if workload.get("trace"):
-        speed = f", {workload.get('time_scale', 1):g}x faster" if workload.get("time_scale", 1) != 1 else ""
-        head = f"trace replay: {PurePath(workload['trace']).name} ({workload.get('trace_format', 'mooncake')}{tail}){speed}"
-    elif workload.get("dataset"):
-        what = "multi-turn sessions" if workload.get("multi_turn") else "dataset"
-        head = f"{what}: {PurePath(workload['dataset']).name} ({workload.get('dataset_format', 'sharegpt')}{tail})"
-    elif workload.get("prompt_file"):
-        head = f"prompt file: {PurePath(workload['prompt_file']).name}{f' ({tail[2:]})' if tail else ''}"
-    else:
-        head = "synthetic prompts"
-    if workload.get("prefix_count"):
-        head += f", {workload['prefix_count']} shared prefixes of {workload.get('prefix_tokens')} tokens"
+    traffic = stored_traffic(workload)
+    if traffic is None or (traffic.source == sources.names()[0] and not workload.get("cancel_rate")):
+        return []  # the default source's prompts (synthetic lengths): the recipe line says it all
+    head = traffic.words()
     lines = [head]
     if source.get("rows") is not None:
         lines.append(f"rows replayed: {source['rows']:,} over {source.get('duration_s', 0):,.1f} s")

@@ -162,30 +162,14 @@ def prefix_share(prompts: list[list[int]], block: int = PREFIX_BLOCK) -> float |
 
 
 def source_words(workload: Workload) -> str:
-    """The source in words with its file and format: ``trace mooncake.jsonl (mooncake), 2x faster``."""
-    if workload.trace is not None:
-        speed = f", {workload.time_scale:g}x faster" if workload.time_scale != 1 else ""
-        return f"trace {Path(workload.trace).name} ({workload.trace_format}){speed}"
-    if workload.dataset is not None:
-        name = workload.dataset if workload.dataset.startswith("hf:") else Path(workload.dataset).name
-        what = "multi-turn sessions from" if workload.multi_turn else "dataset"
-        return f"{what} {name} ({workload.dataset_format})"
-    if workload.prompt_file is not None:
-        return f"prompt file {Path(workload.prompt_file).name}"
-    shape = f"{workload.prompt_tokens}-token" if workload.prompt_length == "fixed" else workload.prompt_length
-    prefixes = (
-        f" behind {workload.prefix_count} shared prefixes of {workload.prefix_tokens} tokens"
-        if workload.prefix_count
-        else ""
-    )
-    return f"synthetic {shape} prompts{prefixes}"
+    """The source in words with its file and format (the source says them): ``trace replay t.jsonl (mooncake)``."""
+    return workload.traffic.words()
 
 
 def _duration(workload: Workload, due: list[float], count: int) -> tuple[float | None, str]:
-    if workload.trace is not None:
+    if workload.traffic.scheduled:
         span = max(due) if due else 0.0
-        scaled = f", {workload.time_scale:g}x faster than recorded" if workload.time_scale != 1 else ""
-        return span, f"span of the trace's due times{scaled}"
+        return span, f"span of the {workload.traffic.label}'s due times"
     if workload.arrival in ("poisson", "gamma") and workload.rate:
         return count / workload.rate, f"{count:,} requests / {workload.rate:g} req/s"
     return None, "a closed loop: as long as the server takes to answer"
@@ -216,19 +200,20 @@ def preview(spec_or_workload: JobSpec | Workload, model: ModelSpec | str | None 
         workload = spec_or_workload
     model = ModelSpec(source=model) if isinstance(model, str) else model or ModelSpec(source="demo")
     ctx, no_tokenizer = plan_context(model)
-    if no_tokenizer and workload.source in ("dataset", "sessions"):
-        raise PreviewUnavailable(f"previewing {workload.source_label} needs the model's tokenizer: {no_tokenizer}")
+    traffic = workload.traffic
+    if no_tokenizer and traffic.needs_tokenizer:
+        raise PreviewUnavailable(f"previewing the {traffic.words()} needs the model's tokenizer: {no_tokenizer}")
     try:
         plan = plan_requests(_capped(workload), ctx)
     except SpecError:
         raise
     except (ValueError, OSError) as exc:  # a source's own checks raise SpecError; anything else in one line too
-        raise SpecError(f"{workload.source_label}: {type(exc).__name__}: {exc}") from exc
+        raise SpecError(f"{traffic.words()}: {type(exc).__name__}: {exc}") from exc
     measured = plan.measured
     sessions = Counter(p.session for p in measured if p.session is not None)
     due = [float(p.due_s) for p in measured if p.due_s is not None] or _arrival_due(workload, len(measured))
     firsts = [p for p in measured if not p.turn]
-    total = len(measured) if workload.trace is not None else workload.requests
+    total = len(measured) if traffic.scheduled else workload.requests
     duration, basis = _duration(workload, due, total)
     capped = workload.requests > PREVIEW_CAP and len(measured) >= PREVIEW_CAP
     notes = _notes(workload, len(measured), capped, no_tokenizer)
@@ -252,10 +237,10 @@ def preview(spec_or_workload: JobSpec | Workload, model: ModelSpec | str | None 
 def _notes(workload: Workload, planned: int, capped: bool, no_tokenizer: str | None) -> list[str]:
     notes = []
     if capped:
-        what = "rows of the trace" if workload.trace is not None else "requests"
+        what = f"rows of the {workload.traffic.label}" if workload.traffic.scheduled else "requests"
         notes.append(f"the first {planned:,} {what} previewed (a preview plans at most {PREVIEW_CAP:,})")
-    if workload.multi_turn:
+    if workload.traffic.sessions:
         notes.append("later turns carry the replies the server really returns: only first turns' prompts are counted")
-    if no_tokenizer and workload.source != "synthetic":
+    if no_tokenizer and workload.traffic.file_field:
         notes.append(f"prompts as random token ids: {no_tokenizer}")
     return notes

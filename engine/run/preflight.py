@@ -46,15 +46,12 @@ def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
 
         evaluate.check(spec)
     wl = spec.workload
-    if wl.prompt_file is not None:
-        if spec.model.kind == "synthetic":
-            raise SpecError("a prompt file needs a model with a tokenizer; synthetic weights take --prompt-tokens")
-        _check_prompt_file(wl.prompt_file)
     _check_traffic(spec)
     context = models.declared_context_length(spec.model)
-    if context is not None and wl.prompt_tokens is not None and wl.prompt_tokens + wl.output_tokens > context:
+    prompt = wl.traffic.nominal_prompt_tokens()
+    if context is not None and prompt is not None and prompt + wl.output_tokens > context:
         raise SpecError(
-            f"prompt ({wl.prompt_tokens}) + output ({wl.output_tokens}) tokens exceed the model's context of "
+            f"prompt ({prompt}) + output ({wl.output_tokens}) tokens exceed the model's context of "
             f"{context} tokens; shorten the prompt or the output"
         )
 
@@ -63,32 +60,14 @@ def _check_traffic(spec: JobSpec) -> None:
     """A dataset's first record, a trace's first rows, a Hub dataset's reachability: bad input fails
     here, before loading, in one line (the rest of the file is checked while the plan is made, still
     before anything is stored)."""
-    wl = spec.workload
-    if wl.dataset is not None:
-        from engine.data.conversations import check_dataset
+    from engine.run.sources import planner_of
 
-        if spec.model.kind == "synthetic":
-            raise SpecError("a dataset needs a model with a tokenizer; synthetic weights take --prompt-tokens")
-        check_dataset(wl.dataset, wl.dataset_format, wl.dataset_column)
-    if wl.trace is not None:
-        from itertools import islice
-
-        from engine.data.reading import existing_file
-        from engine.data.traces import trace_format
-
-        entries = trace_format(wl.trace_format).entries(existing_file(wl.trace, "trace"))
-        if not list(islice(entries, 100)):
-            raise SpecError(f"trace {wl.trace} holds no rows")
-
-
-def _check_prompt_file(path: str) -> None:
-    """Read the prompt file now (exists, UTF-8, at least one prompt), so a bad one fails before loading."""
-    from engine.run.sources.prompt_file import read_prompt_file
-
-    try:
-        read_prompt_file(path)
-    except (RecursionError, OSError) as exc:
-        raise SpecError(f"prompt file {path} cannot be read: {type(exc).__name__}") from exc
+    traffic = spec.workload.traffic
+    if traffic.needs_tokenizer and spec.model.kind == "synthetic":
+        raise SpecError(
+            f"the {traffic.label} source needs a model with a tokenizer; synthetic weights take --prompt-tokens"
+        )
+    planner_of(traffic).check(traffic, spec.workload)
 
 
 def validate_serving(workload: Workload, engine: str) -> None:

@@ -137,7 +137,7 @@ def _serving(spec: JobSpec) -> bool:
     from engine.spec import engines
 
     wl = spec.workload
-    return engines.get(spec.recipe.engine).capabilities.serving or wl.arrival != "batch" or wl.trace is not None
+    return engines.get(spec.recipe.engine).capabilities.serving or wl.arrival != "batch" or wl.traffic.scheduled
 
 
 def _load(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> _Loaded:

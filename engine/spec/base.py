@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -53,3 +54,34 @@ def format_validation_error(exc: ValidationError) -> str:
     if len(errors) > MAX_PROBLEMS:
         parts.append(f"and {len(errors) - MAX_PROBLEMS} more problems")
     return "; ".join(parts)
+
+
+def validate_chosen(cls: type[BaseModel], value: Mapping[str, Any], name: str, as_json: bool) -> Any:
+    """``value`` validated as ``cls`` (the class its key chose: an engine's recipe, a source's options), as JSON
+    when the spec is (``as_json``), its errors located under ``name``."""
+    try:
+        if as_json:
+            return cls.model_validate_json(json.dumps(dict(value)))
+        return cls.model_validate(value)
+    except ValidationError as exc:
+        raise tagged_error(exc, name) from exc
+
+
+def tagged_error(exc: ValidationError, name: str) -> ValidationError:
+    """``exc`` with ``name`` first in every location (``recipe.transformers.gptq_bits``, ``traffic.trace.time_scale``):
+    a section validated as the class its name picks keeps saying which one."""
+    try:
+        return ValidationError.from_exception_data(
+            exc.title,
+            [
+                {
+                    "type": e["type"],
+                    "loc": (name, *e["loc"]),
+                    "input": e["input"],
+                    **({"ctx": e["ctx"]} if "ctx" in e else {}),
+                }
+                for e in exc.errors()
+            ],
+        )
+    except (KeyError, TypeError):  # an error type that cannot be rebuilt keeps its own location
+        return exc

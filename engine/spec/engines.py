@@ -14,16 +14,15 @@ fake one with :func:`register`), and dumps as that class.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import SerializeAsAny, ValidationError, ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic import SerializeAsAny, ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator
 
 from engine.backends.openai import descriptor as openai
 from engine.backends.transformers import descriptor as transformers
 from engine.backends.vllm import descriptor as vllm
-from engine.spec.base import SpecError
+from engine.spec.base import SpecError, validate_chosen
 from engine.spec.descriptor import EngineDescriptor, RecipePreset
 from engine.spec.recipes import EngineRecipe
 from engine.spec.rules import WORKLOAD_DEPENDENCIES, Dependency
@@ -111,25 +110,6 @@ def unregister(name: str) -> None:
 
 
 # -- JobSpec.recipe: the class of the engine the section names ---------------------------------
-def _tagged(exc: ValidationError, name: str) -> ValidationError:
-    """``exc`` with the engine's name first in every location (``recipe.transformers.gptq_bits``), as before."""
-    try:
-        return ValidationError.from_exception_data(
-            exc.title,
-            [
-                {
-                    "type": e["type"],
-                    "loc": (name, *e["loc"]),
-                    "input": e["input"],
-                    **({"ctx": e["ctx"]} if "ctx" in e else {}),
-                }
-                for e in exc.errors()
-            ],
-        )
-    except (KeyError, TypeError):  # an error type that cannot be rebuilt keeps its own location
-        return exc
-
-
 def _validate_recipe(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> EngineRecipe:
     """A recipe section as the class of the engine it names (a recipe object as it is)."""
     if isinstance(value, EngineRecipe):
@@ -141,12 +121,7 @@ def _validate_recipe(value: Any, handler: ValidatorFunctionWrapHandler, info: Va
     descriptor = find(value["engine"])
     if descriptor is None:
         raise ValueError(unknown_engine(value["engine"]))
-    try:
-        if info.mode == "json":  # validated as JSON, as the rest of the spec is
-            return descriptor.recipe.model_validate_json(json.dumps(dict(value)))
-        return descriptor.recipe.model_validate(value)
-    except ValidationError as exc:
-        raise _tagged(exc, descriptor.name) from exc
+    return validate_chosen(descriptor.recipe, value, descriptor.name, info.mode == "json")  # type: ignore[no-any-return]
 
 
 Recipe = Annotated[SerializeAsAny[EngineRecipe], WrapValidator(_validate_recipe)]

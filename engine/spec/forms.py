@@ -13,9 +13,10 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from engine.spec import engines
-from engine.spec.rules import unused_knobs
-from engine.spec.traffic import TRAFFIC_LABELS
+from engine.spec import engines, sources
+from engine.spec.rules import Dependency, unused_knobs
+from engine.spec.sources.base import TrafficSource
+from engine.spec.sources.flat import source_of
 
 
 def option_reason(engine: str, field_name: str, value: Any, device: str) -> str | None:
@@ -83,7 +84,10 @@ WORKLOAD_LABELS: dict[str, str] = {
     "profile_steps": "Profile decode steps (0: off)",
     "client_processes": "Client processes (empty: chosen from the cores and the concurrency)",
     "load_nodes": "Load from Ray nodes (empty: this host only)",
-    **TRAFFIC_LABELS,
+    "traffic": "Traffic (the request source and its options)",
+    "strict_lengths": "Refuse prompts beyond the context (else clip)",
+    "cancel_rate": "Cancelled share (0-1)",
+    "cancel_after_ms": "Cancel after (ms)",
 }
 # The workload fields shown at once; every other field of a section sits in the form's "Advanced" expander.
 WORKLOAD_BASIC: tuple[str, ...] = (
@@ -101,83 +105,74 @@ WORKLOAD_BASIC: tuple[str, ...] = (
 WORKLOAD_SHOWN_WITH: tuple[tuple[str, Any, str], ...] = (
     ("burstiness", lambda v: v["arrival"] == "gamma", "arrival=gamma"),
     ("batch_size", lambda v: v["arrival"] == "batch", "arrival=batch"),
-    ("prompt_tokens", lambda v: v["prompt_file"] is None, "no prompt file"),
-    ("prompt_length", lambda v: v["prompt_file"] is None, "no prompt file"),
     *(
         (k, lambda v: v["until_ci_pct"] is not None, "until_ci_pct")
         for k in ("until_metric", "max_requests", "max_seconds")
     ),
 )
-# What a hidden knob submits when that is not its default (a prompt file replaces the prompt length).
-HIDDEN_VALUES: dict[tuple[str, str], Any] = {("workload", "prompt_tokens"): None}
-# Optional knobs the form asks as plain values (no "set" box): their None is said by another knob.
-ALWAYS_SET: frozenset[tuple[str, str]] = frozenset({("workload", "prompt_tokens")})
 
 
-# -- the traffic choice: which request source the workload form asks for, and only that source's fields --------
-TRAFFIC_CHOICES: dict[str, str] = {
-    "synthetic": "synthetic",
-    "prompt_file": "prompt file",
-    "dataset": "dataset",
-    "sessions": "multi-turn sessions",
-    "prefixes": "shared prefixes",
-    "trace": "trace replay",
-}
-_SYNTHETIC = ("prompt_tokens", "prompt_length", "prompt_length_spread")
-_DATASET = ("dataset", "dataset_format", "dataset_column", "min_prompt_tokens", "max_prompt_tokens")
-TRAFFIC_FIELDS: dict[str, tuple[str, ...]] = {
-    "synthetic": _SYNTHETIC,
-    "prompt_file": ("prompt_file",),
-    "dataset": (*_DATASET, "source_output_lengths"),
-    "sessions": ("dataset", "dataset_format", "think_time_s", "source_output_lengths"),
-    "prefixes": (*_SYNTHETIC, "prefix_count", "prefix_tokens"),
-    "trace": ("trace", "trace_format", "time_scale", "trace_start_s", "trace_duration_s", "source_output_lengths"),
-}
-# Every field some choice owns (hidden, at its default, under the other choices), and what a choice fixes.
-SOURCE_FIELDS: frozenset[str] = frozenset({f for fs in TRAFFIC_FIELDS.values() for f in fs} | {"multi_turn"})
-TRAFFIC_FORCED: dict[str, dict[str, Any]] = {"sessions": {"multi_turn": True}}
-TRAFFIC_START: dict[str, dict[str, Any]] = {"prefixes": {"prefix_count": 4, "prefix_tokens": 512}}
-# A trace keeps its own schedule: the arrival process's fields stay at their defaults.
+# -- the traffic choice: which request source the workload form asks for, and its options --------------
+# A source's options are a form section of their own, named "source:<name>" (traffic_section); its labels,
+# dependencies and first values are the source's own declarations (engine.spec.sources).
+# A source with its own schedule: the arrival process's fields stay at their defaults.
 _SCHEDULED = ("arrival", "rate", "burstiness", "batch_size", "max_concurrency")
 
 
+def traffic_section(source: str) -> str:
+    """The form section of a source's options (``source:trace``)."""
+    return f"source:{source}"
+
+
+def _source_of_section(section: str) -> type[TrafficSource] | None:
+    return sources.find(section.removeprefix("source:")) if section.startswith("source:") else None
+
+
+def traffic_choices() -> dict[str, str]:
+    """Every registered source -> its choice in words, in registry order (the Launch page's traffic choice)."""
+    return {sources.name_of(c): c.label for c in sources.all_sources()}
+
+
 def traffic_of(values: dict[str, Any]) -> str:
-    """The traffic choice that reads a workload's values (a link's, a stored run's)."""
-    if values.get("trace"):
-        return "trace"
-    if values.get("dataset"):
-        return "sessions" if values.get("multi_turn") else "dataset"
-    if values.get("prompt_file"):
-        return "prompt_file"
-    return "prefixes" if values.get("prefix_count") else "synthetic"
+    """The source a link's flat values name (``source=`` or its naming fields), the default one when they name
+    none or several (the form then says what is wrong)."""
+    try:
+        return sources.name_of(source_of(values))
+    except ValueError:
+        return sources.names()[0]
 
 
 def traffic_hidden(traffic: str | None) -> dict[str, str]:
-    """Workload fields the traffic choice leaves out -> the choice that shows them (none without a choice)."""
-    if traffic is None:
+    """Workload fields the chosen source leaves out -> why (a source with its own schedule: the arrival's)."""
+    cls = sources.find(traffic)
+    if cls is None or not cls.scheduled:
         return {}
-    keep = TRAFFIC_FIELDS[traffic]
-    out = {f: f"another traffic source than {TRAFFIC_CHOICES[traffic]}" for f in SOURCE_FIELDS if f not in keep}
-    if traffic == "trace":
-        out.update({f: "a source without its own schedule" for f in _SCHEDULED})
-    return out
+    return {f: f"a source without its own schedule (the {cls.label} keeps its own)" for f in _SCHEDULED}
 
 
 def label(name: str) -> str:
     """The knob in words with its unit ("TTFT SLO (ms)"); its name with spaces when no section names it."""
-    for labels in (WORKLOAD_LABELS, *(d.form.labels for d in engines.all_engines())):
+    for labels in (WORKLOAD_LABELS, sources.option_labels(), *(d.form.labels for d in engines.all_engines())):
         if name in labels:
             return labels[name]
     return name.replace("_", " ")
 
 
-def is_basic(section: str, name: str, traffic: str | None = None) -> bool:
-    """Whether the form shows ``name`` at once (else in its "Advanced" expander); the fields of the traffic
-    source chosen show at once."""
+def is_basic(section: str, name: str) -> bool:
+    """Whether the form shows ``name`` at once (else in its "Advanced" expander); a source's options show at
+    once, but for its input file's hash (set when queued)."""
     if section == "workload":
-        return name in WORKLOAD_BASIC or name in TRAFFIC_FIELDS.get(traffic or "", ())
+        return name in WORKLOAD_BASIC
+    if _source_of_section(section) is not None:
+        return name != "source_sha256"
     descriptor = engines.find(section)
     return descriptor is not None and name in descriptor.form.basic
+
+
+def dependencies(section: str) -> tuple[Dependency, ...]:
+    """The knob dependencies of a form section: the workload's, a source's (``source:NAME``), an engine's."""
+    cls = _source_of_section(section)
+    return cls.dependencies if cls is not None else engines.knob_dependencies(section)
 
 
 def _shown_with(section: str) -> tuple[tuple[str, Any, str], ...]:
@@ -192,10 +187,12 @@ def hidden_fields(
 ) -> dict[str, str]:
     """Knobs of ``section`` (an engine name or 'workload') the other ``values`` leave unused -> what would use
     them; the form hides those (and submits their defaults). ``values`` hold every field of the section;
-    ``traffic`` (a :data:`TRAFFIC_CHOICES` key) hides the workload fields of the other request sources."""
-    out = dict(unused_knobs(engines.knob_dependencies(section), values))
+    ``traffic`` (the chosen source's name) hides the arrival process's fields when it keeps its own schedule."""
+    out = dict(unused_knobs(dependencies(section), values))
     if section == "workload":
         out.update(traffic_hidden(traffic))
+    if _source_of_section(section) is not None:
+        out["source_sha256"] = "the job's queueing (it hashes the file)"
     context = {**values, "_device": device}
     for knob, shown, enabler in _shown_with(section):
         try:

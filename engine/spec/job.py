@@ -88,6 +88,7 @@ class JobSpec(_Strict):
         # A job without an accuracy phase keeps the fingerprint it had before quality existed.
         exclude = {"name"} if self.quality.enabled else {"name", "quality"}
         data = self.model_dump(mode="json", exclude=exclude)
+        data["workload"] = self.workload.flat()  # the flat form every stored fingerprint was taken of
         data["workload"].pop("profile_steps", None)  # a profile runs after the measured figures are taken
         data["workload"].pop("client_processes", None)  # how many processes send the same requests
         data["workload"].pop("load_nodes", None)  # and on how many nodes

@@ -52,12 +52,10 @@ def input_paths(spec: JobSpec) -> list[InputPath]:
     calibration = getattr(recipe, "gptq_calibration_file", None)
     if calibration:
         out.append(InputPath("gptq_calibration_file", calibration))
-    if spec.workload.prompt_file is not None:
-        out.append(InputPath("prompt_file", spec.workload.prompt_file))
-    if spec.workload.dataset is not None and not spec.workload.dataset.startswith("hf:"):
-        out.append(InputPath("dataset", spec.workload.dataset))
-    if spec.workload.trace is not None:
-        out.append(InputPath("trace", spec.workload.trace))
+    traffic = spec.workload.traffic
+    path = traffic.input_path()
+    if path is not None and traffic.file_field:
+        out.append(InputPath(traffic.file_field, path))
     corpus = spec.quality.corpus
     if corpus != "default" and not corpus.startswith("hf:"):
         out.append(InputPath("corpus", corpus))

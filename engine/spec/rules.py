@@ -28,7 +28,6 @@ WORKLOAD_DEPENDENCIES: tuple[Dependency, ...] = (
         lambda w: w["arrival"] != "batch",
         "arrival=concurrency, poisson, gamma or max (arrival=batch sends batch_size requests at a time)",
     ),
-    ("prompt_length_spread", lambda w: w["prompt_length"] != "fixed", "prompt_length=uniform or normal"),
 )
 
 

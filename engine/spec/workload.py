@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
+from engine.spec import sources
+from engine.spec.base import _Strict
 from engine.spec.rules import WORKLOAD_DEPENDENCIES, unused_knob_problems
-from engine.spec.traffic import TRACE_ROWS_CAP, TRAFFIC_DEFAULTS, TrafficFields
+from engine.spec.sources.base import ALWAYS_IN_FINGERPRINT, LEGACY_FLAT_DEFAULTS
+from engine.spec.sources.flat import from_flat, merged
 
 Arrival = Literal["batch", "poisson", "gamma", "concurrency", "max"]
-PromptLength = Literal["fixed", "uniform", "normal"]
-# Workload fields whose defaults are left out of fingerprints (runs from before they existed keep theirs).
+# Flat workload fields (Workload.flat) whose defaults are left out of fingerprints (runs from before they existed
+# keep theirs): the serving and stopping fields, and the traffic fields of the flat workload of before
+# Workload.traffic (engine.spec.sources.base), at their old defaults.
 SERVING_DEFAULTS: dict[str, Any] = {
     "arrival": "batch",
     "rate": None,
     "burstiness": 1.0,
     "max_concurrency": None,
-    "prompt_length": "fixed",
-    "prompt_length_spread": 0.0,
     "slo_ttft_ms": None,
     "slo_tpot_ms": None,
     "slo_e2el_ms": None,
@@ -30,7 +33,10 @@ SERVING_DEFAULTS: dict[str, Any] = {
     "max_requests": None,
     "max_seconds": None,
     "soak_minutes": None,  # a soak: rounds of `requests` until the time is up (engine/run/repeats.py)
-    **TRAFFIC_DEFAULTS,  # datasets, sessions, shared prefixes, traces, cancellations (engine/spec/traffic.py)
+    "strict_lengths": False,
+    "cancel_rate": 0.0,
+    "cancel_after_ms": None,
+    **{k: v for k, v in LEGACY_FLAT_DEFAULTS.items() if k not in ALWAYS_IN_FINGERPRINT},
 }
 # The figure adaptive stopping watches: a per-request latency group's percentile, by its metric key.
 UntilMetric = Literal[
@@ -73,16 +79,16 @@ MEASUREMENT_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-class Workload(TrafficFields):
-    """What is sent: prompts, output length, how many requests, in what batches.
+class Workload(_Strict):
+    """What is sent: where the prompts come from, output length, how many requests, in what batches.
 
-    The prompts come from one source: synthetic lengths (``prompt_tokens``), a ``prompt_file``,
-    a ``dataset`` (single requests, or sessions with ``multi_turn``) or a ``trace`` (its own
-    schedule and lengths); :attr:`source` names the request source that plans them.
+    The prompts come from one request source, ``traffic`` (:mod:`engine.spec.sources`: synthetic
+    lengths, a prompt file, a dataset, sessions, shared prefixes, a trace ...), which says which it is.
+    A flat workload (a spec stored before ``traffic`` existed, or flat overrides) is read into it
+    (:mod:`engine.spec.sources.flat`), and :meth:`flat` gives that form back for fingerprints.
     """
 
-    prompt_tokens: int | None = Field(default=128, ge=1, le=1_000_000)
-    prompt_file: str | None = None
+    traffic: sources.Traffic = Field(default_factory=sources.default_traffic)
     output_tokens: int = Field(default=32, ge=1, le=100_000)
     requests: int = Field(default=8, ge=1, le=1_000_000)
     batch_size: int = Field(default=1, ge=1, le=4096)
@@ -94,13 +100,18 @@ class Workload(TrafficFields):
     rate: float | None = Field(default=None, gt=0, le=1_000_000, description="poisson/gamma: requests per second")
     burstiness: float = Field(default=1.0, gt=0, le=1000, description="gamma shape (1 = Poisson, <1 burstier)")
     max_concurrency: int | None = Field(default=None, ge=1, le=1_000_000, description="most requests in flight")
-    prompt_length: PromptLength = Field(default="fixed", description="prompt lengths: fixed | uniform | normal")
-    prompt_length_spread: float = Field(default=0.0, ge=0, le=1, description="uniform/normal: relative spread")
     slo_ttft_ms: float | None = Field(default=None, gt=0, description="goodput SLO on TTFT (ms)")
     slo_tpot_ms: float | None = Field(default=None, gt=0, description="goodput SLO on TPOT (ms)")
     slo_e2el_ms: float | None = Field(default=None, gt=0, description="goodput SLO on E2EL (ms)")
     max_error_rate: float | None = Field(
         default=None, ge=0, le=1, description="fail the run when more than this share of requests failed (0..1)"
+    )
+    strict_lengths: bool = Field(
+        default=False, description="Refuse prompts longer than the model's context instead of clipping them"
+    )
+    cancel_rate: float = Field(default=0.0, ge=0, le=1, description="Share of requests cancelled (connection closed)")
+    cancel_after_ms: float | None = Field(
+        default=None, gt=0, le=86_400_000, description="Cancelled requests: ms after their send"
     )
     # Trials and adaptive stopping (engine/run/repeats.py)
     trials: int = Field(default=1, ge=1, le=100, description="measured phases of `requests` requests each")
@@ -149,21 +160,13 @@ class Workload(TrafficFields):
 
     @property
     def source(self) -> str:
-        """The request source that plans this workload's requests (engine.run.sources)."""
-        if self.trace is not None:
-            return "trace"
-        if self.dataset is not None:
-            return "sessions" if self.multi_turn else "dataset"
-        return "prompt_file" if self.prompt_file is not None else "synthetic"
+        """The name of the request source that plans this workload's requests (its traffic says it)."""
+        return self.traffic.source
 
-    @property
-    def source_label(self) -> str:
-        """The source in words, for messages: the file or dataset, or ``synthetic prompts``."""
-        if self.trace is not None:
-            return f"trace {self.trace}"
-        if self.dataset is not None:
-            return f"dataset {self.dataset}"
-        return f"prompt file {self.prompt_file}" if self.prompt_file is not None else "synthetic prompts"
+    def flat(self) -> dict[str, Any]:
+        """The workload as one flat JSON object, its traffic's options beside its other fields, as specs were
+        stored before ``traffic`` existed: what fingerprints and the stored knobs hold."""
+        return {**self.model_dump(mode="json", exclude={"traffic"}), **self.traffic.flat()}
 
     @property
     def has_slo(self) -> bool:
@@ -186,8 +189,6 @@ class Workload(TrafficFields):
             raise ValueError("batch_size is for arrival=batch; use max_concurrency with other arrivals")
         if self.arrival != "gamma" and self.burstiness != 1.0:
             raise ValueError("burstiness applies to arrival=gamma only")
-        if self.prompt_length != "fixed" and self.prompt_file is not None:
-            raise ValueError("prompt_length distributions apply to prompt_tokens, not to a prompt file")
         problems = unused_knob_problems(WORKLOAD_DEPENDENCIES, dict(self), self.field_defaults())
         if self.until_ci_pct is None:
             problems += [
@@ -197,36 +198,37 @@ class Workload(TrafficFields):
             ]
         if self.soak_minutes is not None and self.until_ci_pct is not None:
             problems.append("soak_minutes and until_ci_pct both say when to stop; give one of them")
+        if (self.cancel_rate > 0) != (self.cancel_after_ms is not None):
+            problems.append("cancellations need both cancel_rate (> 0) and cancel_after_ms")
+        problems += self.traffic.problems(self)
         if problems:
             raise ValueError("; ".join(problems))
         return self
 
     @model_validator(mode="before")
     @classmethod
-    def _source_replaces_synthetic_lengths(cls, data: Any) -> Any:
-        """A dataset or a trace brings its own prompts: ``prompt_tokens`` then defaults to none, and a
-        trace's ``requests`` (a cap on its rows) to :data:`~engine.spec.traffic.TRACE_ROWS_CAP`."""
-        if not isinstance(data, dict) or not (data.get("dataset") or data.get("trace")):
+    def _read_traffic(cls, data: Any) -> Any:
+        """Flat traffic fields (a spec stored before ``traffic``, flat overrides) read into ``traffic``; a source
+        that brings its own request count (a trace: every row) gives ``requests`` when the workload does not."""
+        if not isinstance(data, dict):
             return data
-        data = {"prompt_tokens": None, **data}
-        if data.get("trace") and "requests" not in data:  # a trace is replayed whole unless capped
-            data["requests"] = TRACE_ROWS_CAP
+        names = sources.flat_field_names()
+        flat = {k: v for k, v in data.items() if k in names and k != "traffic"}
+        data = {k: v for k, v in data.items() if k not in flat}
+        given = data.get("traffic")
+        if "traffic" not in data:
+            data["traffic"] = from_flat(flat)
+        elif flat and isinstance(given, Mapping | sources.TrafficSource):
+            data["traffic"] = merged(given, flat)
+        elif flat:  # flat fields beside a traffic that is no section: both said, neither read
+            raise ValueError(f"give the traffic once: {', '.join(sorted(flat))} beside traffic={str(given)[:40]!r}")
+        chosen = data["traffic"]
+        name = chosen.source if isinstance(chosen, sources.TrafficSource) else None
+        name = chosen.get("source") if isinstance(chosen, Mapping) else name
+        cls_ = sources.find(name)
+        if cls_ is not None and cls_.default_requests is not None and "requests" not in data:
+            data["requests"] = cls_.default_requests
         return data
-
-    @model_validator(mode="after")
-    def _one_prompt_source(self) -> Workload:
-        if self.prompt_file is not None and self.prompt_tokens is not None:
-            raise ValueError("give either prompt_tokens or prompt_file, not both")
-        problems = self.traffic_problems(self.prompt_tokens, self.prompt_file, self.arrival)
-        if problems:
-            raise ValueError("; ".join(problems))
-        if self.prompt_file is None and self.prompt_tokens is None and not (self.dataset or self.trace):
-            raise ValueError(
-                "give prompt_tokens (a synthetic prompt of that length), a prompt_file, a dataset or a trace"
-            )
-        if self.prefix_count is not None and (self.prompt_file or self.trace):
-            raise ValueError("shared prefixes apply to synthetic prompts and datasets")
-        return self
 
 
 def apply_preset(workload: dict[str, Any], preset: str) -> dict[str, Any]:
@@ -234,3 +236,17 @@ def apply_preset(workload: dict[str, Any], preset: str) -> dict[str, Any]:
     if preset not in MEASUREMENT_PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose {' or '.join(MEASUREMENT_PRESETS)}")
     return {**workload, **MEASUREMENT_PRESETS[preset]}
+
+
+def flat_workload(workload: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A stored spec's workload section as flat fields (:meth:`Workload.flat`), whatever shape it was stored in:
+    for the readers of many stored runs' specs as dicts (nothing validated: a stored spec was valid when stored)."""
+    data = dict(workload or {})
+    traffic = data.pop("traffic", None)
+    if not isinstance(traffic, Mapping):
+        return data  # stored before Workload.traffic: flat already
+    cls = sources.find(traffic.get("source"))
+    try:
+        return {**data, **cls.model_construct(**traffic).flat()} if cls is not None else {**data, **traffic}
+    except (AttributeError, TypeError, ValueError):  # a section some later version wrote: its fields as they are
+        return {**data, **traffic}

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.spec import engines
+from engine.spec.sources.flat import stored_traffic
+from engine.spec.workload import flat_workload
 from engine.whatif.recipe import normalize_dtype
 from engine.whatif.shapes import EstimateError
 
@@ -119,11 +121,19 @@ def _vllm(r: dict[str, Any], prov: dict[str, Any], kind: str) -> RunRecipe | str
     return RunRecipe(weight, kv, method, 0)
 
 
+def nominal_prompt(wl: dict[str, Any]) -> int | None:
+    """The prompt length every request of a flat workload sends (shared prefix included), None when its source
+    has none (a dataset, a trace, drawn lengths ...)."""
+    traffic = stored_traffic(wl)
+    return traffic.nominal_prompt_tokens() if traffic is not None and traffic.one_prompt_length() else None
+
+
 def workload_reason(wl: dict[str, Any]) -> str | None:
-    """Why a workload is not the estimator's (static batches of fixed-length prompts), or None."""
-    if not wl.get("prompt_tokens"):
-        source = "trace" if wl.get("trace") else "dataset" if wl.get("dataset") else "prompt file"
-        return f"{source} workload: prompt length not fixed"
+    """Why a flat workload (:func:`engine.spec.workload.flat_workload`) is not the estimator's (static batches of
+    fixed-length prompts), or None."""
+    traffic = stored_traffic(wl)
+    if traffic is None or traffic.nominal_prompt_tokens() is None:
+        return f"{traffic.label if traffic else 'unknown traffic'} workload: prompt length not fixed"
     arrival = wl.get("arrival", "batch")
     if arrival != "batch":
         return f"{ARRIVALS.get(arrival, arrival + ' arrivals')} {NOT_MODELLED}"
@@ -152,7 +162,7 @@ def family_terms(family: str, recipe: dict[str, Any], prov: dict[str, Any], kind
 
 def admit(spec: dict[str, Any], prov: dict[str, Any], kind: str) -> RunRecipe | str:
     """The run's recipe in the estimator's terms, or the reason it is not modelled (or calibrates nothing)."""
-    reason = workload_reason(spec.get("workload") or {})
+    reason = workload_reason(flat_workload(spec.get("workload")))
     if reason:
         return reason
     recipe = spec.get("recipe") or {}

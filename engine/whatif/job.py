@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.spec import engines
-from engine.whatif.admit import FAMILIES, NOT_MODELLED, family_terms, workload_reason
+from engine.spec.workload import flat_workload
+from engine.whatif.admit import FAMILIES, NOT_MODELLED, family_terms, nominal_prompt, workload_reason
 from engine.whatif.estimate import GB, estimate
 from engine.whatif.hardware import Hardware, catalog, local_key
 from engine.whatif.memory import memory
@@ -110,10 +111,10 @@ def _estimate_inputs(spec: dict[str, Any], kind: str) -> tuple[EstimateRecipe, E
     if descriptor is None or descriptor.whatif.family not in FAMILIES:  # the engine's what-if family models it
         return f"{engine}: {descriptor.whatif.left_out if descriptor else 'not a registered engine'} {NOT_MODELLED}"
     family = descriptor.whatif.family
-    admitted = workload_reason(spec.get("workload") or {}) or family_terms(family, recipe, {}, kind)
+    admitted = workload_reason(flat_workload(spec.get("workload"))) or family_terms(family, recipe, {}, kind)
     if isinstance(admitted, str):
         return admitted
-    wl = spec.get("workload") or {}
+    wl = flat_workload(spec.get("workload"))
     gpus = len(str(spec.get("device", "")).split(",")) if str(spec.get("device", "")).startswith("cuda") else 1
     tp = gpus if recipe.get("tensor_parallel") or int(recipe.get("tensor_parallel_size", 1) or 1) > 1 else 1
     try:
@@ -126,7 +127,7 @@ def _estimate_inputs(spec: dict[str, Any], kind: str) -> tuple[EstimateRecipe, E
                 tp=tp if tp in (1, 2, 4, 8, 16) else 1,
                 drop_layers=admitted.drop_layers,
             ),
-            EstimateWorkload(int(wl["prompt_tokens"]), int(wl.get("output_tokens", 32))),
+            EstimateWorkload(int(nominal_prompt(wl) or 0), int(wl.get("output_tokens", 32))),
         )
     except (EstimateError, KeyError, TypeError, ValueError) as exc:
         return f"not understood by the estimator: {exc}"
@@ -140,17 +141,15 @@ def _memory_spec(spec: dict[str, Any]) -> dict[str, Any]:
         if k
         in ("engine", "dtype", "quantization", "gptq_bits", "kv_cache_quantization", "kv_cache_dtype", "drop_layers")
     }
-    wl = {k: v for k, v in (spec.get("workload") or {}).items() if k in ("prompt_tokens", "output_tokens")}
-    wl["batch_size"] = max(
-        int((spec.get("workload") or {}).get("batch_size", 1)),
-        int((spec.get("workload") or {}).get("max_concurrency") or 1),
-    )
+    flat = flat_workload(spec.get("workload"))
+    wl = {k: v for k, v in flat.items() if k not in ("arrival", "rate", "burstiness", "max_concurrency")}
+    wl["batch_size"] = max(int(flat.get("batch_size", 1)), int(flat.get("max_concurrency") or 1))
     return {**spec, "recipe": recipe, "workload": wl}
 
 
 def _phase_seconds(spec: dict[str, Any], ttft_s: float, tpot_s: float, load_s: float | None) -> tuple[float, list[str]]:
     """Load + warm-up + measured phase, and the words for each part."""
-    wl = spec.get("workload") or {}
+    wl = flat_workload(spec.get("workload"))
     batch = max(1, int(wl.get("batch_size", 1)))
     per_batch = ttft_s + max(0, int(wl.get("output_tokens", 32)) - 1) * tpot_s
     warm = wl.get("warmup_requests")
@@ -216,9 +215,9 @@ def _load_seconds(earlier: list[Any], spec: dict[str, Any]) -> tuple[float | Non
 
 def _measured_latency(earlier: list[Any], spec: dict[str, Any]) -> tuple[float, float, int] | None:
     """(TTFT s, TPOT s, run id) of an earlier run with the same recipe, prompt length and batch size."""
-    wl = spec.get("workload") or {}
+    wl = flat_workload(spec.get("workload"))
     for r in earlier:
-        m, rwl = r.metrics or {}, r.spec.get("workload") or {}
+        m, rwl = r.metrics or {}, flat_workload(r.spec.get("workload"))
         same_shape = _same(rwl, wl, ("prompt_tokens", "batch_size", "arrival"))
         if r.spec.get("recipe") == spec.get("recipe") and same_shape and m.get("ttft_ms") and m.get("tpot_ms"):
             return m["ttft_ms"]["p50"] / 1e3, m["tpot_ms"]["p50"] / 1e3, r.id
@@ -298,7 +297,7 @@ def estimate_job(
         load_s, load_words = _load_seconds(earlier, data)
         out.load_known = load_s is not None
         total, parts = _phase_seconds(data, ttft_s, tpot_s, load_s)
-        prompt = max(1, int((data.get("workload") or {}).get("prompt_tokens") or 1))
+        prompt = max(1, nominal_prompt(flat_workload(data.get("workload"))) or 1)
         accuracy, accuracy_unknown = _accuracy_seconds(data, ttft_s / prompt)
         out.parts = [*parts, f"per-token figures: {source}"] + ([f"load: {load_words}"] if load_s is not None else [])
         out.unknown += [w for w in (None if load_s is not None else load_words, accuracy_unknown) if w]

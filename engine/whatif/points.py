@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.spec import engines
-from engine.whatif.admit import RunRecipe, admit
+from engine.spec.workload import flat_workload
+from engine.whatif.admit import RunRecipe, admit, nominal_prompt
 from engine.whatif.hardware import Hardware, from_measurement
 from engine.whatif.recipe import EstimateRecipe
 from engine.whatif.roofline import Work, work
@@ -95,7 +96,7 @@ def point_of(run: Any, measurements: list[Any]) -> Point | str:
 def _point(
     run: Any, hw: Hardware, source: str, shape: ModelShape, recipe: RunRecipe, latency: tuple[float, float]
 ) -> Point:
-    wl = (run.spec or {}).get("workload") or {}
+    wl = flat_workload((run.spec or {}).get("workload"))
     descriptor = engines.find(run.engine)
     return Point(
         run_id=run.id,
@@ -105,7 +106,7 @@ def _point(
         dtype=recipe.weight,
         source=source,
         shape=shape,
-        prompt_tokens=int(wl["prompt_tokens"]),
+        prompt_tokens=int(nominal_prompt(wl) or 0),
         output_tokens=int(wl.get("output_tokens", 32)),
         batch_size=int(wl.get("batch_size", 1)),
         ttft_ms=latency[0],

@@ -66,7 +66,7 @@ def test_preset_then_submit_then_job_then_run(page, live_app, demo_folder, shot)
 
     db = open_database(live_app.db_url)
     [job] = jobs.list_jobs(db)
-    assert job.spec["recipe"]["dtype"] == "bfloat16" and job.spec["workload"]["prompt_tokens"] == 16
+    assert job.spec["recipe"]["dtype"] == "bfloat16" and job.spec["workload"]["traffic"]["prompt_tokens"] == 16
 
     page.goto(f"{live_app.url}/jobs")
     page.get_by_text(f"Job {job.id}").first.wait_for()
@@ -100,5 +100,7 @@ def test_ten_million_prompt_tokens_queue_nothing(page, live_app, shot):
     shot(page, "launch-invalid-10M")
     page.wait_for_timeout(1500)  # a job queued by the click would be in the database by now
     queued = jobs.list_jobs(open_database(live_app.db_url))
-    assert all(j.spec["workload"]["prompt_tokens"] == 10_000_000 for j in queued), [j.spec["workload"] for j in queued]
+    assert all(j.spec["workload"]["traffic"]["prompt_tokens"] == 10_000_000 for j in queued), [
+        j.spec["workload"] for j in queued
+    ]
     assert queued == []

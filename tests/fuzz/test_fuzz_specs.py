@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from engine.cli.main import main
-from engine.spec import AccuracySpec, JobSpec, ModelSpec, SpecError, Workload, engines, parse_job_spec
+from engine.spec import AccuracySpec, JobSpec, ModelSpec, SpecError, Workload, engines, parse_job_spec, sources
 
 RECIPE_CLASSES = [(d.name, d.recipe) for d in engines.all_engines()]
 
@@ -31,7 +31,8 @@ MODELS = st.sampled_from(["demo", "synthetic:smollm2-135m", "synthetic:llama-3-8
 
 def _field_values(info: Any, junk: bool) -> st.SearchStrategy:
     """Values for one pydantic field: its default, its choices, small and huge numbers, and (junk) anything."""
-    options: list[st.SearchStrategy] = [st.just(info.default)] + ([JSON, VALUE] if junk else [])
+    default = [] if info.is_required() else [st.just(info.get_default(call_default_factory=True))]
+    options: list[st.SearchStrategy] = default + ([JSON, VALUE] if junk else [])
     for arg in typing.get_args(info.annotation) or (info.annotation,):
         if typing.get_origin(arg) is typing.Literal:
             options.append(st.sampled_from(typing.get_args(arg)))
@@ -41,6 +42,8 @@ def _field_values(info: Any, junk: bool) -> st.SearchStrategy:
             options.append(st.floats(allow_nan=True, allow_infinity=True) if junk else st.floats(0.01, 10))
         elif arg is bool:
             options.append(st.booleans())
+        elif arg is str:
+            options.append(st.sampled_from(["/nope.jsonl", "hf:org/x", "p.txt", ""]) | st.text(max_size=12))
     return st.one_of(options)
 
 
@@ -53,6 +56,17 @@ def _section(model: type, extra: dict[str, st.SearchStrategy] | None = None, jun
     return st.tuples(st.fixed_dictionaries({}, optional=fields), typo).map(lambda t: {**t[0], **t[1]})
 
 
+def _traffic(junk: bool) -> st.SearchStrategy:
+    """A traffic section of any registered source (its name, or junk, under ``source``), or junk."""
+    sections = [
+        _section(cls, {"source": st.just(sources.name_of(cls)) | (VALUE if junk else st.nothing())}, junk)
+        for cls in sources.all_sources()
+    ]
+    return st.one_of(sections + ([JSON] if junk else []))
+
+
+# Flat traffic fields beside the workload's others (specs stored before Workload.traffic, flat overrides).
+FLAT = {n: _field_values(c.model_fields[n], True) for c in sources.all_sources() for n in c.option_names()}
 RECIPES = st.one_of(
     [_section(cls, {"engine": st.just(engine) | VALUE}) for engine, cls in RECIPE_CLASSES] + [st.just({}), JSON]
 )
@@ -60,7 +74,7 @@ SPECS = st.fixed_dictionaries(
     {"model": st.one_of(_section(ModelSpec, {"source": MODELS}), MODELS, JSON)},
     optional={
         "recipe": RECIPES,
-        "workload": st.one_of(_section(Workload), JSON),
+        "workload": st.one_of(_section(Workload, {"traffic": _traffic(True)}), _section(Workload, FLAT), JSON),
         "quality": st.one_of(_section(AccuracySpec, {"metrics": st.lists(st.sampled_from(["ppl", "fidelity"]))}), JSON),
         "device": st.sampled_from(["cpu", "cuda:0", "cuda:0,1", "CPU ", "gpu"]) | VALUE,
         "name": st.text(max_size=30) | JSON,
@@ -76,7 +90,7 @@ PLAUSIBLE = st.fixed_dictionaries(
     {"model": st.fixed_dictionaries({"source": st.sampled_from(["demo", "synthetic:smollm2-135m"])})},
     optional={
         "recipe": st.one_of([_section(cls, {"engine": st.just(engine)}, junk=False) for engine, cls in RECIPE_CLASSES]),
-        "workload": _section(Workload, junk=False),
+        "workload": _section(Workload, {"traffic": _traffic(False)}, junk=False),
         "device": st.sampled_from(["cpu", "cuda:0"]),
         "name": st.text(max_size=30),
     },

@@ -216,7 +216,10 @@ def test_trials_of_another_workload_get_their_own_front_a_warning_and_a_mark(db,
     at = open_explore(x="tpot_ms_p50", y="output_tokens_per_s")
     assert not at.exception
     warning = " ".join(w.value for w in at.warning)
-    assert "one front is drawn per model and workload" in warning and "16→8; 64→16" in warning
+    assert (
+        "one front is drawn per model and workload" in warning
+        and "16-token prompts → 8; 64-token prompts → 16" in warning
+    )
     fig = figure(at)
     names = [t.get("name") for t in fig["data"]]
     assert "Optimize trial" in names and sum(str(n).startswith("Pareto front: demo") for n in names) >= 2

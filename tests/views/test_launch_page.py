@@ -93,7 +93,7 @@ def test_an_out_of_range_value_disables_submit_and_queues_nothing(app, db):
     # turned red, the page kept 16 and said "Ready", and Submit queued a 16-token job. No client-side
     # bounds now: the value reaches the page, which says what is wrong and disables Submit.
     app.selectbox(key="preset").select(QUICK).run()
-    key = f"wl_{QUICK}_prompt_tokens"
+    key = f"tr_{QUICK}_synthetic_prompt_tokens"
     assert not any(n.proto.has_max or n.proto.has_min for n in app.number_input), (
         "a bounded input hides the typed value"
     )
@@ -105,10 +105,10 @@ def test_an_out_of_range_value_disables_submit_and_queues_nothing(app, db):
     assert any("Prompt tokens: at most 1,000,000 (10,000,000 given)" in e.value for e in app.error)
     assert not app.success and _submit(app).disabled
     app.number_input(key=key).set_value(1000).run()
-    assert any("1,000 prompt tokens" in s.value for s in app.success)
+    assert any("1,000-token prompts" in s.value for s in app.success)
     _submit(app).click().run()
     [job] = jobs.list_jobs(db)
-    assert job.spec["workload"]["prompt_tokens"] == 1000 and job.name == "ten million"
+    assert job.spec["workload"]["traffic"]["prompt_tokens"] == 1000 and job.name == "ten million"
 
 
 def test_an_estimate_is_shown_before_submit(app, db):
@@ -189,7 +189,7 @@ def test_submit_queues_one_job(app, db):
     assert not app.exception
     [job] = jobs.list_jobs(db)
     assert job.status == "queued" and job.device == "cpu"
-    assert job.spec["workload"]["prompt_tokens"] == 16 and job.spec["workload"]["output_tokens"] == 4
+    assert job.spec["workload"]["traffic"]["prompt_tokens"] == 16 and job.spec["workload"]["output_tokens"] == 4
     assert any("Queued job" in s.value for s in app.success)
 
 
@@ -314,7 +314,7 @@ def test_a_what_if_link_prefills_the_form(db, db_url, monkeypatch):
     assert at.selectbox(key="recipe_transformers_dtype").value == "bfloat16"
     preset = at.selectbox(key="preset").value
     assert at.number_input(key=f"wl_{preset}_batch_size").value == 4
-    assert at.number_input(key=f"wl_{preset}_prompt_tokens").value == 64
+    assert at.number_input(key=f"tr_{preset}_synthetic_prompt_tokens").value == 64
 
 
 def test_accuracy_choice_goes_into_the_job(app, db):
@@ -382,11 +382,11 @@ def test_an_edited_preset_says_so_and_ready_names_the_accuracy_measures(app, db)
     and "Ready" left out the accuracy measures chosen."""
     chat = "chat: 128 in / 128 out"
     app.selectbox(key="preset").select(chat).run()
-    app.number_input(key=f"wl_{chat}_prompt_tokens").set_value(64).run()
+    app.number_input(key=f"tr_{chat}_synthetic_prompt_tokens").set_value(64).run()
     app.number_input(key=f"wl_{chat}_output_tokens").set_value(16).run()
     assert any(f"Preset “{chat}”, edited: prompt tokens 64, output tokens 16" in c.value for c in app.caption)
     ready = " ".join(s.value for s in app.success)
-    assert "64 prompt tokens → 16 output tokens" in ready and "no accuracy measured" in ready
+    assert "64-token prompts → 16 output tokens" in ready and "no accuracy measured" in ready
     app.multiselect(key="quality_metrics").select("ppl").select("fidelity").run()
     ready = " ".join(s.value for s in app.success)
     assert "accuracy: perplexity, fidelity to the reference recipe on 2,048 tokens of default" in ready

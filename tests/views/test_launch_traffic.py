@@ -56,8 +56,8 @@ def test_each_traffic_choice_shows_only_its_fields(app):
 
 def test_a_trace_is_previewed_before_submit_and_queued_as_shown(app, db, tmp_path):
     app.radio(key="traffic").set_value("trace").run()
-    app.text_input(key=f"wl_{PRESET}_trace").input(_trace(tmp_path)).run()
-    app.number_input(key=f"wl_{PRESET}_time_scale").set_value(2.0).run()
+    app.text_input(key=f"tr_{PRESET}_trace_trace").input(_trace(tmp_path)).run()
+    app.number_input(key=f"tr_{PRESET}_trace_time_scale").set_value(2.0).run()
     assert not app.exception and not app.error, [e.value for e in app.error]
     expander = next(e for e in app.expander if e.label.startswith("Preview traffic"))
     assert "mooncake.jsonl (mooncake), 2x faster" in expander.label
@@ -67,16 +67,16 @@ def test_a_trace_is_previewed_before_submit_and_queued_as_shown(app, db, tmp_pat
     assert len(expander.get("plotly_chart")) == 3  # rate over time, prompt and output lengths
     app.button(key="submit").click().run()
     (job,) = jobs.list_jobs(db)
-    workload = job.spec["workload"]
-    assert workload["trace"].endswith("mooncake.jsonl") and workload["time_scale"] == 2.0
-    assert workload.get("prompt_tokens") is None
+    traffic = job.spec["workload"]["traffic"]
+    assert traffic["source"] == "trace" and traffic["trace"].endswith("mooncake.jsonl") and traffic["time_scale"] == 2.0
+    assert "prompt_tokens" not in traffic
 
 
 def test_a_bad_trace_is_one_line_and_disables_submit(app, db, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"timestamp": 0, "input_length": 10, "output_length": 5}\n{"timestamp": "soon"}\n')
     app.radio(key="traffic").set_value("trace").run()
-    app.text_input(key=f"wl_{PRESET}_trace").input(str(bad)).run()
+    app.text_input(key=f"tr_{PRESET}_trace_trace").input(str(bad)).run()
     assert not app.exception
     errors = [e.value for e in app.error]
     assert len(errors) == 1 and "bad.jsonl line 2" in errors[0] and "\n" not in errors[0], errors

@@ -37,7 +37,7 @@ def test_a_sessions_run_shows_ttft_per_turn(db, db_url, monkeypatch):
     assert not at.exception
     assert "Traffic" in [s.value for s in at.subheader]
     text = _bodies(at)
-    assert "multi-turn sessions: chat.json (sharegpt, sha256 abababababab…)" in text
+    assert "multi-turn sessions from chat.json (sharegpt, sha256 abababababab…)" in text
     assert "sessions: 8, 24 turns" in text and "skipped: 2 (no user turn)" in text
     assert "turn 2: 8 requests, prompt 80 tokens on average, TTFT p50 48.5 ms, 50% of prompt tokens" in text
     assert "TTFT p50 per turn (95 % CI)" in _titles(at)
@@ -66,7 +66,7 @@ def test_a_trace_run_shows_send_minus_due(db, db_url, monkeypatch):
     at = open_page("views/run.py", run=str(run))
     assert not at.exception
     text = _bodies(at)
-    assert "trace replay: mooncake.jsonl (mooncake, sha256 abababababab…), 10x faster" in text
+    assert "trace replay mooncake.jsonl (mooncake, sha256 abababababab…), 10x faster" in text
     assert "rows replayed: 12 over 1.1 s" in text and "prompt blocks an earlier row already sent: 40%" in text
     assert "skipped: 3 (0 output tokens)" in text and "clipped to the model's context: 2 requests" in text
     assert "send minus due: p50 1.50 ms, p99 3.00 ms, max 3.00 ms over 12 requests" in text

@@ -104,7 +104,7 @@ def test_columns_recipe_in_words_and_accuracy(db, db_url, monkeypatch):
     ]  # fmt: skip
     assert rows.loc[tuned, "recipe"] == "bfloat16 · sdpa attention"  # only what differs from the defaults
     assert rows.loc[plain, "recipe"] == "float32"
-    assert rows.loc[tuned, "workload"] == "32→8 × 6 req · batch 4"
+    assert rows.loc[tuned, "workload"] == "32-token prompts → 8 × 6 req · batch 4"
     assert rows.loc[plain, "accuracy"] == "ppl 16.44 · KL 0"
     assert float(rows.loc[plain, "ttft_ms_p50"]) > 0
     assert rows.loc[tuned, "accuracy"] == ""  # no accuracy measured: blank, not "None"

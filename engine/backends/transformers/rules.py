@@ -149,8 +149,11 @@ def _workload_problems(r: TransformersRecipe, workload: Workload) -> list[str]:
         )
     if r.speculative != "none" and workload.batch_size > 1:
         out.append("speculative decoding in transformers runs one request at a time; use batch_size=1")
-    if r.compile and workload.prompt_file is not None:
-        out.append("compile recompiles for every new prompt length; use prompt_tokens (one length) with it")
+    if r.compile and not workload.traffic.one_prompt_length():
+        out.append(
+            f"compile recompiles for every new prompt length, and the {workload.traffic.words()} have more than one; "
+            "use synthetic prompts of one length (prompt_tokens, prompt_length=fixed) with it"
+        )
     return out
 
 

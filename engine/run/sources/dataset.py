@@ -25,6 +25,10 @@ from engine.run.sources.chat import chat_ids, messages_of, refuse_or_fit
 from engine.run.sources.prefixes import prefix_choices, prefix_text, shared_prefixes
 from engine.run.sources.synthetic import corpus_token_ids
 from engine.spec import SpecError, Workload
+from engine.spec.sources.dataset import DatasetTraffic
+from engine.spec.sources.sessions import SessionsTraffic
+
+Conversations = DatasetTraffic | SessionsTraffic  # the sources that read a dataset's conversations
 
 
 def needs_tokenizer(ctx: PlanContext, what: str) -> Tokenizer:
@@ -35,28 +39,37 @@ def needs_tokenizer(ctx: PlanContext, what: str) -> Tokenizer:
 
 
 def sample(
-    workload: Workload, count: int, keep: Callable[[Conversation], bool] | None
+    traffic: Conversations, seed: int, count: int, keep: Callable[[Conversation], bool] | None
 ) -> tuple[list[Conversation], dict[str, Any]]:
     """``count`` conversations sampled seeded (cycled when the dataset has fewer), and what was counted."""
-    assert workload.dataset is not None
-    stream = read_conversations(workload.dataset, workload.dataset_format, workload.dataset_column)
-    chosen = reservoir_sample(stream, count, workload.seed, keep)
-    facts: dict[str, Any] = {"dataset": workload.dataset, "records_read": stream.read, **_skipped(stream.skipped)}
+    column = traffic.dataset_column if isinstance(traffic, DatasetTraffic) else None
+    stream = read_conversations(traffic.dataset, traffic.dataset_format, column)
+    chosen = reservoir_sample(stream, count, seed, keep)
+    facts: dict[str, Any] = {"dataset": traffic.dataset, "records_read": stream.read, **_skipped(stream.skipped)}
     if not chosen:
-        raise SpecError(f"dataset {workload.dataset}: no conversation fits the prompt length limits")
+        raise SpecError(f"dataset {traffic.dataset}: no conversation fits the prompt length limits")
     if len(chosen) < count:
         facts["cycled"] = f"{len(chosen)} conversations kept, cycled to {count} requests"
         chosen = [chosen[i % len(chosen)] for i in range(count)]
     return chosen, facts
 
 
+def check_conversations(traffic: Conversations) -> None:
+    """The dataset's first record, or a Hub dataset's reachability, before any model loads (one line)."""
+    from engine.data.conversations import check_dataset
+
+    check_dataset(
+        traffic.dataset, traffic.dataset_format, traffic.dataset_column if isinstance(traffic, DatasetTraffic) else None
+    )
+
+
 def _skipped(skipped: dict[str, int]) -> dict[str, Any]:
     return {"skipped": dict(skipped)} if skipped else {}
 
 
-def length_filter(workload: Workload, tokenizer: Tokenizer) -> Callable[[Conversation], bool] | None:
-    """The prompt-length filter of the workload (None without limits: nothing is tokenized to sample)."""
-    lo, hi = workload.min_prompt_tokens, workload.max_prompt_tokens
+def length_filter(traffic: DatasetTraffic, tokenizer: Tokenizer) -> Callable[[Conversation], bool] | None:
+    """The prompt-length filter of the dataset's options (None without limits: nothing is tokenized to sample)."""
+    lo, hi = traffic.min_prompt_tokens, traffic.max_prompt_tokens
     if lo is None and hi is None:
         return None
 
@@ -67,9 +80,9 @@ def length_filter(workload: Workload, tokenizer: Tokenizer) -> Callable[[Convers
     return keep
 
 
-def output_length(workload: Workload, tokenizer: Tokenizer, reply: str | None) -> int:
+def output_length(traffic: Conversations, workload: Workload, tokenizer: Tokenizer, reply: str | None) -> int:
     """The dataset's reply length in tokens (at least 1), or ``output_tokens``."""
-    if not workload.source_output_lengths or not reply:
+    if not traffic.source_output_lengths or not reply:
         return workload.output_tokens
     return max(1, len(tokenizer.encode(reply, add_special_tokens=False)))
 
@@ -79,14 +92,16 @@ class DatasetSource:
 
     name = "dataset"
 
-    def plan(self, workload: Workload, ctx: PlanContext) -> RequestPlan:
-        tokenizer = needs_tokenizer(ctx, f"dataset {workload.dataset}")
+    def check(self, traffic: DatasetTraffic, workload: Workload) -> None:
+        check_conversations(traffic)
+
+    def plan(self, traffic: DatasetTraffic, workload: Workload, ctx: PlanContext) -> RequestPlan:
+        tokenizer = needs_tokenizer(ctx, f"dataset {traffic.dataset}")
         count = workload.warmup + workload.requests
-        chosen, facts = sample(workload, count, length_filter(workload, tokenizer))
-        prefixes = (
-            shared_prefixes(workload, corpus_token_ids(tokenizer), ctx.vocab_size) if workload.prefix_count else []
-        )
-        picks = prefix_choices(workload, count)
+        chosen, facts = sample(traffic, workload.seed, count, length_filter(traffic, tokenizer))
+        k, n = traffic.prefix_count or 0, traffic.prefix_tokens or 0
+        prefixes = shared_prefixes(k, n, workload.seed, corpus_token_ids(tokenizer), ctx.vocab_size) if k else []
+        picks = prefix_choices(k, workload.seed, count)
         planned, clipped = [], 0
         for i, conversation in enumerate(chosen):
             messages = messages_of(first_request(conversation))
@@ -94,7 +109,7 @@ class DatasetSource:
                 messages = ({"role": "system", "content": prefix_text(tokenizer, prefixes[picks[i]])}, *messages)
             ids, out, cut = refuse_or_fit(
                 chat_ids(tokenizer, messages),
-                output_length(workload, tokenizer, first_reply(conversation)),
+                output_length(traffic, workload, tokenizer, first_reply(conversation)),
                 ctx.context_length,
                 workload.strict_lengths,
                 conversation.where,

@@ -9,6 +9,7 @@ from pathlib import Path
 from engine.run.plan import RequestPlan, plan_of
 from engine.run.sources import PlanContext
 from engine.spec import SpecError, Workload
+from engine.spec.sources.prompt_file import PromptFileTraffic
 
 
 def read_prompt_file(path: str) -> list[str]:
@@ -45,12 +46,17 @@ class PromptFileSource:
 
     name = "prompt_file"
 
-    def plan(self, workload: Workload, ctx: PlanContext) -> RequestPlan:
-        if workload.prompt_file is None:
-            raise SpecError("the prompt_file source needs workload.prompt_file")
+    def check(self, traffic: PromptFileTraffic, workload: Workload) -> None:
+        """Read the prompt file now (exists, UTF-8, at least one prompt), so a bad one fails before loading."""
+        try:
+            read_prompt_file(traffic.prompt_file)
+        except (RecursionError, OSError) as exc:
+            raise SpecError(f"prompt file {traffic.prompt_file} cannot be read: {type(exc).__name__}") from exc
+
+    def plan(self, traffic: PromptFileTraffic, workload: Workload, ctx: PlanContext) -> RequestPlan:
         if ctx.tokenizer is None:
             raise SpecError("a prompt file needs a model with a tokenizer (synthetic weights have none)")
-        texts = read_prompt_file(workload.prompt_file)
+        texts = read_prompt_file(traffic.prompt_file)
         encoded = [ctx.tokenizer.encode(t, add_special_tokens=False) for t in texts]
         count = workload.warmup + workload.requests
         prompts = [encoded[i % len(encoded)] for i in range(count)]

@@ -16,8 +16,9 @@ from engine.data.conversations import system_messages, turns
 from engine.run.plan import PlannedRequest, RequestPlan
 from engine.run.sources import PlanContext
 from engine.run.sources.chat import chat_ids, messages_of, refuse_or_fit, session_chat_ids
-from engine.run.sources.dataset import needs_tokenizer, output_length, sample
+from engine.run.sources.dataset import check_conversations, needs_tokenizer, output_length, sample
 from engine.spec import Workload
+from engine.spec.sources.sessions import SessionsTraffic
 
 
 class SessionsSource:
@@ -25,9 +26,12 @@ class SessionsSource:
 
     name = "sessions"
 
-    def plan(self, workload: Workload, ctx: PlanContext) -> RequestPlan:
-        tokenizer = needs_tokenizer(ctx, f"multi-turn dataset {workload.dataset}")
-        chosen, facts = sample(workload, workload.warmup + workload.requests, None)
+    def check(self, traffic: SessionsTraffic, workload: Workload) -> None:
+        check_conversations(traffic)
+
+    def plan(self, traffic: SessionsTraffic, workload: Workload, ctx: PlanContext) -> RequestPlan:
+        tokenizer = needs_tokenizer(ctx, f"multi-turn dataset {traffic.dataset}")
+        chosen, facts = sample(traffic, workload.seed, workload.warmup + workload.requests, None)
         warm, measured, sessions = [], [], 0
         longest = workload.output_tokens
         for conversation in chosen:
@@ -36,7 +40,7 @@ class SessionsSource:
             if len(warm) < workload.warmup:  # a single first turn, not a session
                 first = (*system, {"role": "user", "content": pairs[0].user})
                 ids, out, _ = refuse_or_fit(
-                    chat_ids(tokenizer, first), output_length(workload, tokenizer, pairs[0].reply), ctx.context_length,
+                    chat_ids(tokenizer, first), output_length(traffic, workload, tokenizer, pairs[0].reply), ctx.context_length,
                     workload.strict_lengths, conversation.where,
                 )  # fmt: skip
                 warm.append(PlannedRequest(Request(ids, out, workload.ignore_eos, messages=first)))
@@ -44,7 +48,7 @@ class SessionsSource:
             if len(measured) >= workload.requests:
                 break
             for t, pair in enumerate(pairs[: workload.requests - len(measured)]):
-                out = output_length(workload, tokenizer, pair.reply)
+                out = output_length(traffic, workload, tokenizer, pair.reply)
                 longest = max(longest, out)
                 user = {"role": "user", "content": pair.user}
                 messages = (*system, user) if t == 0 else (user,)
@@ -63,5 +67,5 @@ class SessionsSource:
             measured,
             facts,
             chat_ids=session_chat_ids(tokenizer, ctx.context_length, longest),
-            think_time_s=workload.think_time_s,
+            think_time_s=traffic.think_time_s,
         )

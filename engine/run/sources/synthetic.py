@@ -3,9 +3,9 @@
 
 Fixed lengths: every prompt has ``prompt_tokens`` tokens, a window of the tokenized corpus at a
 seeded offset. Drawn lengths (``prompt_length`` uniform or normal with a relative
-``prompt_length_spread``): each length is drawn (seed + 1), then its window (seed). With shared
-prefixes (``prefix_count``, ``prefix_tokens``) each prompt is one of the prefixes followed by
-its own ``prompt_tokens`` (:mod:`engine.run.sources.prefixes`).
+``prompt_length_spread``): each length is drawn (seed + 1), then its window (seed). The
+``prefixes`` source puts one of a few shared prefixes before each such prompt
+(:mod:`engine.run.sources.prefixes`).
 """
 
 from __future__ import annotations
@@ -16,39 +16,41 @@ from engine.backends.base import Tokenizer
 from engine.data.corpus import default_corpus
 from engine.run.plan import RequestPlan, plan_of
 from engine.run.sources import PlanContext
-from engine.run.sources.prefixes import prefix_choices, shared_prefixes
 from engine.spec import Workload
+from engine.spec.sources.synthetic import SyntheticLengths, SyntheticTraffic
 
 
-def prompt_lengths(workload: Workload, count: int) -> list[int]:
+def prompt_lengths(lengths: SyntheticLengths, seed: int, count: int) -> list[int]:
     """Prompt lengths in tokens: fixed, or drawn (seeded) uniform/normal around ``prompt_tokens``."""
-    n = int(workload.prompt_tokens or 1)
-    spread = workload.prompt_length_spread
-    if workload.prompt_length == "fixed" or spread == 0:
+    n = lengths.prompt_tokens
+    spread = lengths.prompt_length_spread
+    if lengths.prompt_length == "fixed" or spread == 0:
         return [n] * count
-    rng = np.random.default_rng(workload.seed + 1)
-    if workload.prompt_length == "uniform":
+    rng = np.random.default_rng(seed + 1)
+    if lengths.prompt_length == "uniform":
         lo, hi = max(1, round(n * (1 - spread))), max(1, round(n * (1 + spread)))
         return rng.integers(lo, hi + 1, size=count).tolist()
     draws = rng.normal(n, n * spread, size=count)
     return [max(1, round(v)) for v in draws]
 
 
-def synthetic_prompts(workload: Workload, count: int, tokenizer: Tokenizer | None, vocab_size: int) -> list[list[int]]:
+def synthetic_prompts(
+    lengths: SyntheticLengths, seed: int, count: int, tokenizer: Tokenizer | None, vocab_size: int
+) -> list[list[int]]:
     """``count`` prompts as token ids (the same ids for the same workload, run after run)."""
-    rng = np.random.default_rng(workload.seed)
-    if workload.prompt_length == "fixed":
-        n = int(workload.prompt_tokens or 1)
+    rng = np.random.default_rng(seed)
+    if lengths.prompt_length == "fixed":
+        n = lengths.prompt_tokens
         if tokenizer is None:
             return [rng.integers(0, vocab_size, size=n).tolist() for _ in range(count)]
         ids = _long_enough(corpus_token_ids(tokenizer), n)
         starts = rng.integers(0, len(ids) - n, size=count)
         return [ids[s : s + n] for s in starts]
-    lengths = prompt_lengths(workload, count)
+    drawn = prompt_lengths(lengths, seed, count)
     if tokenizer is None:
-        return [rng.integers(0, vocab_size, size=n).tolist() for n in lengths]
-    ids = _long_enough(corpus_token_ids(tokenizer), max(lengths))
-    return [ids[(s := int(rng.integers(0, len(ids) - n))) : s + n] for n in lengths]
+        return [rng.integers(0, vocab_size, size=n).tolist() for n in drawn]
+    ids = _long_enough(corpus_token_ids(tokenizer), max(drawn))
+    return [ids[(s := int(rng.integers(0, len(ids) - n))) : s + n] for n in drawn]
 
 
 def _long_enough(ids: list[int], n: int) -> list[int]:
@@ -73,20 +75,10 @@ class SyntheticSource:
 
     name = "synthetic"
 
-    def plan(self, workload: Workload, ctx: PlanContext) -> RequestPlan:
+    def check(self, traffic: SyntheticTraffic, workload: Workload) -> None:
+        """Nothing to read: synthetic prompts come from the default corpus."""
+
+    def plan(self, traffic: SyntheticTraffic, workload: Workload, ctx: PlanContext) -> RequestPlan:
         count = workload.warmup + workload.requests
-        prompts = synthetic_prompts(workload, count, ctx.tokenizer, ctx.vocab_size)
-        facts: dict[str, object] = {}
-        if workload.prefix_count:
-            pool = corpus_token_ids(ctx.tokenizer) if ctx.tokenizer is not None else None
-            prefixes = shared_prefixes(workload, pool, ctx.vocab_size)
-            picks = prefix_choices(workload, count)
-            prompts = [prefixes[k] + p for k, p in zip(picks, prompts, strict=True)]
-            facts = {"prefixes": len(prefixes), "prefix_share": _share(workload.prefix_tokens or 0, prompts)}
-        return plan_of(self.name, prompts, workload.output_tokens, workload.warmup, workload.ignore_eos, facts)
-
-
-def _share(prefix_tokens: int, prompts: list[list[int]]) -> float:
-    """The share of prompt tokens that are a shared prefix."""
-    total = sum(len(p) for p in prompts)
-    return round(prefix_tokens * len(prompts) / total, 4) if total else 0.0
+        prompts = synthetic_prompts(traffic, workload.seed, count, ctx.tokenizer, ctx.vocab_size)
+        return plan_of(self.name, prompts, workload.output_tokens, workload.warmup, workload.ignore_eos)

@@ -21,7 +21,8 @@ from engine.run.plan import PlannedRequest, RequestPlan
 from engine.run.sources import PlanContext
 from engine.run.sources.chat import refuse_or_fit
 from engine.run.sources.synthetic import corpus_token_ids
-from engine.spec import Workload
+from engine.spec import SpecError, Workload
+from engine.spec.sources.trace import TraceTraffic
 
 BLOCK_TOKENS = 512  # Mooncake: one hash id per 512-token block
 _WARMUP_SEED = 1_000_003  # warm-up blocks differ from every measured block
@@ -41,20 +42,30 @@ class TraceSource:
 
     name = "trace"
 
-    def plan(self, workload: Workload, ctx: PlanContext) -> RequestPlan:
-        assert workload.trace is not None
+    def check(self, traffic: TraceTraffic, workload: Workload) -> None:
+        """The trace's first rows, before any model loads (the rest is read while the plan is made)."""
+        from itertools import islice
+
+        from engine.data.reading import existing_file
+        from engine.data.traces import trace_format
+
+        entries = trace_format(traffic.trace_format).entries(existing_file(traffic.trace, "trace"))
+        if not list(islice(entries, 100)):
+            raise SpecError(f"trace {traffic.trace} holds no rows")
+
+    def plan(self, traffic: TraceTraffic, workload: Workload, ctx: PlanContext) -> RequestPlan:
         trace = read_trace(
-            workload.trace,
-            workload.trace_format,
-            start_s=workload.trace_start_s,
-            duration_s=workload.trace_duration_s,
+            traffic.trace,
+            traffic.trace_format,
+            start_s=traffic.trace_start_s,
+            duration_s=traffic.trace_duration_s,
             max_rows=workload.requests,
         )
-        rows = time_scale(trace.rows, workload.time_scale)
+        rows = time_scale(trace.rows, traffic.time_scale)
         pool = corpus_token_ids(ctx.tokenizer) if ctx.tokenizer is not None else None
         planned, clipped = [], 0
         for i, row in enumerate(rows):
-            out = row.output_tokens if workload.source_output_lengths else workload.output_tokens
+            out = row.output_tokens if traffic.source_output_lengths else workload.output_tokens
             ids = _prompt(row, i, workload.seed, pool, ctx.vocab_size)
             ids, out, cut = refuse_or_fit(ids, out, ctx.context_length, workload.strict_lengths, row.where)
             clipped += cut
@@ -70,8 +81,8 @@ class TraceSource:
             for i, (row, p) in enumerate(zip(rows[: workload.warmup], planned, strict=False))
         ]
         facts = {
-            "trace": workload.trace,
-            "format": workload.trace_format,
+            "trace": traffic.trace,
+            "format": traffic.trace_format,
             "rows": len(rows),
             "duration_s": round(float(rows[-1].at_s), 3) if rows else 0.0,
             **({"skipped": trace.skipped} if trace.skipped else {}),

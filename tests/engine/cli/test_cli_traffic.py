@@ -40,8 +40,8 @@ def test_a_trace_is_replayed_on_its_schedule_with_its_lengths(fake_openai, db_ur
     assert main(_run(db_url, fake_openai, "--trace", _mooncake(tmp_path), "--time-scale", "4")) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["status"] == "done" and out["completed"] == 6
-    assert out["provenance"]["request_source"]["rows"] == 6 and out["spec"]["workload"]["source_sha256"]
-    assert out["spec"]["workload"]["requests"] == 1_000_000 and out["spec"]["workload"]["prompt_tokens"] is None
+    assert out["provenance"]["request_source"]["rows"] == 6 and out["spec"]["workload"]["traffic"]["source_sha256"]
+    assert out["spec"]["workload"]["requests"] == 1_000_000 and out["spec"]["workload"]["traffic"]["source"] == "trace"
     from storage import open_database
     from storage.runs import get_requests
 

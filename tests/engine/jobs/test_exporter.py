@@ -64,7 +64,7 @@ def test_a_scrape_parses_and_holds_queue_devices_and_runs(served) -> None:
     assert len(ttft) == 2 and all(0.02 < s.value < 0.06 for s in ttft)  # ms -> seconds
     sample = ttft[0]
     assert set(sample.labels) == {"fingerprint", "model", "engine", "device", "recipe", "quantile"}
-    assert sample.labels["engine"] == "transformers" and "tokens" in sample.labels["recipe"]
+    assert sample.labels["engine"] == "transformers" and "prompts" in sample.labels["recipe"]
     assert not [s for s in got["latencylab_run_ttft_seconds"] if s.labels["quantile"] == "0.99"]  # 12 requests
     assert {s.labels["quantile"] for s in got["latencylab_run_tpot_seconds"]} == {"0.5"}
     assert all(s.value > 0 for s in got["latencylab_run_output_tokens_per_second"])

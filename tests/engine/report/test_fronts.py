@@ -38,7 +38,7 @@ def test_a_gap_within_the_intervals_is_a_tie_not_a_trade_off():
     no_bars = faster.drop(columns=[c for c in faster if c.endswith((":lo", ":hi"))])
     assert sorted(pareto_fronts(no_bars, "tpot_ms_p50", "quality.perplexity").run_ids()) == [1, 2]
     tied = pareto_fronts(faster, "tpot_ms_p50", "quality.perplexity")
-    assert sorted(tied.run_ids()) == [1, 2] and sorted(tied.tied["demo · 64→16"]) == [1, 2]
+    assert sorted(tied.run_ids()) == [1, 2] and sorted(tied.tied["demo · 64-token prompts → 16"]) == [1, 2]
     fig = explore_scatter(faster, "tpot_ms_p50", "quality.perplexity")
     line = next(t for t in fig.data if t.name == "Pareto front")
     assert len(line.x) == 0  # no line drawn between two runs within noise of each other: a band instead
@@ -74,11 +74,13 @@ def test_fronts_are_drawn_per_workload_and_trials_are_marked():
     )  # fmt: skip
     fronts = pareto_fronts(frame, "tpot_ms_p50", "quality.perplexity")
     assert len(fronts.groups) == 2
-    assert fronts.differences == ["workload: 16→8; 64→16"]
+    assert fronts.differences == ["workload: 16-token prompts → 8; 64-token prompts → 16"]
     assert group_differences(frame.iloc[:2]) == []  # 8 requests or 4: the same workload
     fig = explore_scatter(frame, "tpot_ms_p50", "quality.perplexity")
     names = [t.name for t in fig.data]
-    assert "Pareto front: demo · 64→16" in names and "Pareto front: demo · 16→8" in names
+    assert (
+        "Pareto front: demo · 64-token prompts → 16" in names and "Pareto front: demo · 16-token prompts → 8" in names
+    )
     trial = next(t for t in fig.data if t.name == "Optimize trial")
     assert [c[0] for c in trial.customdata] == [3] and trial.text == ("study smol trial 1",)
 

@@ -16,15 +16,15 @@ TRACE = {"prompt_tokens": None, "trace": "/data/mooncake.jsonl", "time_scale": 1
 @pytest.mark.parametrize(
     ("workload", "words"),
     [
-        ({"trace": "t.jsonl", "trace_format": "mooncake", "time_scale": 10, "requests": 1_000_000}, "trace mooncake ×10"),
-        ({"trace": "t.csv", "trace_format": "azure", "requests": 500}, "trace azure · ≤500 rows"),
-        ({"dataset": "d.json", "requests": 50}, "sharegpt dataset × 50 req"),
-        ({"dataset": "d.json", "multi_turn": True, "requests": 40, "think_time_s": 1.5}, "sharegpt sessions × 40 turns"),
+        ({"trace": "t.jsonl", "trace_format": "mooncake", "time_scale": 10, "requests": 1_000_000}, "trace t.jsonl ×10"),
+        ({"trace": "t.csv", "trace_format": "azure", "requests": 500}, "trace t.csv · ≤500 rows"),
+        ({"dataset": "d.json", "requests": 50}, "dataset d.json × 50 req"),
+        ({"dataset": "d.json", "multi_turn": True, "requests": 40, "think_time_s": 1.5}, "sessions of d.json × 40 turns"),
         ({"prompt_tokens": 64, "output_tokens": 32, "requests": 8, "prefix_count": 4, "prefix_tokens": 512},
-         "64→32 × 8 req · 4 prefixes × 512 tok"),
+         "64-token prompts, 4 prefixes of 512 → 32 × 8 req"),
         ({"prompt_tokens": 16, "output_tokens": 4, "requests": 8, "cancel_rate": 0.1, "cancel_after_ms": 300},
-         "16→4 × 8 req · cancel 10 %"),
-        ({"prompt_tokens": 128, "output_tokens": 32, "requests": 8, "batch_size": 4}, "128→32 × 8 req · batch 4"),
+         "16-token prompts → 4 × 8 req · cancel 10 %"),
+        ({"prompt_tokens": 128, "output_tokens": 32, "requests": 8, "batch_size": 4}, "128-token prompts → 32 × 8 req · batch 4"),
     ],
 )  # fmt: skip
 def test_workload_words_name_the_source(workload, words) -> None:
@@ -37,13 +37,13 @@ def _run(workload: dict | None = None) -> SimpleNamespace:
 
 def test_a_trace_against_synthetic_prompts_is_one_traffic_line() -> None:
     diffs = context_differences(_run(TRACE), _run())
-    assert diffs == ["traffic trace mooncake ×10 · ≤6 rows (baseline 32→8 × 6 req)"]
+    assert diffs == ["traffic trace mooncake.jsonl ×10 · ≤6 rows (baseline 32-token prompts → 8 × 6 req)"]
 
 
 def test_two_traces_of_one_file_differ_only_in_what_changed() -> None:
     assert context_differences(_run(TRACE), _run({**TRACE, "time_scale": 2})) == ["time scale 10.0 (baseline 2.0)"]
     other = {**TRACE, "source_sha256": "cd" * 32}
-    assert context_differences(_run(TRACE), _run(other))[0].startswith("traffic trace mooncake ×10")
+    assert context_differences(_run(TRACE), _run(other))[0].startswith("traffic trace mooncake.jsonl ×10")
 
 
 def test_compare_warns_that_a_trace_run_had_other_traffic(db, db_url, monkeypatch) -> None:
@@ -54,7 +54,7 @@ def test_compare_warns_that_a_trace_run_had_other_traffic(db, db_url, monkeypatc
     assert not at.exception
     warnings = [w.value for w in at.warning]
     assert any(
-        "differs from the baseline in more than its recipe (traffic trace mooncake ×10 · ≤6 rows "
-        "(baseline 32→8 × 6 req))" in w
+        "differs from the baseline in more than its recipe (traffic trace mooncake.jsonl ×10 · ≤6 rows "
+        "(baseline 32-token prompts → 8 × 6 req))" in w
         for w in warnings
     ), warnings

@@ -70,7 +70,7 @@ def test_a_mooncake_trace_previews_its_schedule_and_shared_prefixes(tmp_path: Pa
     assert p.prompt_tokens[:3] == [1100, 1200, 1300] and p.output_tokens[:2] == [10, 11]
     # every row after the first repeats the two shared 512-token blocks: 19 * 1024 of the prompt tokens
     assert p.prefix_share == pytest.approx(19 * 1024 / sum(p.prompt_tokens), abs=1e-3)
-    assert p.source == "trace mooncake.jsonl (mooncake), 2x faster"
+    assert p.source == "trace replay mooncake.jsonl (mooncake), 2x faster"
     assert any(line.startswith("shared-prefix share: 81 %") or "81%" in line for line in preview_lines(p))
     assert rate_figure(p.due_s).data
 

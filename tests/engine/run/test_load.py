@@ -14,6 +14,7 @@ from engine.run.load import arrival_offsets_s, run_load, slo_of
 from engine.run.plan import planned
 from engine.run.sources.synthetic import prompt_lengths, synthetic_prompts
 from engine.spec import SpecError, Workload, parse_job_spec
+from engine.spec.sources.synthetic import SyntheticTraffic
 
 
 def plan(prompts: list[list[int]], n: int = 4):  # type: ignore[no-untyped-def]
@@ -95,16 +96,18 @@ def test_closed_loops_are_due_at_once(arrival: str) -> None:
 
 
 def test_prompt_length_distributions() -> None:
-    fixed = Workload(prompt_tokens=100)
-    assert prompt_lengths(fixed, 3) == [100, 100, 100]
-    uni = Workload(prompt_tokens=100, prompt_length="uniform", prompt_length_spread=0.5, seed=1)
-    lengths = prompt_lengths(uni, 500)
+    fixed = SyntheticTraffic(prompt_tokens=100)
+    assert prompt_lengths(fixed, 0, 3) == [100, 100, 100]
+    uni = SyntheticTraffic(prompt_tokens=100, prompt_length="uniform", prompt_length_spread=0.5)
+    lengths = prompt_lengths(uni, 1, 500)
     assert min(lengths) >= 50 and max(lengths) <= 150 and len(set(lengths)) > 50
-    assert prompt_lengths(uni, 500) == lengths  # seeded
-    normal = prompt_lengths(Workload(prompt_tokens=10, prompt_length="normal", prompt_length_spread=1.0), 300)
+    assert prompt_lengths(uni, 1, 500) == lengths  # seeded
+    normal = prompt_lengths(
+        SyntheticTraffic(prompt_tokens=10, prompt_length="normal", prompt_length_spread=1.0), 0, 300
+    )
     assert min(normal) >= 1
-    prompts = synthetic_prompts(uni, 20, None, vocab_size=1000)
-    assert [len(p) for p in prompts] == prompt_lengths(uni, 20)
+    prompts = synthetic_prompts(uni, 1, 20, None, vocab_size=1000)
+    assert [len(p) for p in prompts] == prompt_lengths(uni, 1, 20)
 
 
 def test_poisson_load_keeps_the_configured_rate() -> None:

@@ -158,7 +158,7 @@ def test_cancellations_are_planned_seeded(sharegpt: str) -> None:
 def test_the_input_file_joins_the_fingerprint_and_must_not_change(sharegpt: str) -> None:
     spec = parse_job_spec({"model": {"source": "demo"}, "workload": {"dataset": sharegpt}})
     pin = pinned(spec)
-    assert pin.workload.source_sha256 and pin.fingerprint() != spec.fingerprint()
+    assert pin.workload.traffic.content_hash() and pin.fingerprint() != spec.fingerprint()
     assert pinned(pin) == pin
     Path(sharegpt).write_text(Path(sharegpt).read_text().replace("brief", "short"))
     with pytest.raises(SpecError, match="changed since the job was queued"):

@@ -39,4 +39,4 @@ def test_sessions_on_the_transformers_engine(tmp_path, db, demo_folder) -> None:
     assert [r.requested_output_tokens for r in measured] == [3, 2, 3, 2]  # the dataset's reply lengths
     assert measured[1].prompt_tokens > measured[0].prompt_tokens + measured[0].output_tokens  # the real reply
     assert [t["turn"] for t in run.metrics["turns"]] == [0, 1] and run.metrics["turns"][0]["n"] == 2
-    assert run.spec["workload"]["source_sha256"] and run.provenance["request_source"]["sessions"] == 2
+    assert run.spec["workload"]["traffic"]["source_sha256"] and run.provenance["request_source"]["sessions"] == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.backends.transformers.recipe import TransformersRecipe
-from engine.spec import engines, parse_job_spec
+from engine.spec import engines, parse_job_spec, sources
 from engine.spec.forms import WORKLOAD_LABELS, hidden_fields, label
 from engine.spec.presets import all_presets, preset_by_key, preset_of, preset_problem, presets_for
 from engine.spec.workload import Workload
@@ -79,6 +79,8 @@ def test_every_knob_has_a_label_in_words():
             if name != "engine":
                 assert name in descriptor.form.labels, (descriptor.name, name)
     assert all(name in WORKLOAD_LABELS for name in Workload.model_fields)
+    for cls in sources.all_sources():  # each request source labels its own options
+        assert all(name in cls.labels for name in cls.option_names()), sources.name_of(cls)
     assert label("slo_ttft_ms") == "TTFT SLO (ms)" and label("gptq_bits") == "GPTQ bits per weight"
     assert label("not_a_knob") == "not a knob"
 

@@ -78,7 +78,7 @@ def test_device_format_and_cpu_limits():
 
 
 def test_prompt_source_is_one_of_two():
-    with pytest.raises(SpecError, match="not both"):
+    with pytest.raises(SpecError, match="prompt_tokens is not an option of the prompt file source"):
         parse_job_spec(spec(workload={"prompt_tokens": 16, "prompt_file": "p.txt"}))
 
 

@@ -31,7 +31,7 @@ def test_field_axes_make_the_product_in_order():
 def test_no_axes_is_the_base_alone():
     [point] = build_grid(BASE, [])
     assert point.label == "" and point.where(0, 1) == ""
-    assert grid_size([]) == 1 and grid_specs([point])[0].workload.prompt_tokens == 16
+    assert grid_size([]) == 1 and grid_specs([point])[0].workload.traffic.prompt_tokens == 16
 
 
 def test_rate_and_concurrency_axes_set_the_arrival():

@@ -39,13 +39,15 @@ def extend(state: int, length: int, ids: np.ndarray, block_size: int) -> tuple[n
     """The hashes of the blocks that ``ids`` complete after ``length`` tokens hashed to ``state``,
     and the hash of the whole sequence after them (the state to extend it again)."""
     m = len(ids)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"token ids must be integers, not {ids.dtype}")
     if m == 0:
         return np.zeros(0, dtype=np.uint64), state
     power, inverse = _power_tables(m)
     weighted = (ids.astype(np.uint64) + np.uint64(1)) * inverse[1 : m + 1]
     prefix = power[1 : m + 1] * (np.uint64(state) + np.cumsum(weighted, dtype=np.uint64))
     first = block_size - length % block_size  # ids completing the current block (1..block_size)
-    return prefix[first - 1 :: block_size], int(prefix[-1])
+    return prefix[first - 1 :: block_size].copy(), int(prefix[-1])  # a copy: a view would keep every prefix
 
 
 def prompt_hashes(ids: np.ndarray, block_size: int) -> tuple[np.ndarray, int]:

@@ -144,12 +144,26 @@ class Scheduler:
         self.ctx_base -= live.computed - self.clock.cum(live.dec_from)
         live.computed, live.out = self.computed_at(live, s), self.out_at(live, s)
 
-    def next_event_step(self) -> int:
-        """The first step at which a decoding request needs a block or ends (a large number if none)."""
-        for heap, field in ((self._blk, "ev_block"), (self._fin, "ev_finish")):
-            while heap and not _valid(heap[0], field):
-                heapq.heappop(heap)
-        return min(self._blk[0][0] if self._blk else 1 << 62, self._fin[0][0] if self._fin else 1 << 62)
+    def finish_bound(self) -> int:
+        """No decoding request ends before this step (the earliest in the queue of last tokens)."""
+        return self._fin[0][0] if self._fin else 1 << 62
+
+    def grow_until(self, end: int) -> int:
+        """Allocate the blocks decodes need at steps before ``end``, in step and running order, as
+        long as no preemption is needed; the step that would need one (``end`` if none)."""
+        heap = self._blk
+        while heap and heap[0][0] < end:
+            entry = heapq.heappop(heap)
+            if not _valid(entry, "ev_block"):
+                continue
+            s, _, live = entry
+            need = -(-(self.computed_at(live, s) + self.k1) // self.bs) - len(live.blocks)
+            if not self.pool.can_allocate(need):
+                heapq.heappush(heap, entry)
+                return s
+            live.blocks.extend(self.pool.allocate(need))
+            self._push_block(live)
+        return end
 
     # -- one step ------------------------------------------------------------------------------
 
@@ -299,6 +313,8 @@ class Scheduler:
         del self.running[live.seq]
         if live.keep_outputs:
             self._register_outputs(live, computed)
+        else:
+            live.hashes = []  # nobody looks them up again
         self.pool.release(live.blocks)
         live.blocks, live.state, live.end_s = [], DONE, end_s
 

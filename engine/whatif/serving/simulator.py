@@ -32,6 +32,7 @@ from engine.whatif.serving.scheduler import DONE, Live, Scheduler, Step, truncat
 from engine.whatif.serving.steptime import StepCosts, StepModel
 
 _STRETCH = 1024  # steps computed per vectorised pass
+_MIN_STRETCH = 24  # shorter stretches are cheaper stepped one by one (numpy's per-call cost)
 
 
 def simulate(
@@ -165,7 +166,7 @@ class _Simulation:
         if before is None:  # a session whose first turn is not in the plan
             ids, base, start, state0 = own, [], 0, 0
         else:
-            ids = np.concatenate((output_ids(before.req.index, self._received(before)), own))
+            ids = np.concatenate((output_ids(before.req.index, self._received(before)), own.astype(np.uint64)))
             base, start, state0 = before.hashes[: before.n_prompt_hashes], before.prompt, before.state_hash
             before.hashes = []  # not needed any more
         prompt = start + len(ids)
@@ -209,32 +210,41 @@ class _Simulation:
             self._push(self.client.ended(live.req.index, live.end_s))
 
     def _stretch(self) -> None:
-        """The decode-only steps before the next event, at once."""
-        sched, clock, k1 = self.sched, self.clock, self.config.tokens_per_decode
-        hi = sched.next_event_step()
+        """The decode-only steps before the next event, at once: up to a request's last token, a
+        send or a cancellation, or a KV block that cannot be had without preempting (the blocks
+        decodes need on the way are allocated in the order steps would allocate them)."""
         t_next = min(self.sends[0][0] if self.sends else math.inf, self.cancels[0][0] if self.cancels else math.inf)
-        n_dec = sched.n_dec
-        while self.g < hi:
-            a, n = self.g, min(hi - self.g, _STRETCH)
-            dec_ctx = sched.ctx_base + n_dec * clock.cum_range(a, a + n)
-            context = dec_ctx + n_dec * k1
-            pairs2 = 2 * k1 * dec_ctx + n_dec * k1 * (k1 + 1)
-            dt = self.model.times(
-                n_dec, n_dec * k1, n_dec * k1, context, pairs2, n_dec * clock.per_step_range(a, a + n)
-            )
-            ends = np.cumsum(np.concatenate(([self.now], dt)))[1:]
-            starts = np.concatenate(([self.now], ends[:-1]))
-            m = int(np.searchsorted(starts, t_next, side="left"))
-            if m == 0:
+        while True:
+            hi = min(self.sched.finish_bound(), self.g + _STRETCH)
+            last = self.ends[-1] - (self.ends[-2] if len(self.ends) > 1 else 0.0)
+            if hi - self.g < _MIN_STRETCH or t_next - self.now < _MIN_STRETCH * last:
                 return
+            ends = self._decode_ends(hi - self.g)
+            starts = np.concatenate(([self.now], ends[:-1]))
+            m = int(np.searchsorted(starts, t_next, side="left"))  # steps that start before the next event
+            m = self.sched.grow_until(self.g + m) - self.g
+            if m <= 0:
+                return
+            n_dec, k1 = self.sched.n_dec, self.config.tokens_per_decode
             self.ends.extend(ends[:m].tolist())
             self.tokens.extend([n_dec * k1] * m)
             self.seqs.extend([n_dec] * m)
             self.g += m
             self.fast_steps += m
             self.now = float(ends[m - 1])
-            if m < n:
+            if m < len(ends):
                 return
+
+    def _decode_ends(self, n: int) -> np.ndarray:
+        """End times of the next ``n`` steps if they are all the current decodes' (as :meth:`_step`'s sums)."""
+        sched, clock, k1, a = self.sched, self.clock, self.config.tokens_per_decode, self.g
+        n_dec = sched.n_dec
+        dec_ctx = sched.ctx_base + n_dec * clock.cum_range(a, a + n)
+        context = dec_ctx + n_dec * k1
+        pairs2 = 2 * k1 * dec_ctx + n_dec * k1 * (k1 + 1)
+        outputs = n_dec * clock.per_step_range(a, a + n)
+        dt = self.model.times(n_dec, n_dec * k1, n_dec * k1, context, pairs2, outputs)
+        return np.cumsum(np.concatenate(([self.now], dt)))[1:]
 
     # -- the result ----------------------------------------------------------------------------
 

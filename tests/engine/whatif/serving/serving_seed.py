@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.whatif.hardware import get_hardware
-from engine.whatif.serving import IDEAL, Arrivals, Precisions, ServerConfig, Served, SimRequest, sim_request, simulate
+from engine.whatif.serving import IDEAL, Arrivals, Precisions, Served, ServerConfig, SimRequest, sim_request, simulate
 from engine.whatif.serving.result import SimResult
 from engine.whatif.serving.steptime import StepCosts
 from engine.whatif.shapes import model_shape

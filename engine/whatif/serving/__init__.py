@@ -7,7 +7,7 @@ the records a measured run has, for the project's metric code. See ARCHITECTURE.
 simulator".
 """
 
-from engine.whatif.serving.client import Arrivals
+from engine.whatif.serving.client import Arrivals, arrivals_of
 from engine.whatif.serving.config import (
     ConfigError,
     DoesNotFit,
@@ -25,6 +25,7 @@ from engine.whatif.serving.steptime import IDEAL, StepBatch, StepCosts, StepMode
 __all__ = [
     "IDEAL",
     "Arrivals",
+    "arrivals_of",
     "ConfigError",
     "DoesNotFit",
     "KvCapacity",

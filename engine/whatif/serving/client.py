@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -50,6 +51,31 @@ class Arrivals:
             raise ValueError(f"max_concurrency must be at least 1, not {self.max_concurrency}")
         if self.batch_size < 1 or self.think_time_s < 0:
             raise ValueError("batch_size must be at least 1 and think_time_s at least 0")
+
+
+class WorkloadLike(Protocol):
+    """The workload fields the client reads (:class:`engine.spec.Workload` has them)."""
+
+    arrival: str
+    rate: float | None
+    burstiness: float
+    seed: int
+    max_concurrency: int | None
+    batch_size: int
+    think_time_s: float
+
+
+def arrivals_of(workload: WorkloadLike) -> Arrivals:
+    """The client of a job's measured phase, from its workload (the load driver's own fields)."""
+    return Arrivals(
+        kind=workload.arrival,
+        rate=workload.rate,
+        burstiness=workload.burstiness,
+        seed=workload.seed,
+        max_concurrency=workload.max_concurrency,
+        batch_size=workload.batch_size,
+        think_time_s=workload.think_time_s,
+    )
 
 
 def resolved_kind(requests: Sequence[SimRequest], arrivals: Arrivals) -> str:

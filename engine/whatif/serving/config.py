@@ -75,6 +75,13 @@ class ServerConfig:
             )
         return None
 
+    @staticmethod
+    def static(batch_size: int = 1, **knobs: float | bool | None) -> ServerConfig:
+        """An engine that serves one static batch of ``batch_size`` at a time (transformers): whole
+        prompts, no prefix cache; other fields (the KV space ...) as given."""
+        fields = {"max_num_seqs": batch_size, "chunked_prefill": False, "prefix_caching": False, **knobs}
+        return ServerConfig(static_batches=True, **fields)
+
     @property
     def tokens_per_decode(self) -> int:
         """Tokens a decoding request schedules per step: 1, plus the proposed ones when speculating."""

@@ -72,6 +72,20 @@ class StepCosts:
         return asdict(self)
 
 
+UNITS: dict[str, str] = {
+    "step_s": "s per step",
+    "seq_s": "s per scheduled sequence per step",
+    "prefill_token_s": "s per prefill token",
+    "decode_token_s": "s per decode token scheduled",
+    "arrival_s": "s per request admitted for the first time",
+    "output_token_s": "s per token returned",
+    "eff_bandwidth": "share of the data sheet's memory bandwidth, (0, 1]",
+    "eff_compute": "share of the data sheet's peak FLOP/s, (0, 1]",
+    "attention_coef": "multiplier on 4 x layers x heads x head_dim FLOPs per query-key pair",
+    "eff_interconnect": "share of the interconnect's bandwidth, (0, 1]",
+    "allreduce_latency_s": "s per ring hop of one all-reduce",
+}  # each StepCosts field's unit, for a fitter and its report
+
 IDEAL = StepCosts(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0)  # the bare roofline, no host work
 
 

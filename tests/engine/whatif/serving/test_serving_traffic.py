@@ -9,7 +9,7 @@ from serving_seed import in_flight_peak, requests, run
 from engine.backends.base import Request
 from engine.run.load import arrival_offsets_s
 from engine.run.plan import PlannedRequest, RequestPlan, plan_of, with_cancellations
-from engine.whatif.serving import Arrivals, DoesNotFit, ServerConfig, requests_from_plan, sim_request
+from engine.whatif.serving import Arrivals, DoesNotFit, ServerConfig, arrivals_of, requests_from_plan, sim_request
 
 
 def test_open_arrivals_are_the_load_drivers_own_due_times():
@@ -117,3 +117,17 @@ def test_a_prompt_longer_than_the_whole_kv_cache_does_not_fit_in_one_line():
 def test_requests_hashed_for_another_block_size_are_refused():
     with pytest.raises(ValueError, match="blocks of 32"):
         run(requests([100], 4, block_size=32))
+
+
+def test_a_workloads_arrival_fields_make_the_client():
+    from engine.spec import Workload
+
+    workload = Workload(arrival="gamma", rate=5.0, burstiness=0.5, seed=3, max_concurrency=4)
+    assert arrivals_of(workload) == Arrivals("gamma", rate=5.0, burstiness=0.5, seed=3, max_concurrency=4)
+
+
+def test_a_transformers_like_engine_is_the_static_configuration():
+    config = ServerConfig.static(4, num_blocks=500)
+    assert config.static_batches and config.max_num_seqs == 4 and not config.chunking and not config.prefix_caching
+    result = run(requests([100] * 8, 10), config)
+    assert result.step_seqs.max() == 4 and result.stats.prefix_hits_tokens == 0

@@ -99,17 +99,17 @@ def test_without_prefix_caching_nothing_hits():
     assert [o.cached_prompt_tokens for o in result.requests] == [0, 0] and result.stats.prefix_hits_tokens == 0
 
 
-def test_a_cancelled_request_frees_its_seat_and_gets_no_token_after_its_cancellation():
-    reqs = [sim_request(0, np.arange(50), 400, cancel_after_s=0.05), requests([50, 50], 3)[1]]
-    result = run(reqs, ServerConfig(max_num_seqs=1, max_num_batched_tokens=512))
-    a, b = result.requests
-    times, tokens = result.chunks(a)
-    assert a.cancelled and a.end_s == pytest.approx(0.05) and 0 < a.output_tokens < 400
-    assert times.max() <= 0.05 and tokens.sum() == a.output_tokens
-    first_b = result.first_token_s(b)
-    assert first_b is not None and first_b > 0.05 and b.output_tokens == 3 and not b.cancelled
-    b_start = result.step_end_s[steps_of(result, 1)[0] - 1]  # the step before B's prefill ended
-    assert b_start >= 0.05 > result.step_end_s[steps_of(result, 0)[-1]]
+def test_a_cancelled_request_frees_its_blocks_and_gets_no_token_after_its_cancellation():
+    a = sim_request(0, np.arange(50), 400, due_s=0.0, cancel_after_s=0.05)
+    b = sim_request(1, np.arange(400) + 7, 3, due_s=0.03)  # needs 25 of the 30 blocks: only once A's are free
+    result = run([a, b], ServerConfig(max_num_seqs=2, max_num_batched_tokens=512, num_blocks=30))
+    first, second = result.requests
+    times, tokens = result.chunks(first)
+    assert first.cancelled and first.end_s == pytest.approx(0.05) and 0 < first.output_tokens < 400
+    assert times.max() <= 0.05 and tokens.sum() == first.output_tokens
+    start_b = result.step_end_s[steps_of(result, 1)[0] - 1]  # B's prefill started when the step before ended
+    assert start_b >= 0.05 > result.step_end_s[steps_of(result, 0)[-1]]
+    assert second.output_tokens == 3 and not second.cancelled and result.stats.preemptions == 0
 
 
 def test_speculative_decoding_gives_chunks_of_several_tokens_in_fewer_steps():

@@ -83,6 +83,8 @@ def _check_fits(index: int, prompt: int, output: int, config: ServerConfig, num_
 
 
 class _Simulation:
+    """One simulated phase: the client, the engine, the clock and the steps so far."""
+
     def __init__(
         self,
         requests: Sequence[SimRequest],

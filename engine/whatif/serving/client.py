@@ -62,11 +62,11 @@ class WorkloadLike(Protocol):
     seed: int
     max_concurrency: int | None
     batch_size: int
-    think_time_s: float
 
 
-def arrivals_of(workload: WorkloadLike) -> Arrivals:
-    """The client of a job's measured phase, from its workload (the load driver's own fields)."""
+def arrivals_of(workload: WorkloadLike, think_time_s: float = 0.0) -> Arrivals:
+    """The client of a job's measured phase, from its workload (the load driver's own fields) and its plan's think
+    time between a reply and a session's next turn (``RequestPlan.think_time_s``)."""
     return Arrivals(
         kind=workload.arrival,
         rate=workload.rate,
@@ -74,7 +74,7 @@ def arrivals_of(workload: WorkloadLike) -> Arrivals:
         seed=workload.seed,
         max_concurrency=workload.max_concurrency,
         batch_size=workload.batch_size,
-        think_time_s=workload.think_time_s,
+        think_time_s=think_time_s,
     )
 
 

@@ -160,3 +160,9 @@ if __name__ == "__main__":
         print("usage: python -m engine.settings serve-check [HOST]", file=sys.stderr)
         sys.exit(2)
     sys.exit(_serve_check(sys.argv[2:]))
+
+
+def ray_address() -> str | None:
+    """The Ray cluster a job may reach: the address its Ray task passed (``LATENCYLAB_JOB_RAY_ADDRESS``), else the
+    operator's ``LATENCYLAB_RAY_ADDRESS``; None: no cluster."""
+    return os.environ.get("LATENCYLAB_JOB_RAY_ADDRESS") or get_settings().ray_address

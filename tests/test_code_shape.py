@@ -85,3 +85,17 @@ def test_no_test_hook_in_production_code():
         if hooks.search(line)
     ]
     assert not found, found
+
+
+def test_no_project_module_is_imported_by_a_string():
+    """A lower layer never reaches a higher one by a string import (which import-linter cannot see): project modules
+    are imported by name, but for the registries' lazy ``"module:Class"`` strings (engines' backends, request
+    sources' planners, CLI verbs), which name a module held in data, never spelled at the call."""
+    spelled = re.compile(r"""import_module\(\s*f?["']engine|__import__\(""")
+    found = [
+        f"{p.relative_to(REPO)}:{n}"
+        for p in [*_sources(), REPO / "app.py"]
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if spelled.search(line)
+    ]
+    assert not found, found

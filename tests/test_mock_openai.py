@@ -73,7 +73,7 @@ def test_completions_stream_timing_and_shape(mock):
 
 def test_our_client_streams_from_it_and_keeps_each_streams_number(mock):
     backend = OpenAIBackend()
-    backend._configure(mock.url, mock_openai.MODEL, "completions", None)
+    backend.configure(mock.url, mock_openai.MODEL, "completions", None)
     records = [RequestRecord(index=i, arrival_ns=0, send_ns=0, prompt_tokens=2) for i in range(3)]
     try:
         t0 = time.perf_counter_ns()

@@ -20,10 +20,12 @@ or vllm; :func:`get_backend` imports it when a job needs it.
 from __future__ import annotations
 
 import importlib
+import socket
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from engine.measure.client_lag import ClientSample
 from engine.measure.records import RequestRecord
 
 if TYPE_CHECKING:
@@ -137,9 +139,86 @@ class TokenScores:
     full: Any | None = None
 
 
+@dataclass(frozen=True)
+class ClientTraits:
+    """What the load driver and the runner need to know of how a sender's requests leave it (declared by the
+    sender, never probed): an engine in the job's process has none of them."""
+
+    pauses_gc: bool = False  # the measured phase runs with Python's cyclic collector paused (client_lag.pause_gc)
+    kernel_stamps: bool = False  # its reads are stamped by the kernel (SO_TIMESTAMPNS), not in Python
+    metrics_url: str | None = None  # the server's Prometheus /metrics, scraped beside the measured phase
+
+
+class Handle(Protocol):
+    """A started client process as its launcher knows it."""
+
+    pid: int
+
+    def exit_code(self) -> int | None: ...
+
+    def last_words(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+class Launcher(Protocol):
+    """Starts ``n`` client processes; each comes with the socket the driver talks to it on (on this host:
+    ``engine.backends.openai.launchers.LocalLauncher``; on Ray nodes: ``engine.jobs.ray_load.RayLauncher``,
+    handed down by the job's process or the CLI, never imported from here)."""
+
+    remote: bool  # on other hosts: settings carry the key and the tokenizer files; clocks are offset
+
+    def launch(self, n: int, progress: Progress) -> list[tuple[socket.socket, Handle]]: ...
+
+    def close(self) -> None: ...
+
+
+LauncherFactory = Callable[[int], Launcher]  # load nodes -> the launcher that places client processes on them
+
+
+class Sender(Protocol):
+    """What the load driver drives (:mod:`engine.run.driver`): a loaded backend, or client processes sending for one.
+
+    Subclass it to get the optional parts' defaults (an engine in this process: no traits, nothing to open ahead,
+    no samples of its own)."""
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` to completion on the event loop this sender lives on (open from load to unload)."""
+        ...
+
+    async def stream(self, batch: Sequence[Request], records: Sequence[RequestRecord]) -> None:
+        """Send one batch; stamp each record's ``send_ns`` as its request goes out and append every
+        token-bearing chunk (``record.add_chunk``). A request-level failure is a :class:`RequestError`
+        (the driver records it on that request); anything else ends the run as failed."""
+        ...
+
+    def traits(self) -> ClientTraits:
+        """How its requests leave it (:class:`ClientTraits`); none for an engine in this process."""
+        return ClientTraits()
+
+    async def open_connections(self, n: int) -> None:
+        """Open ``n`` connections before a phase whose requests are all due at once (an HTTP client); else nothing."""
+        return None
+
+    async def client_samples(self, start: bool) -> list[ClientSample]:
+        """Client processes' own lag and CPU samples: start them (``start``) or collect them; none by default."""
+        return []
+
+
+class SenderPool(Sender, Protocol):
+    """Client processes sending for a backend (``--client-processes``): a sender that is stopped after its phase."""
+
+    def info(self) -> dict[str, Any]:
+        """What the processes said about themselves (pids, loops, nodes, clock offsets)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 @runtime_checkable
-class Backend(Protocol):
-    """One inference engine. Instances are single-use: load, run(stream...), unload."""
+class Backend(Sender, Protocol):
+    """One inference engine. Instances are single-use: load, run(stream...), unload. Engines subclass it, so the
+    optional parts (:class:`Sender`'s, :meth:`client_pool`) have their defaults."""
 
     name: str
 
@@ -149,15 +228,10 @@ class Backend(Protocol):
         """The tokenizer, or None for synthetic weights."""
         ...
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` to completion on the event loop this backend lives on (open from load to unload)."""
-        ...
-
-    async def stream(self, batch: Sequence[Request], records: Sequence[RequestRecord]) -> None:
-        """Send one batch; stamp each record's ``send_ns`` as its request goes out and append every
-        token-bearing chunk (``record.add_chunk``). A request-level failure is a :class:`RequestError`
-        (the driver records it on that request); anything else ends the run as failed."""
-        ...
+    def client_pool(self, n: int, progress: Progress, launcher: Launcher | None = None) -> SenderPool | None:
+        """``n`` client processes sending for this backend (placed by ``launcher``, this host's by default), or None
+        for an engine whose requests never leave the job's process (capability ``client_processes``)."""
+        return None
 
     def info(self) -> dict[str, Any]:
         """Versions and device facts for provenance."""

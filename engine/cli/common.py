@@ -192,7 +192,7 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_serving_arguments(p: argparse.ArgumentParser) -> None:
     """Arrival process, prompt lengths, SLOs and the error budget of a serving load."""
-    s = p.add_argument_group("serving load (engine/run/load.py; default: static batches)")
+    s = p.add_argument_group("serving load (engine/run/driver.py; default: static batches)")
     s.add_argument("--arrival", help="batch | poisson | gamma | concurrency | max")
     s.add_argument("--rate", type=finite_float, help="poisson/gamma: requests per second")
     s.add_argument("--burstiness", type=finite_float, help="gamma shape: 1 = Poisson, < 1 burstier")

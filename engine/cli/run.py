@@ -58,7 +58,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     db.check_writable()  # a read-only database fails now, not after the whole benchmark ran
     log = RunLog(args.verbose)
     try:
-        result = runner.run_benchmark(spec, db=db, log=log)
+        from engine.jobs.ray_load import load_launcher
+
+        result = runner.run_benchmark(spec, db=db, log=log, launcher=load_launcher(spec))
     except runner.BenchmarkFailed as exc:
         path = log.save(exc.run_id)
         where = f" (traceback in {path}; --verbose prints it)" if path and not args.verbose else ""

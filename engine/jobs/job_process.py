@@ -156,8 +156,12 @@ def _run(db: Any, job: Any, ticker: Ticker) -> int:
         print(msg, flush=True)
 
     try:
+        from engine.jobs.ray_load import load_launcher
+
         spec = parse_job_spec(job.spec_json)
-        result = runner.run_benchmark(spec, db, state, log, job_id=job.id, sweep=job.sweep, worker_id=job.worker_id)
+        result = runner.run_benchmark(
+            spec, db, state, log, job_id=job.id, sweep=job.sweep, worker_id=job.worker_id, launcher=load_launcher(spec)
+        )
     except ClaimLost as exc:  # recovered or ended elsewhere meanwhile: its outcome stands, ours is dropped
         print(f"result dropped: {exc}", file=sys.stderr, flush=True)
         return EXIT_LOST

@@ -1,14 +1,14 @@
 """One serving job's load from several Ray nodes: ``--load-nodes K`` (workload ``load_nodes``).
 
-The job's process stays the one scheduler (engine/run/load.py drives
-:class:`~engine.backends.openai.client_processes.ClientProcesses` as with local client processes);
+The job's process stays the one scheduler (engine/run/driver.py drives
+:class:`~engine.backends.openai.process_pool.ClientProcesses` as with local client processes);
 :class:`RayLauncher` only starts its client processes elsewhere: a placement group of K bundles with
 STRICT_SPREAD (K different nodes), one :class:`ClientActor` per client process in them (dealt over
 the bundles in turn), each connecting back to a TCP port the job's process listens on at its node's
 address, proving itself with a one-time token, and then serving the same messages a local client
 process serves on its socket pair (engine/backends/openai/client_process.py). Each actor's ready
 message says its node; the driver estimates that node's clock offset from timed round trips and
-records it (see client_processes.py).
+records it (see process_pool.py).
 
 Where the cluster is: the Ray task that runs the job passes its GCS address
 (``LATENCYLAB_JOB_RAY_ADDRESS``); a job of the local worker uses ``LATENCYLAB_RAY_ADDRESS``. Each
@@ -19,14 +19,14 @@ other nodes reach: a server the job starts listens on its own loopback).
 
 from __future__ import annotations
 
-import os
 import secrets
 import socket
 import time
 from typing import Any
 
-from engine.backends.base import BackendError, Progress
+from engine.backends.base import BackendError, LauncherFactory, Progress
 from engine.backends.openai import channel
+from engine.spec import JobSpec
 
 ACCEPT_TIMEOUT_S = 120.0  # actors start in a fresh worker process, after the runtime environment is set up
 PLACE_TIMEOUT_S = 60.0
@@ -92,11 +92,11 @@ class RayLauncher:
     remote = True
 
     def __init__(self, nodes: int, address: str | None = None, cpus: float | None = None) -> None:
-        from engine.settings import get_settings
+        from engine.settings import get_settings, ray_address
 
         settings = get_settings()
         self.nodes = nodes
-        self.address = address or os.environ.get("LATENCYLAB_JOB_RAY_ADDRESS") or settings.ray_address
+        self.address = address or ray_address()
         self.cpus = cpus if cpus is not None else settings.ray_load_cpus
         self._group: Any = None
         self._handles: list[_ActorHandle] = []
@@ -190,3 +190,9 @@ class RayLauncher:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+
+
+def load_launcher(spec: JobSpec) -> LauncherFactory | None:
+    """The launcher the runner hands client processes to when ``spec`` asks for load nodes (``--load-nodes``), else
+    None: whoever runs a job (its process, the CLI) hands it down, so no lower layer imports this module."""
+    return RayLauncher if spec.workload.load_nodes else None

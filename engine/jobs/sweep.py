@@ -78,7 +78,12 @@ def point_main(spec_json: str, db_url: str, sweep: str, sender: Any) -> None:
         print(msg, file=sys.stderr, flush=True)
 
     try:
-        result = runner.run_benchmark(parse_job_spec(spec_json), db=open_database(db_url), log=log, sweep=sweep)
+        from engine.jobs.ray_load import load_launcher
+
+        spec = parse_job_spec(spec_json)
+        result = runner.run_benchmark(
+            spec, db=open_database(db_url), log=log, sweep=sweep, launcher=load_launcher(spec)
+        )
         outcome = PointOutcome(
             run_id=result.run_id, metrics=result.metrics, pid=os.getpid(), saturation=result.series.get(RECORD)
         )

@@ -251,7 +251,7 @@ METRICS: tuple[Metric, ...] = (
     ),
     _bookkeeping(
         "client_processes", "client processes that sent", frozenset(), 3220, read=_client("processes"),
-        source="the runner (engine/run/senders.py)",
+        source="the runner (engine/run/sending.py)",
     ),
     # bookkeeping: counts and companions of the figures, never shown or compared as metrics
     _bookkeeping("mean_tokens_per_chunk", "mean tokens per chunk", _IN_RESULT, 3000, compute=_tokens_per_chunk),

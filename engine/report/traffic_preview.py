@@ -179,7 +179,7 @@ def _arrival_due(workload: Workload, count: int) -> list[float]:
     """An arrival process's due times (the driver's own, seeded); none for a closed loop."""
     if workload.arrival not in ("poisson", "gamma") or not workload.rate:
         return []
-    from engine.run.load import arrival_offsets_s
+    from engine.run.driver import arrival_offsets_s
 
     return arrival_offsets_s(count, workload.arrival, workload.rate, workload.burstiness, workload.seed).tolist()
 

@@ -1,6 +1,6 @@
 """When failed requests fail the run: none completed, or more than ``max_error_rate``.
 
-Only request-level errors reach here as failed requests (engine/run/load.py); the run is
+Only request-level errors reach here as failed requests (engine/run/driver.py); the run is
 failed with the first distinct reasons and keeps its metrics and every request's reason.
 """
 

@@ -2,7 +2,7 @@
 
 A *request source* (:mod:`engine.run.sources`) turns a workload's input (synthetic lengths, a
 prompt file; datasets, traces and sessions in time) into a :class:`RequestPlan` once the model
-is loaded (sources need its tokenizer and context). The load driver (:mod:`engine.run.load`)
+is loaded (sources need its tokenizer and context). The load driver (:mod:`engine.run.driver`)
 only consumes the plan: it never builds a prompt.
 
 Each :class:`PlannedRequest` carries the :class:`~engine.backends.base.Request` an engine

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.backends.base import REMOTE_DEVICE, Backend, LoadReport, get_backend
+from engine.backends.base import REMOTE_DEVICE, Backend, LauncherFactory, LoadReport, Sender, get_backend
 from engine.measure import aggregates, memory, provenance, saturation, server_metrics, telemetry
 from engine.measure.breakdowns import per_turn
 from engine.measure.client_lag import client_group
@@ -33,7 +33,7 @@ from engine.run.failures import RunRejected, check_failures, failure_reason
 from engine.run.plan import RequestPlan
 from engine.run.preflight import preflight
 from engine.run.profile import profile_phase
-from engine.run.senders import senders
+from engine.run.sending import sending
 from engine.run.store import Where
 from engine.spec import JobSpec, SpecError
 from engine.weights import models
@@ -116,10 +116,12 @@ class _Measured:
     client: list[Any] = field(default_factory=list)  # each measured phase's ClientSample of every client process
     due_times: bool = False  # the requests had due times (an open arrival process or a trace)
     processes: int = 1  # client processes that sent (1: the backend itself)
-    senders: dict[str, Any] = field(default_factory=dict)  # what they said about themselves
+    client_processes: dict[str, Any] = field(default_factory=dict)  # what they said about themselves
 
 
-def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = print) -> BenchmarkResult:
+def execute(
+    spec: JobSpec, state: ProgressState, log: Callable[[str], None] = print, launcher: LauncherFactory | None = None
+) -> BenchmarkResult:
     """Load, warm up and measure; raises on failure (nothing stored here).
 
     A tensor-parallel recipe runs here as rank 0, with the other ranks launched around it
@@ -128,8 +130,8 @@ def execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None] = pr
     from engine.run import tensor_parallel
 
     if tensor_parallel.world_size(spec) > 1 and not tensor_parallel.is_follower():
-        return tensor_parallel.run_with_followers(spec, lambda: _execute(spec, state, log), log)
-    return _execute(spec, state, log)
+        return tensor_parallel.run_with_followers(spec, lambda: _execute(spec, state, log, launcher), log)
+    return _execute(spec, state, log, launcher)
 
 
 def _serving(spec: JobSpec) -> bool:
@@ -160,34 +162,36 @@ def _plan(spec: JobSpec, loaded: _Loaded) -> RequestPlan:
 
 
 def _warm_up(
-    spec: JobSpec, backend: Backend, plan: RequestPlan, state: ProgressState
+    spec: JobSpec, sender: Sender, plan: RequestPlan, state: ProgressState
 ) -> tuple[list[RequestRecord], float]:
     """The warm-up phase (excluded from every figure); its records and seconds."""
-    from engine.run.load import run_load
+    from engine.run.driver import drive_phase
 
     state.tokens_total = sum(p.output_tokens for p in plan.warmup)
     state.requests_total = len(plan.warmup)
     state.enter("warm-up", f"{len(plan.warmup)} warm-up request(s)")
     t0 = time.perf_counter()
-    warm = run_load(backend, plan.warmup, spec.workload, state, warmup=True).records
+    warm = drive_phase(sender, plan.warmup, spec.workload, state, warmup=True).records
     return warm, time.perf_counter() - t0
 
 
 def _measure(
     spec: JobSpec,
     backend: Backend,
+    sender: Sender,
     plan: RequestPlan,
     state: ProgressState,
     log: Callable[[str], None],
     sample_rss: bool = True,
 ) -> _Measured:
     """Warm up, then the measured phase (its trials or rounds) with every sampler beside it (the RSS
-    sampler only where ``sample_rss``: not for a server the job does not manage)."""
+    sampler only where ``sample_rss``: not for a server the job does not manage). ``sender`` sends the requests:
+    the backend itself, or client processes for it."""
     from engine.run import repeats
-    from engine.run.load import run_load
+    from engine.run.driver import drive_phase
 
     wl = spec.workload
-    warm, warmup_s = _warm_up(spec, backend, plan, state)
+    warm, warmup_s = _warm_up(spec, sender, plan, state)
     state.tokens_done, state.requests_done = 0, 0
     per_round = sum(p.output_tokens for p in plan.measured)
     state.tokens_total, state.requests_total = per_round * wl.trials, len(plan.measured) * wl.trials
@@ -202,8 +206,8 @@ def _measure(
         state.tokens_total = max(
             state.tokens_total, state.tokens_done + sum(p.output_tokens for p in plan.measured[:count])
         )
-        phase = run_load(
-            backend, plan.measured[:count], wl, state, False, first_index, plan.chat_ids, plan.think_time_s
+        phase = drive_phase(
+            sender, plan.measured[:count], wl, state, False, first_index, plan.chat_ids, plan.think_time_s
         )
         load.update(phase.stats)
         client.extend(phase.client)
@@ -212,7 +216,7 @@ def _measure(
     ru0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     with (
         telemetry.phase_samplers(spec.device, lambda: state.requests_done, sample_rss) as (rss, machine, tele),
-        server_metrics.ServerScraper(getattr(backend, "metrics_url", None)) as server,
+        server_metrics.ServerScraper(backend.traits().metrics_url) as server,
     ):  # RSS, device telemetry; a serving engine's /metrics every 500 ms
         phases = repeats.measure(wl, run_phase, first_index=len(plan.warmup), per_round=len(plan.measured))
     ru1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
@@ -226,7 +230,7 @@ def _measure(
 def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, prov: dict[str, Any]) -> BenchmarkResult:
     """The run's result, assembled in this one place from what the phases observed."""
     from engine.run import noise, repeats
-    from engine.run.load import slo_of
+    from engine.run.driver import slo_of
 
     report, backend = loaded.report, loaded.backend
     wl = spec.workload
@@ -258,7 +262,7 @@ def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, pro
         "cpu_wall_ratio": m.cpu_wall_ratio,
         "noise": m.machine.samples,
         "request_source": {"name": plan.source, **plan.facts},
-        **({"client_processes": m.senders} if m.senders else {}),
+        **({"client_processes": m.client_processes} if m.client_processes else {}),
     }
     requests = m.warm + m.phases.records
     series = {
@@ -271,15 +275,17 @@ def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, pro
     return BenchmarkResult(None, metrics, provenance_, requests, series=series)
 
 
-def _execute(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> BenchmarkResult:
+def _execute(
+    spec: JobSpec, state: ProgressState, log: Callable[[str], None], launcher: LauncherFactory | None = None
+) -> BenchmarkResult:
     prov = provenance.collect()
     loaded = _load(spec, state, log)
     try:
         plan = _plan(spec, loaded)
-        with senders(spec, loaded.backend, log) as sending:  # the backend, or client processes for it
+        with sending(spec, loaded.backend, log, launcher) as out:  # the backend, or client processes for it
             remote = loaded.report.device_name == REMOTE_DEVICE  # its memory is not the job's tree's
-            measured = _measure(spec, sending.backend, plan, state, log, sample_rss=not remote)
-        measured.processes, measured.senders = sending.processes, sending.info
+            measured = _measure(spec, loaded.backend, out.sender, plan, state, log, sample_rss=not remote)
+        measured.processes, measured.client_processes = out.processes, out.info
         result = _result(spec, loaded, plan, measured, prov)
         check_failures(spec, result, log)  # before any accuracy phase: a rejected run is not scored
         measured_prompts = [p.request.prompt for p in plan.measured]
@@ -333,6 +339,7 @@ def run_benchmark(
     job_id: int | None = None,
     sweep: str | None = None,
     worker_id: str | None = None,
+    launcher: LauncherFactory | None = None,
 ) -> BenchmarkResult:
     """Pre-flight, execute and store. SpecError before anything is stored; BenchmarkFailed after.
 
@@ -343,6 +350,8 @@ def run_benchmark(
 
     With ``job_id`` and ``worker_id`` (a job's process), the run is stored only while that
     worker still holds the job; a late result raises :class:`storage.ClaimLost`, nothing stored.
+    ``launcher`` places client processes on the spec's load nodes (``--load-nodes``): the caller hands down
+    ``engine.jobs.ray_load.RayLauncher``, which this layer never imports.
     """
     from engine.run.sources import pinned
 
@@ -351,7 +360,7 @@ def run_benchmark(
     state = state or ProgressState()
     where = Where(db, spec, job_id, sweep, worker_id)
     try:
-        result = execute(spec, state, log)
+        result = execute(spec, state, log, launcher)
     except (KeyboardInterrupt, SpecError):
         raise
     except RunRejected as exc:  # the phase ran: keep its metrics and every request's reason

@@ -31,7 +31,7 @@ class Capabilities:
     """What an engine can do, as the code outside its package asks it.
 
     ``serving``: it streams requests and serves many at once, so the load driver
-    (``engine/run/load.py``) drives every job of it, concurrent requests included.
+    (``engine/run/driver.py``) drives every job of it, concurrent requests included.
     ``profiles``: the model runs in the job's own process, so ``torch.profiler`` can profile
     its decode steps. ``full_distributions``: its ``score`` gives the whole next-token
     distribution (KL against a baseline). ``server_metrics``: it is measured through a
@@ -39,7 +39,7 @@ class Capabilities:
     job's (no local device, no memory figure). ``tensor_parallel``: the job itself launches
     one process per rank (:meth:`EngineRecipe.world_size`). ``client_processes``: its requests
     leave the process (HTTP to a server), so several client processes can send them
-    (``workload.client_processes``, :mod:`engine.run.senders`).
+    (``workload.client_processes``, :mod:`engine.run.sending`).
     """
 
     serving: bool = False

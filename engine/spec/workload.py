@@ -95,7 +95,7 @@ class Workload(_Strict):
     warmup_requests: int | None = Field(default=None, ge=0, le=10_000)  # None: one batch
     ignore_eos: bool = True
     seed: int = Field(default=0, ge=0)
-    # Serving load (engine/run/load.py); the defaults keep the static-batch behaviour above.
+    # Serving load (engine/run/driver.py); the defaults keep the static-batch behaviour above.
     arrival: Arrival = Field(default="batch", description="batch | poisson | gamma | concurrency | max")
     rate: float | None = Field(default=None, gt=0, le=1_000_000, description="poisson/gamma: requests per second")
     burstiness: float = Field(default=1.0, gt=0, le=1000, description="gamma shape (1 = Poisson, <1 burstier)")
@@ -124,7 +124,7 @@ class Workload(_Strict):
     soak_minutes: float | None = Field(
         default=None, gt=0, le=10_080, description="soak: keep sending rounds of `requests` for this many minutes"
     )
-    # How the client sends (engine/run/senders.py): the same requests whatever the number; left out of the fingerprint
+    # How the client sends (engine/run/sending.py): the same requests whatever the number; left out of the fingerprint
     client_processes: int | None = Field(
         default=None,
         ge=1,

@@ -24,22 +24,33 @@ backend loads; it is sent as a bearer token and never stored, logged or returned
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
-import os
 import time
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.backends.asyncloop import EventLoop
-from engine.backends.base import REMOTE_DEVICE, BackendError, LoadReport, Progress, Request, Tokenizer, TokenScores
+from engine.backends.base import (
+    REMOTE_DEVICE,
+    Backend,
+    BackendError,
+    ClientTraits,
+    Launcher,
+    LoadReport,
+    Progress,
+    Request,
+    SenderPool,
+    Tokenizer,
+    TokenScores,
+)
+from engine.backends.openai.client_settings import api_key
 from engine.backends.openai.deadlines import Deadlines
 from engine.backends.openai.http import Client, ConnectFailed, Exchange, HttpError
 from engine.backends.openai.sse import EventStream, RequestFailed, http_reason
 from engine.measure.records import RequestRecord
-from engine.secrets import register
 
 if TYPE_CHECKING:
+    from engine.spec.recipes import EngineRecipe
     from engine.weights.models import ResolvedModel
 
 try:  # orjson writes a request body several times faster than json
@@ -54,18 +65,15 @@ T = TypeVar("T")
 OPEN_WAIT_S = 10.0  # the most a phase waits for its connections to open before it starts
 
 
-class OpenAIBackend:
+class OpenAIBackend(Backend):
     """Streams completions or chat completions from an OpenAI-compatible server."""
 
     name = "openai"
-    pauses_gc = True  # the load driver pauses the cyclic collector for its measured phases (client_lag.pause_gc)
 
     def __init__(self) -> None:
         self._loop = EventLoop(fast=True)
         self._http: Client | None = None
         self._tokenizer: Any = None
-        self._recipe: Any = None
-        self._url = ""
         self._path = "/completions"
         self._headers: dict[str, str] = {}
         self._server_models: list[str] | None = None
@@ -81,19 +89,22 @@ class OpenAIBackend:
         self._tokenizer_source: dict[str, Any] | None = None
 
     # -- lifecycle -----------------------------------------------------------------
-    def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport:
+    def load(self, model: ResolvedModel, recipe: EngineRecipe, device: str, progress: Progress) -> LoadReport:
         """Read the API key from its variable, load the tokenizer, probe ``/models`` (not fatal)."""
+        from engine.backends.openai.recipe import OpenAIRecipe
+
+        if not isinstance(recipe, OpenAIRecipe):  # the registry hands each engine its own recipe class
+            raise BackendError(f"the openai engine loads an openai recipe, not {type(recipe).__name__}")
         t0 = time.perf_counter()
-        self._recipe = recipe
-        key = None
-        if recipe.api_key_env:
-            key = os.environ.get(recipe.api_key_env)
-            if not key:
-                raise BackendError(f"the API key variable {recipe.api_key_env} is not set in the environment")
-            register(key)  # scrubbed from every reason, log line and stored field of this process
-        self._api_key_env = recipe.api_key_env
-        self._configure(
-            recipe.base_url, recipe.model_name, recipe.endpoint, key, recipe.send_ignore_eos, recipe.timeout_s
+        key = api_key(recipe.api_key_env)  # scrubbed from every reason, log line and stored field of this process
+        self.configure(
+            recipe.base_url,
+            recipe.model_name,
+            recipe.endpoint,
+            key,
+            recipe.send_ignore_eos,
+            recipe.timeout_s,
+            api_key_env=recipe.api_key_env,
         )
         self._tokenizer = self._load_tokenizer(model, progress)
         progress(f"probing {self._base_url}/models", None)
@@ -140,21 +151,16 @@ class OpenAIBackend:
         }
 
     def remote_client_settings(self) -> dict[str, Any]:
-        """:meth:`client_settings` for a process on another node (engine/backends/openai/launchers.py)."""
-        from engine.backends.openai.launchers import remote_settings
+        """:meth:`client_settings` for a process on another node (engine/backends/openai/client_settings.py)."""
+        from engine.backends.openai.client_settings import remote_settings
 
         return remote_settings(self.client_settings(), self._api_key, self._tokenizer)
 
-    def client_processes(self, n: int, progress: Progress, nodes: int | None = None) -> Any:
-        """``n`` client processes sending for this client (:class:`~engine.backends.openai.client_processes.ClientProcesses`),
-        spread over ``nodes`` Ray nodes when given (``--load-nodes``, engine/jobs/ray_load.py)."""
-        from engine.backends.openai.client_processes import ClientProcesses
+    def client_pool(self, n: int, progress: Progress, launcher: Launcher | None = None) -> SenderPool | None:
+        """``n`` client processes sending for this client (:class:`~engine.backends.openai.process_pool.ClientProcesses`),
+        placed by ``launcher`` (this host's by default; Ray nodes' for ``--load-nodes``, handed down by the job)."""
+        from engine.backends.openai.process_pool import ClientProcesses
 
-        launcher = None
-        if nodes:
-            # Loaded by name: Ray enters a job's process only when its spec asks for load nodes (the
-            # import-linter contract keeps ray out of engine.backends and engine.run).
-            launcher = importlib.import_module("engine.jobs.ray_load").RayLauncher(nodes)
         return ClientProcesses(self, n, launcher).start(progress)
 
     @property
@@ -162,7 +168,7 @@ class OpenAIBackend:
         """The server's root URL: the base URL without its ``/v1`` (where ``/tokenize`` and ``/metrics`` live)."""
         return self._base_url.removesuffix("/v1")
 
-    def _configure(
+    def configure(
         self,
         base_url: str,
         model_name: str,
@@ -170,7 +176,10 @@ class OpenAIBackend:
         api_key: str | None,
         send_ignore_eos: bool = True,
         timeout_s: float = 600.0,
+        api_key_env: str | None = None,
     ) -> None:
+        """Point the client at a server (``load`` does it from the recipe; a client process from the settings)."""
+        self._api_key_env = api_key_env
         self._base_url = base_url.rstrip("/")
         self._model_name = model_name
         self._endpoint = endpoint
@@ -178,7 +187,6 @@ class OpenAIBackend:
         self._timeout_s = timeout_s
         self._deadlines = Deadlines(timeout_s)
         self._path = "/chat/completions" if endpoint == "chat" else "/completions"
-        self._url = self._base_url + self._path
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         self._api_key = api_key
         if api_key:
@@ -213,6 +221,10 @@ class OpenAIBackend:
     def tokenizer(self) -> Tokenizer | None:
         return self._tokenizer
 
+    def use_tokenizer(self, tokenizer: Tokenizer | None) -> None:
+        """The tokenizer a client process was handed (its driver's, rebuilt from the settings)."""
+        self._tokenizer = tokenizer
+
     def info(self) -> dict[str, Any]:
         """Server URL, model, endpoint and where output counts came from (never the key)."""
         return {
@@ -224,22 +236,18 @@ class OpenAIBackend:
             "server_models": self._server_models,
             "output_tokens_source": dict(self._counts),
             "http_client": "latencylab (HTTP/1.1, a stamp per network read"
-            + (", the kernel's receive stamps)" if self.kernel_stamps else ")"),
+            + (", the kernel's receive stamps)" if self.traits().kernel_stamps else ")"),
             "event_loop": self._loop.kind,
             "tokenizer": type(self._tokenizer).__name__ if self._tokenizer is not None else None,
         }
 
-    @property
-    def kernel_stamps(self) -> bool:
-        """Whether this client's reads are stamped by the kernel (a late event loop then stamps nothing late)."""
-        return self._http is not None and self._http.kernel_stamps
-
-    @property
-    def metrics_url(self) -> str | None:
-        """The server's Prometheus ``/metrics`` (the base URL without ``/v1``), scraped beside the measured phase."""
+    def traits(self) -> ClientTraits:
+        """An HTTP client: its measured phase without the cyclic collector, its reads stamped by the kernel where the
+        option is known, and the server's Prometheus ``/metrics`` (the base URL without ``/v1``) scraped beside it."""
         from engine.measure.server_metrics import metrics_url
 
-        return metrics_url(self._base_url)
+        stamps = self._http is not None and self._http.kernel_stamps
+        return ClientTraits(pauses_gc=True, kernel_stamps=stamps, metrics_url=metrics_url(self._base_url))
 
     def measuring_started(self) -> None:
         return None

@@ -9,7 +9,7 @@ or stop and return, the loop-lag and CPU sample of a phase), ``open`` (open a ph
 connections before it starts), ``clock`` (this host's ``perf_counter_ns``
 now: the driver estimates a remote node's clock offset from a few round trips) and ``stop``. It never
 decides when a request goes out: the driver's one scheduler does
-(:mod:`engine.backends.openai.client_processes`). It ends when the driver's process ends (its socket
+(:mod:`engine.backends.openai.process_pool`). It ends when the driver's process ends (its socket
 closes; PR_SET_PDEATHSIG besides).
 
 On another node (``--load-nodes``, engine/jobs/ray_load.py) the same loop serves a TCP connection
@@ -21,68 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import socket
 import sys
-import tempfile
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 from engine.backends.openai import channel
 from engine.backends.openai.backend import OpenAIBackend
+from engine.backends.openai.client_settings import client_from_settings
 from engine.backends.openai.sse import RequestFailed
 from engine.measure.client_lag import LoopMonitor, pause_gc, resume_gc
 from engine.measure.records import RequestRecord
-from engine.secrets import register, scrub
-
-
-def client_of(settings: dict[str, Any]) -> OpenAIBackend:
-    """An OpenAI client configured as the driver's (the API key read here from its variable)."""
-    key = settings.get("api_key")  # a remote node's: sent with the settings (it has not the job's environment)
-    if not key and settings.get("api_key_env"):
-        key = os.environ.get(settings["api_key_env"])
-    if key:
-        register(key)
-    client = OpenAIBackend()
-    client._configure(
-        settings["base_url"],
-        settings["model_name"],
-        settings["endpoint"],
-        key,
-        settings["send_ignore_eos"],
-        settings["timeout_s"],
-    )
-    tokenizer = settings.get("tokenizer")
-    if tokenizer and tokenizer.get("kind") == "files":
-        from engine.backends.openai.tokenizer import local_tokenizer
-
-        client._tokenizer = local_tokenizer(tokenizer["path"], tokenizer.get("revision"))
-    elif tokenizer and tokenizer.get("kind") == "server":
-        from engine.backends.openai.server_tokenizer import ServerTokenizer
-
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        client._tokenizer = ServerTokenizer(client.server_root, settings["model_name"], headers)
-    elif tokenizer and tokenizer.get("kind") == "inline":
-        client._tokenizer = _inline_tokenizer(tokenizer["files"])
-    return client
-
-
-def _inline_tokenizer(files: dict[str, str]) -> Any:
-    """The tokenizer of files sent inline (a remote node has not the model's folder): written to a
-    temporary folder, read, and the folder removed (a long text is then encoded, not cached by them)."""
-    from engine.backends.openai.tokenizer import local_tokenizer
-
-    folder = Path(tempfile.mkdtemp(prefix="latencylab-tokenizer-"))
-    try:
-        for name, text in files.items():
-            (folder / Path(name).name).write_text(text, encoding="utf-8")
-        tokenizer = local_tokenizer(str(folder))
-        tokenizer.files = ()
-        return tokenizer
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+from engine.secrets import scrub
 
 
 class _Serving:
@@ -130,7 +81,7 @@ class _Serving:
         self.gc_paused = False
         stopped = self.monitor.stop() if self.monitor is not None else None
         if stopped is not None:
-            stopped.kernel_stamps = self.client.kernel_stamps
+            stopped.kernel_stamps = self.client.traits().kernel_stamps
         sample = stopped.to_json() if stopped is not None else None
         self.monitor = None
         channel.write(self.writer, {"id": ident, "sample": sample})
@@ -191,7 +142,7 @@ def serve_socket(sock: socket.socket, facts: dict[str, Any] | None = None) -> in
     when the client could not be built (said to the driver)."""
     setup = _read_setup(sock)
     try:
-        client = client_of(setup["settings"])
+        client = client_from_settings(setup["settings"])
     except Exception as exc:  # noqa: BLE001 - said to the driver in one line, which fails the run with it
         sock.sendall(channel.encode({"id": setup.get("id"), "error": scrub(f"{type(exc).__name__}: {exc}")}))
         return 1

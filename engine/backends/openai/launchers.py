@@ -15,34 +15,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Protocol
 
-from engine.backends.base import Progress
+from engine.backends.base import Handle, Progress
 from engine.processes import die_with_parent
 
 _ROOT = Path(__file__).resolve().parents[3]  # the folder holding the engine package
-
-
-class Handle(Protocol):
-    """A started client process as its launcher knows it."""
-
-    pid: int
-
-    def exit_code(self) -> int | None: ...
-
-    def last_words(self) -> str: ...
-
-    def stop(self) -> None: ...
-
-
-class Launcher(Protocol):
-    """Starts ``n`` client processes; each comes with the socket the driver talks to it on."""
-
-    remote: bool  # on other hosts: settings carry the key and the tokenizer files; clocks are offset
-
-    def launch(self, n: int, progress: Progress) -> list[tuple[socket.socket, Handle]]: ...
-
-    def close(self) -> None: ...
 
 
 class _Child:
@@ -103,20 +80,3 @@ class LocalLauncher:
 
     def close(self) -> None:
         pass
-
-
-def remote_settings(settings: dict[str, Any], api_key: str | None, tokenizer: Any) -> dict[str, Any]:
-    """``settings`` (a client's :meth:`client_settings`) for a process on another node: the key itself,
-    and a local tokenizer's files inline."""
-    out = dict(settings)
-    if api_key:
-        out["api_key"] = api_key
-    files = getattr(tokenizer, "files", ()) if out.get("tokenizer") else ()
-    if out.get("tokenizer") and out["tokenizer"].get("kind") == "files" and files:
-        folder = Path(files[0]).parent
-        names = [Path(f).name for f in files] + ["chat_template.jinja"]
-        out["tokenizer"] = {
-            "kind": "inline",
-            "files": {n: (folder / n).read_text(encoding="utf-8") for n in names if (folder / n).is_file()},
-        }
-    return out

@@ -18,9 +18,9 @@ def check(spec: JobSpec, runtime: bool) -> None:
     if env_name and not os.environ.get(env_name):
         raise SpecError(f"the API key variable {env_name} is not set; export {env_name}=... before running")
     if runtime and spec.workload.load_nodes:
-        from engine.settings import get_settings
+        from engine.settings import ray_address
 
-        if not (os.environ.get("LATENCYLAB_JOB_RAY_ADDRESS") or get_settings().ray_address):
+        if not ray_address():
             raise SpecError(
                 f"load_nodes {spec.workload.load_nodes}: no Ray cluster to spread the load over; run the job "
                 "with `python -m engine worker --executor ray`, or set LATENCYLAB_RAY_ADDRESS"

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import torch
 
 from engine.backends.asyncloop import EventLoop
-from engine.backends.base import BackendError, LoadReport, Progress, Request, Tokenizer, stamp_chunks
+from engine.backends.base import Backend, BackendError, LoadReport, Progress, Request, Tokenizer, stamp_chunks
 from engine.backends.transformers import loading
 from engine.backends.transformers.memory import weights_memory_bytes
 from engine.backends.transformers.recipe import TransformersRecipe
@@ -28,7 +28,7 @@ from engine.weights.models import ResolvedModel
 T = TypeVar("T")
 
 
-class TransformersBackend:
+class TransformersBackend(Backend):
     """The transformers engine on the CPU or one CUDA device."""
 
     name = "transformers"

@@ -22,7 +22,16 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from engine.backends.asyncloop import EventLoop
-from engine.backends.base import BackendError, LoadReport, Progress, Request, Tokenizer, TokenScores, device_name
+from engine.backends.base import (
+    Backend,
+    BackendError,
+    LoadReport,
+    Progress,
+    Request,
+    Tokenizer,
+    TokenScores,
+    device_name,
+)
 from engine.measure.records import RequestRecord
 from engine.weights.models import ResolvedModel
 
@@ -151,7 +160,7 @@ _ENV_KEYS = (
 )
 
 
-class VllmBackend:
+class VllmBackend(Backend):
     """vLLM's AsyncLLM in this process, streaming deltas."""
 
     name = "vllm"

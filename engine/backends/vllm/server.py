@@ -28,6 +28,7 @@ from engine.backends.openai.backend import OpenAIBackend
 from engine.backends.vllm.inprocess import check_importable, server_args, spec_stats_from, vllm_env, vllm_version
 from engine.backends.vllm.server_flags import server_extra_argv
 from engine.processes import die_with_parent, free_port, signal_group
+from engine.spec.recipes import EngineRecipe
 from engine.weights.models import ResolvedModel
 
 SERVED_MODEL = "latencylab"
@@ -175,7 +176,7 @@ class VllmServerBackend(OpenAIBackend):
         self._startup_s: float | None = None
         self._spec_baseline: dict[str, float] = {}
 
-    def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport:
+    def load(self, model: ResolvedModel, recipe: EngineRecipe, device: str, progress: Progress) -> LoadReport:
         """Start the server (30-60 s on a 2-core CPU), wait for health, connect."""
         if model.path is None:
             raise BackendError("vLLM loads weights from a folder; synthetic weights are not supported")
@@ -187,7 +188,7 @@ class VllmServerBackend(OpenAIBackend):
         progress("starting the vLLM server", None)
         self._startup_s = self._server.start(recipe.startup_timeout_s, progress)
         try:
-            self._configure(self._server.base_url, SERVED_MODEL, recipe.endpoint, None)
+            self.configure(self._server.base_url, SERVED_MODEL, recipe.endpoint, None)
             self._tokenizer = self._load_tokenizer(model, progress)  # tokenizer.json, else the server's /tokenize
             self.run(self._probe_models())
         except BaseException:

@@ -6,7 +6,7 @@ actually returned (the driver builds those prompts when the turns are due).
 (the last one cut). Each turn asks for the token length of the dataset's reply to it
 (``source_output_lengths``; else ``output_tokens``). Warm-up requests are single first turns of
 other conversations. Between a reply and the next turn the user thinks ``think_time_s`` on
-average (exponential gaps, seeded per session: :mod:`engine.run.load`).
+average (exponential gaps, seeded per session: :mod:`engine.run.driver`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The simulated client: when each request is sent, as :mod:`engine.run.load` sends it.
+"""The simulated client: when each request is sent, as :mod:`engine.run.driver` sends it.
 
-Due times are the load driver's own (:func:`engine.run.load.arrival_offsets_s`, same seed, over
+Due times are the load driver's own (:func:`engine.run.driver.arrival_offsets_s`, same seed, over
 the single requests and sessions' first turns), or the plan's (a trace). Then:
 
 - open loop: each request is sent when due;
@@ -23,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.run.load import arrival_offsets_s
+from engine.run.driver import arrival_offsets_s
 from engine.whatif.serving.requests import SimRequest
 
 ARRIVALS = ("batch", "poisson", "gamma", "concurrency", "max", "trace")

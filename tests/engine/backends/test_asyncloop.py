@@ -48,7 +48,7 @@ def keepalive_server() -> Iterator[str]:
 
 def test_a_connection_the_server_closed_while_idle_is_not_reused(keepalive_server: str) -> None:
     backend = OpenAIBackend()
-    backend._configure(keepalive_server, "x", "completions", None)
+    backend.configure(keepalive_server, "x", "completions", None)
     try:
         for _ in range(2):
             record = RequestRecord(index=0, arrival_ns=0, send_ns=0, prompt_tokens=2)

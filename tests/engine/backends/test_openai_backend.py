@@ -15,7 +15,7 @@ from engine.backends.base import BackendError, Request
 from engine.backends.openai.backend import OpenAIBackend, RequestFailed
 from engine.backends.openai.recipe import OpenAIRecipe
 from engine.measure.records import RequestRecord
-from engine.run.load import run_load
+from engine.run.driver import drive_phase
 from engine.run.plan import planned
 from engine.spec import ModelSpec, Workload, parse_job_spec
 from engine.weights.models import ResolvedModel
@@ -92,7 +92,7 @@ def fake_server() -> Iterator[tuple[str, ThreadingHTTPServer]]:
 
 def _backend(url: str, model: str = "ok", endpoint: str = "completions", key: str | None = None) -> OpenAIBackend:
     b = OpenAIBackend()
-    b._configure(url, model, endpoint, key)
+    b.configure(url, model, endpoint, key)
     return b
 
 
@@ -202,7 +202,7 @@ def test_unreachable_url_fails_every_request_and_the_run_completes() -> None:
     b = _backend(f"http://127.0.0.1:{_free_port()}/v1")
     wl = Workload(requests=3, arrival="max")
     try:
-        result = run_load(b, planned([[1], [2], [3]], 4), wl)
+        result = drive_phase(b, planned([[1], [2], [3]], 4), wl)
     finally:
         b.unload()
     assert len(result.records) == 3
@@ -213,7 +213,7 @@ def test_mixed_run_counts_failures(fake_server) -> None:
     b = _backend(fake_server[0])
     wl = Workload(requests=4, arrival="poisson", rate=200.0, max_concurrency=2)
     try:
-        result = run_load(b, planned([[1], [666], [2], [3]], 3), wl)
+        result = drive_phase(b, planned([[1], [666], [2], [3]], 3), wl)
     finally:
         b.unload()
     errors = [r.error for r in result.records]

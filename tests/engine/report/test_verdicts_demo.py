@@ -34,19 +34,19 @@ def _spec(name: str, recipe: dict | None = None):
 def _loaded(spec):
     """(backend, measured prompts) of a spec, loaded and warmed up (its warm-up requests thrown away)."""
     from engine.run import runner
-    from engine.run.load import run_load
+    from engine.run.driver import drive_phase
 
     state = runner.ProgressState()
     loaded = runner._load(spec, state, lambda _m: None)
     plan = runner._plan(spec, loaded)
-    run_load(loaded.backend, plan.warmup, spec.workload, state, warmup=True)
+    drive_phase(loaded.backend, plan.warmup, spec.workload, state, warmup=True)
     return loaded.backend, plan.measured
 
 
 def _interleaved(specs: list) -> list[SimpleNamespace]:
     """One measured phase per spec, their requests interleaved (a spec given twice loads once)."""
     from engine.run import runner
-    from engine.run.load import run_load
+    from engine.run.driver import drive_phase
 
     state = runner.ProgressState()
     loaded: dict[str, tuple] = {}
@@ -59,7 +59,7 @@ def _interleaved(specs: list) -> list[SimpleNamespace]:
         order = [(i + k) % len(specs) for k in range(len(specs))]
         for spec, phase in ((specs[k], records[k]) for k in order):
             backend, prompts = loaded[spec.fingerprint()]
-            phase.extend(run_load(backend, [prompts[i]], spec.workload, state, first_index=i).records)
+            phase.extend(drive_phase(backend, [prompts[i]], spec.workload, state, first_index=i).records)
     runs = []
     for k, (spec, phase) in enumerate(zip(specs, records, strict=True)):
         # each phase's duration: the sum of its own requests' spans (its share of the wall time)

@@ -162,7 +162,7 @@ def test_a_server_that_does_not_answer_holds_the_phase_start_back_only_so_long(m
     silent.bind(("127.0.0.1", 0))
     silent.listen(0)  # never accepts: once its queue is full, handshakes go unanswered
     client = openai_backend.OpenAIBackend()
-    client._configure(f"http://127.0.0.1:{silent.getsockname()[1]}/v1", "fake", "completions", None)
+    client.configure(f"http://127.0.0.1:{silent.getsockname()[1]}/v1", "fake", "completions", None)
     try:
         t0 = time.perf_counter()
         client.run(client.open_connections(64))

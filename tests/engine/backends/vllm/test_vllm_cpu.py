@@ -48,7 +48,7 @@ if _WHY:
 from engine.backends.vllm.recipe import VllmRecipe, VllmServerRecipe  # noqa: E402
 from engine.measure.metrics import compute_metrics  # noqa: E402
 from engine.measure.records import RunRecord  # noqa: E402
-from engine.run.load import run_load, slo_of  # noqa: E402
+from engine.run.driver import drive_phase, slo_of  # noqa: E402
 from engine.run.plan import planned  # noqa: E402
 from engine.spec import ModelSpec, Workload, parse_job_spec  # noqa: E402
 
@@ -73,7 +73,7 @@ def test_in_process_engine_streams_and_scores(demo_resolved) -> None:  # type: i
         assert report.device_name == backend.info()["device_name"] == cpu_model()  # as transformers records it
         prompts = [[300 + i] * 20 for i in range(3)]
         wl = Workload(prompt_tokens=20, output_tokens=10, requests=3, arrival="max")
-        phase = run_load(backend, planned(prompts, 10), wl)
+        phase = drive_phase(backend, planned(prompts, 10), wl)
         assert [r.output_tokens for r in phase.records] == [10, 10, 10]
         assert all(len(r.chunk_ns) >= 2 for r in phase.records)
         tok = backend.tokenizer()
@@ -122,7 +122,7 @@ def test_managed_server_streams_with_goodput(managed) -> None:  # type: ignore[n
         slo_ttft_ms=60_000,
         slo_tpot_ms=0.001,
     )
-    phase = run_load(managed, planned(prompts, 12), wl)
+    phase = drive_phase(managed, planned(prompts, 12), wl)
     assert all(r.ok for r in phase.records), [r.error for r in phase.records]
     assert all(r.output_tokens == 12 for r in phase.records)
     assert phase.stats["peak_concurrency"] <= 2
@@ -143,8 +143,8 @@ def test_the_servers_metrics_are_scraped_under_stable_names(managed) -> None:  #
 
     prompts = [[300 + i] * 32 for i in range(16)]
     wl = Workload(prompt_tokens=32, output_tokens=32, requests=16, arrival="max")
-    with ServerScraper(managed.metrics_url, interval_s=0.2) as scraper:
-        phase = run_load(managed, planned(prompts, 32), wl)
+    with ServerScraper(managed.traits().metrics_url, interval_s=0.2) as scraper:
+        phase = drive_phase(managed, planned(prompts, 32), wl)
     assert all(r.ok for r in phase.records), [r.error for r in phase.records]
     body = scraper.series().get("server_metrics")
     assert body is not None and body["source"] == "vllm", scraper.notes()
@@ -172,7 +172,7 @@ def test_sessions_and_a_trace_through_the_server(managed, tmp_path) -> None:  # 
     ).workload  # fmt: skip
     ctx = PlanContext(managed.tokenizer(), 49152, 1024)
     plan = plan_requests(wl, ctx)
-    phase = run_load(managed, plan.measured, wl, chat_ids=plan.chat_ids)
+    phase = drive_phase(managed, plan.measured, wl, chat_ids=plan.chat_ids)
     assert all(r.ok and r.text for r in phase.records), [r.error for r in phase.records]
     first, second = phase.records[0], phase.records[1]
     assert (first.session, first.turn, second.turn) == (0, 0, 1)
@@ -180,7 +180,7 @@ def test_sessions_and_a_trace_through_the_server(managed, tmp_path) -> None:  # 
     rows = [{"timestamp": 300 * i, "input_length": 40, "output_length": 4, "hash_ids": [7]} for i in range(4)]
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     trace = parse_job_spec({"model": {"source": "demo"}, "workload": {"trace": str(tmp_path / "t.jsonl")}}).workload
-    phase = run_load(managed, plan_requests(trace, ctx).measured, trace)
+    phase = drive_phase(managed, plan_requests(trace, ctx).measured, trace)
     assert all(r.ok and r.output_tokens == 4 for r in phase.records) and phase.stats["arrival"] == "trace"
     sends = [(r.send_ns - phase.records[0].send_ns) / 1e9 for r in phase.records]
     assert sends == pytest.approx([0, 0.3, 0.6, 0.9], abs=0.1)
@@ -191,7 +191,7 @@ def test_rate_sweep_against_the_server(managed) -> None:  # type: ignore[no-unty
     achieved = {}
     for rate in (1.0, 4.0):
         wl = Workload(prompt_tokens=16, output_tokens=8, requests=6, arrival="poisson", rate=rate)
-        phase = run_load(managed, planned(prompts, 8), wl)
+        phase = drive_phase(managed, planned(prompts, 8), wl)
         assert all(r.ok for r in phase.records), [r.error for r in phase.records]
         achieved[rate] = phase.stats["achieved_rate"]
         assert abs(phase.stats["scheduled_rate"] - rate) < 1e-6

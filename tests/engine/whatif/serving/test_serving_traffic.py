@@ -7,7 +7,7 @@ import pytest
 from serving_seed import in_flight_peak, requests, run
 
 from engine.backends.base import Request
-from engine.run.load import arrival_offsets_s
+from engine.run.driver import arrival_offsets_s
 from engine.run.plan import PlannedRequest, RequestPlan, plan_of, with_cancellations
 from engine.whatif.serving import Arrivals, DoesNotFit, ServerConfig, arrivals_of, requests_from_plan, sim_request
 

@@ -26,9 +26,9 @@ session: the later turns are recorded as failed ("not sent: ...").
 (the engine closes the connection or aborts the request); it is recorded as cancelled, not
 failed, and left out of the latency figures.
 
-Every engine is driven the same way (:class:`engine.backends.base.Backend`): the whole phase
-is one coroutine run on the backend's loop, each request (or static batch) one
-``backend.stream`` call. A :class:`~engine.backends.base.RequestError` (connection, HTTP
+Every engine is driven the same way (a :class:`engine.backends.base.Sender`: the loaded backend, or client
+processes sending for it): the whole phase is one coroutine run on the sender's loop, each request (or static
+batch) one ``sender.stream`` call. A :class:`~engine.backends.base.RequestError` (connection, HTTP
 status, timeout, malformed or cut stream) is one failed request, recorded with its reason
 while the others go on; any other exception (the engine died, a bug) cancels the phase and
 ends the run as failed. The in-process transformers engine generates without yielding its
@@ -46,14 +46,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from engine.backends.base import Backend, Message, Request, RequestError
+from engine.backends.base import Message, Request, RequestError, Sender
 from engine.measure.client_lag import ClientSample, LoopMonitor, pause_gc, resume_gc
 from engine.measure.metrics import SLO
 from engine.measure.records import RequestRecord
 from engine.run.plan import ChatIds, PlannedRequest
 from engine.spec import Workload
 
-__all__ = ["LoadResult", "Progress", "arrival_offsets_s", "run_load", "slo_of"]
+__all__ = ["PhaseResult", "Progress", "arrival_offsets_s", "drive_phase", "slo_of"]
 
 
 class Progress(Protocol):
@@ -95,7 +95,7 @@ def arrival_offsets_s(
 
 
 @dataclass
-class LoadResult:
+class PhaseResult:
     """One driven phase: the records, its bounds and what the load actually was."""
 
     records: list[RequestRecord]
@@ -132,7 +132,7 @@ def _peak_concurrency(records: Sequence[RequestRecord]) -> int:
 class _Phase:
     """One phase to drive: what is sent, to whom, and where progress goes."""
 
-    backend: Backend
+    sender: Sender
     planned: Sequence[PlannedRequest]
     state: Progress | None
     warmup: bool
@@ -171,8 +171,8 @@ def _offsets(planned: Sequence[PlannedRequest], workload: Workload, arrival: str
     return offsets
 
 
-def run_load(
-    backend: Backend,
+def drive_phase(
+    sender: Sender,
     planned: Sequence[PlannedRequest],
     workload: Workload,
     state: Progress | None = None,
@@ -180,8 +180,8 @@ def run_load(
     first_index: int = 0,
     chat_ids: ChatIds | None = None,
     think_time_s: float = 0.0,
-) -> LoadResult:
-    """Drive ``planned`` through ``backend`` with the workload's arrival process (or the plan's schedule).
+) -> PhaseResult:
+    """Drive ``planned`` through ``sender`` with the workload's arrival process (or the plan's schedule).
 
     Warm-up phases (``warmup=True``) send static batches as the measured phase would, and
     everything else at once (bounded by ``max_concurrency``), since their timing is not measured.
@@ -194,9 +194,9 @@ def run_load(
         arrival = "batch" if workload.arrival == "batch" else ("max" if warmup else workload.arrival)
     offsets = _offsets(planned, workload, arrival)
     limit = None if arrival == "batch" else workload.max_concurrency
-    phase = _Phase(backend, planned, state, warmup, first_index, chat_ids, think_time_s, workload.seed)
+    phase = _Phase(sender, planned, state, warmup, first_index, chat_ids, think_time_s, workload.seed)
     batch_size = workload.batch_size if arrival == "batch" else None
-    result = backend.run(_drive(phase, offsets, limit, batch_size))
+    result = sender.run(_drive(phase, offsets, limit, batch_size))
     n = len(planned)
     result.stats.update(
         arrival=arrival,
@@ -221,7 +221,7 @@ def _done(state: Progress | None, record: RequestRecord) -> None:
 async def _stream(
     phase: _Phase, batch: Sequence[Request], records: Sequence[RequestRecord], cancel_s: float | None
 ) -> None:
-    """One ``backend.stream`` call: a RequestError is each request's recorded reason; a planned
+    """One ``sender.stream`` call: a RequestError is each request's recorded reason; a planned
     cancellation cancels the call ``cancel_s`` after the send; anything else propagates."""
     now = time.perf_counter_ns()
     for rec in records:
@@ -229,8 +229,8 @@ async def _stream(
         rec.ready_ns = rec.ready_ns or now
     try:
         if cancel_s is None:
-            await phase.backend.stream(batch, records)
-        elif await _cancelled_after(phase.backend.stream(batch, records), cancel_s):
+            await phase.sender.stream(batch, records)
+        elif await _cancelled_after(phase.sender.stream(batch, records), cancel_s):
             for rec in records:
                 rec.cancelled = True
     except RequestError as exc:  # request-level only; engine death and bugs end the run
@@ -348,30 +348,29 @@ async def _all_or_first_error(coros: list[Any]) -> None:
         raise eg.exceptions[0] from None
 
 
-async def _drive(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_size: int | None) -> LoadResult:
+async def _drive(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_size: int | None) -> PhaseResult:
     # An HTTP client opens the connections a phase whose requests are all due at once will use, before it
     # starts: the first wave then goes out on time instead of behind hundreds of handshakes
-    opener = getattr(phase.backend, "open_connections", None)
-    if opener is not None and not phase.warmup and (limit or batch_size) and not np.any(offsets):
-        await opener(min(limit or batch_size or 0, len(offsets)))
+    sender = phase.sender
+    if not phase.warmup and (limit or batch_size) and not np.any(offsets):
+        await sender.open_connections(min(limit or batch_size or 0, len(offsets)))
     monitor = LoopMonitor().start()  # the driver's own loop: how late it ran while it drove the phase
-    senders = getattr(phase.backend, "client_sampling", None)  # client processes (--client-processes) sample theirs
-    if senders is not None:
-        await senders(True)
+    await sender.client_samples(True)  # client processes (--client-processes) sample their own loops
     # An HTTP client's phase without the cyclic collector (engine.measure.client_lag.pause_gc); an engine in
     # this process (transformers, vLLM) keeps it
-    paused = pause_gc() if getattr(phase.backend, "pauses_gc", False) else False
+    traits = sender.traits()
+    paused = pause_gc() if traits.pauses_gc else False
     try:
         result = await _drive_requests(phase, offsets, limit, batch_size)
     finally:
         resume_gc(paused)
         sample = monitor.stop()
-        sample.kernel_stamps = bool(getattr(phase.backend, "kernel_stamps", False))
-    result.client = [sample, *(await senders(False) if senders is not None else [])]
+        sample.kernel_stamps = traits.kernel_stamps
+    result.client = [sample, *(await sender.client_samples(False))]
     return result
 
 
-async def _drive_requests(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_size: int | None) -> LoadResult:
+async def _drive_requests(phase: _Phase, offsets: np.ndarray, limit: int | None, batch_size: int | None) -> PhaseResult:
     sem = asyncio.Semaphore(limit) if limit else None
     start_ns = time.perf_counter_ns()
     records = phase.records(offsets.tolist(), start_ns)
@@ -385,4 +384,4 @@ async def _drive_requests(phase: _Phase, offsets: np.ndarray, limit: int | None,
             await _send(phase, range(b, min(b + batch_size, n)), records, None)
     else:
         await _all_or_first_error([_send(phase, range(i, i + 1), records, sem) for i in range(n)])
-    return LoadResult(records=records, start_ns=start_ns, end_ns=time.perf_counter_ns())
+    return PhaseResult(records=records, start_ns=start_ns, end_ns=time.perf_counter_ns())

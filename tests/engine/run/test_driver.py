@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from engine.backends.base import Request, RequestError
+from engine.backends.base import Request, RequestError, Sender
 from engine.measure.records import RequestRecord
-from engine.run.load import arrival_offsets_s, run_load, slo_of
+from engine.run.driver import arrival_offsets_s, drive_phase, slo_of
 from engine.run.plan import planned
 from engine.run.sources.synthetic import prompt_lengths, synthetic_prompts
 from engine.spec import SpecError, Workload, parse_job_spec
@@ -21,7 +21,7 @@ def plan(prompts: list[list[int]], n: int = 4):  # type: ignore[no-untyped-def]
     return planned(prompts, n)
 
 
-class FakeStreaming:
+class FakeStreaming(Sender):
     """Streams ``max_new_tokens`` chunks ``gap_s`` apart on its own loop; tracks concurrency."""
 
     def __init__(self, gap_s: float = 0.002) -> None:
@@ -52,7 +52,7 @@ class FakeStreaming:
             self.in_flight -= 1
 
 
-class FakeSync:
+class FakeSync(Sender):
     """A transformers-like backend: one batch at a time, blocking its loop."""
 
     def __init__(self) -> None:
@@ -113,7 +113,7 @@ def test_prompt_length_distributions() -> None:
 def test_poisson_load_keeps_the_configured_rate() -> None:
     backend = FakeStreaming()
     wl = Workload(requests=40, arrival="poisson", rate=100.0, seed=2)
-    result = run_load(backend, plan([[1]] * 40), wl)
+    result = drive_phase(backend, plan([[1]] * 40), wl)
     stats = result.stats
     assert stats["configured_rate"] == 100.0 and stats["scheduled_rate"] == pytest.approx(100.0)
     assert stats["achieved_rate"] == pytest.approx(100.0, rel=0.15)
@@ -125,7 +125,7 @@ def test_poisson_load_keeps_the_configured_rate() -> None:
 def test_max_concurrency_bounds_in_flight_and_records_queueing() -> None:
     backend = FakeStreaming(gap_s=0.003)
     wl = Workload(requests=12, arrival="concurrency", max_concurrency=3)
-    result = run_load(backend, plan([[1]] * 12), wl)
+    result = drive_phase(backend, plan([[1]] * 12), wl)
     assert backend.peak == 3 and result.stats["peak_concurrency"] == 3
     queued = sorted((r.send_ns - r.arrival_ns) / 1e6 for r in result.records)
     assert queued[:3] == pytest.approx([0, 0, 0], abs=5) and queued[-1] > 20  # last ones waited ~3 rounds
@@ -155,16 +155,16 @@ class FakeConnecting(FakeStreaming):
 )
 def test_connections_are_opened_before_a_phase_whose_requests_are_due_at_once(workload, opened) -> None:
     backend = FakeConnecting()
-    run_load(backend, plan([[1]] * workload.requests), workload, warmup=True)
+    drive_phase(backend, plan([[1]] * workload.requests), workload, warmup=True)
     assert backend.opened == []  # a warm-up's timing is not measured
-    run_load(backend, plan([[1]] * workload.requests), workload)
+    drive_phase(backend, plan([[1]] * workload.requests), workload)
     assert backend.opened == opened
 
 
 def test_max_sends_everything_at_once_and_failures_are_records() -> None:
     backend = FakeStreaming()
     wl = Workload(requests=6, arrival="max")
-    result = run_load(backend, plan([[1], [-1], [1], [1], [-1], [1]]), wl)
+    result = drive_phase(backend, plan([[1], [-1], [1], [1], [-1], [1]]), wl)
     assert backend.peak >= 4  # all sent at once (the refused ones leave at once)
     errors = [r.error for r in result.records]
     assert errors.count("refused") == 2 and errors.count(None) == 4
@@ -174,14 +174,14 @@ def test_only_request_errors_are_per_request_anything_else_ends_the_phase() -> N
     backend = FakeStreaming(gap_s=0.01)
     wl = Workload(requests=4, arrival="max")
     with pytest.raises(RuntimeError, match="engine died"):
-        run_load(backend, plan([[1], [999], [1], [1]]), wl)
+        drive_phase(backend, plan([[1], [999], [1], [1]]), wl)
     assert backend.in_flight == 0  # the other requests were cancelled, not left running
 
 
 def test_batch_arrival_sends_batches_in_turn_and_queues_from_the_phase_start() -> None:
     backend = FakeStreaming()
     wl = Workload(requests=6, batch_size=2)
-    result = run_load(backend, plan([[1]] * 6), wl)
+    result = drive_phase(backend, plan([[1]] * 6), wl)
     assert backend.peak == 2
     assert (
         len({r.arrival_ns for r in result.records})
@@ -198,13 +198,13 @@ def test_warmup_ignores_the_arrival_process() -> None:
     backend = FakeStreaming()
     wl = Workload(requests=4, arrival="poisson", rate=0.5)  # 8 s if it were honoured
     t0 = time.perf_counter()
-    result = run_load(backend, plan([[1]] * 4), wl, warmup=True)
+    result = drive_phase(backend, plan([[1]] * 4), wl, warmup=True)
     assert time.perf_counter() - t0 < 2 and all(r.warmup for r in result.records)
 
 
 def test_sync_backends_serve_one_at_a_time_and_queue() -> None:
     wl = Workload(requests=5, arrival="poisson", rate=1000.0)
-    result = run_load(FakeSync(), plan([[1]] * 5), wl)
+    result = drive_phase(FakeSync(), plan([[1]] * 5), wl)
     assert all(r.output_tokens == 4 for r in result.records)
     assert result.records[-1].send_ns - result.records[-1].arrival_ns > 5e6  # waited behind the others
     assert result.stats["peak_concurrency"] == 1
@@ -294,7 +294,7 @@ def _chat_ids(messages):  # type: ignore[no-untyped-def]
 def test_sessions_send_turns_in_order_with_the_real_replies() -> None:
     backend = Echo()
     wl = Workload(requests=4, arrival="concurrency", max_concurrency=1)
-    result = run_load(backend, _session_plan([["a", "bb"], ["c", "dd"]]), wl, chat_ids=_chat_ids)
+    result = drive_phase(backend, _session_plan([["a", "bb"], ["c", "dd"]]), wl, chat_ids=_chat_ids)
     assert [r.session for r in result.records] == [0, 0, 1, 1] and [r.turn for r in result.records] == [0, 1, 0, 1]
     assert all(r.ok for r in result.records)
     # turn 1 carries turn 0's user message, the reply actually returned, and its own message
@@ -306,14 +306,14 @@ def test_sessions_send_turns_in_order_with_the_real_replies() -> None:
 
 def test_a_failed_turn_ends_its_session() -> None:
     wl = Workload(requests=3, arrival="max")
-    result = run_load(Echo(), _session_plan([["a", "fail", "c"], ["x"]]), wl, chat_ids=_chat_ids)
+    result = drive_phase(Echo(), _session_plan([["a", "fail", "c"], ["x"]]), wl, chat_ids=_chat_ids)
     errors = [r.error for r in result.records]
     assert errors == [None, "refused", "not sent: turn 1 of this session failed", None]
 
 
 def test_think_time_spaces_the_turns() -> None:
     wl = Workload(requests=2, arrival="max")
-    result = run_load(Echo(), _session_plan([["a", "b", "c"]]), wl, chat_ids=_chat_ids, think_time_s=0.05)
+    result = drive_phase(Echo(), _session_plan([["a", "b", "c"]]), wl, chat_ids=_chat_ids, think_time_s=0.05)
     gaps = [(b.arrival_ns - a.chunk_ns[-1]) / 1e9 for a, b in zip(result.records, result.records[1:], strict=False)]
     assert sum(gaps) > 0.02  # two exponential gaps of mean 50 ms (seeded)
 
@@ -324,7 +324,7 @@ def test_planned_cancellations_are_cancelled_not_failed() -> None:
     backend = FakeStreaming(gap_s=0.02)
     reqs = plan([[1]] * 4, n=10)  # 200 ms each
     reqs = [replace(p, cancel_after_s=0.05) if i % 2 else p for i, p in enumerate(reqs)]
-    result = run_load(backend, reqs, Workload(requests=4, arrival="max"))
+    result = drive_phase(backend, reqs, Workload(requests=4, arrival="max"))
     assert [r.cancelled for r in result.records] == [False, True, False, True]
     assert all(r.error is None for r in result.records) and [r.ok for r in result.records] == [True, False, True, False]
     assert result.records[1].output_tokens < 10 and backend.in_flight == 0

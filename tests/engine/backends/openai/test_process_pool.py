@@ -12,7 +12,7 @@ from fake_openai import FakeServer, fake_server
 from engine.backends.base import Request
 from engine.backends.openai.backend import OpenAIBackend
 from engine.backends.openai.launchers import LocalLauncher
-from engine.run.load import run_load
+from engine.run.driver import drive_phase
 from engine.run.plan import PlannedRequest, planned
 from engine.spec import Workload
 
@@ -28,10 +28,10 @@ def server() -> Iterator[FakeServer]:
 @pytest.fixture(scope="module")
 def pool(server: FakeServer) -> Iterator[object]:
     backend = OpenAIBackend()
-    backend._configure(server.base_url, "fake", "completions", None)
-    senders = backend.client_processes(PROCESSES, lambda *_: None)
-    yield senders
-    senders.close()
+    backend.configure(server.base_url, "fake", "completions", None)
+    pool = backend.client_pool(PROCESSES, lambda *_: None)
+    yield pool
+    pool.close()
     backend.unload()
 
 
@@ -46,7 +46,7 @@ def _fresh(server: FakeServer) -> None:
 def test_records_merge_into_one_run_with_exact_counts(pool, server) -> None:
     _fresh(server)
     prompts = [[i + 1, i + 2] for i in range(24)]
-    result = run_load(pool, planned(prompts, [3 + i % 4 for i in range(24)]), Workload(requests=24, arrival="max"))
+    result = drive_phase(pool, planned(prompts, [3 + i % 4 for i in range(24)]), Workload(requests=24, arrival="max"))
     records = result.records
     assert [r.index for r in records] == list(range(24))
     assert all(r.ok for r in records), [r.error for r in records if not r.ok]
@@ -66,7 +66,7 @@ def test_records_merge_into_one_run_with_exact_counts(pool, server) -> None:
 def test_the_concurrency_limit_holds_across_processes(pool, server) -> None:
     _fresh(server)
     wl = Workload(requests=30, arrival="concurrency", max_concurrency=4)
-    result = run_load(pool, planned([[1]] * 30, 6), wl)
+    result = drive_phase(pool, planned([[1]] * 30, 6), wl)
     assert all(r.ok for r in result.records)
     assert server.seen.peak_in_flight <= 4  # the server never saw more
     assert result.stats["peak_concurrency"] <= 4
@@ -89,7 +89,7 @@ def test_a_sessions_turns_stay_in_one_process_with_the_real_replies(pool, server
     def chat_ids(messages):  # type: ignore[no-untyped-def]
         return [len(m["content"]) for m in messages]
 
-    result = run_load(pool, _session_plan(5, 3), wl, chat_ids=chat_ids)
+    result = drive_phase(pool, _session_plan(5, 3), wl, chat_ids=chat_ids)
     assert all(r.ok for r in result.records)
     by_session: dict[int, set[int]] = {}
     for r in result.records:
@@ -103,7 +103,7 @@ def test_a_traces_due_times_are_honoured(pool, server) -> None:
     _fresh(server)
     due = [0.05 * i for i in range(10)]
     plan = [PlannedRequest(Request(prompt=[1], max_new_tokens=2), due_s=d) for d in due]
-    result = run_load(pool, plan, Workload(requests=10, arrival="poisson", rate=5.0))
+    result = drive_phase(pool, plan, Workload(requests=10, arrival="poisson", rate=5.0))
     assert result.stats["arrival"] == "trace"
     start = result.start_ns
     for rec, d in zip(result.records, due, strict=True):
@@ -116,20 +116,20 @@ def test_a_traces_due_times_are_honoured(pool, server) -> None:
 
 def test_static_batches_are_split_and_a_cancellation_keeps_what_arrived(pool, server) -> None:
     _fresh(server)
-    result = run_load(pool, planned([[i] for i in range(6)], 3), Workload(requests=6, batch_size=6))
+    result = drive_phase(pool, planned([[i] for i in range(6)], 3), Workload(requests=6, batch_size=6))
     assert all(r.ok for r in result.records) and len({pool.placements.get(r.index) for r in result.records}) >= 1
     plan = [PlannedRequest(Request(prompt=[1], max_new_tokens=1000), cancel_after_s=0.3)]  # a 2 s stream
-    [rec] = run_load(pool, plan, Workload(requests=1, arrival="max")).records
+    [rec] = drive_phase(pool, plan, Workload(requests=1, arrival="max")).records
     assert rec.cancelled and rec.error is None
     assert 0 < len(rec.chunk_ns) < 1000  # the chunks that had arrived came back from the client process
 
 
 def test_one_failed_request_is_its_own_reason(pool, server) -> None:
     bad = OpenAIBackend()
-    bad._configure("http://127.0.0.1:9/v1", "fake", "completions", None)
-    senders = bad.client_processes(2, lambda *_: None)
+    bad.configure("http://127.0.0.1:9/v1", "fake", "completions", None)
+    senders = bad.client_pool(2, lambda *_: None)
     try:
-        result = run_load(senders, planned([[1], [2]], 2), Workload(requests=2, arrival="max"))
+        result = drive_phase(senders, planned([[1], [2]], 2), Workload(requests=2, arrival="max"))
     finally:
         senders.close()
         bad.unload()
@@ -171,7 +171,7 @@ def test_load_nodes_need_an_endpoint_other_nodes_reach_and_a_ray_cluster(monkeyp
 
 
 def test_the_default_number_comes_from_the_cores_and_the_concurrency() -> None:
-    from engine.run.senders import choose
+    from engine.run.sending import choose
     from engine.spec import parse_job_spec
 
     def spec(**workload):  # type: ignore[no-untyped-def]
@@ -221,23 +221,23 @@ class _RemoteHere(LocalLauncher):
 def test_remote_processes_get_the_key_and_tokenizer_files_and_a_measured_clock_offset(
     server, demo_folder, monkeypatch
 ) -> None:
-    from engine.backends.openai.client_processes import ClientProcesses
+    from engine.backends.openai.process_pool import ClientProcesses
     from engine.backends.openai.tokenizer import local_tokenizer
 
     monkeypatch.setenv("LL_TEST_KEY", "sk-remote-test")
     backend = OpenAIBackend()
-    backend._configure(server.base_url, "fake", "completions", "sk-remote-test")
+    backend.configure(server.base_url, "fake", "completions", "sk-remote-test")
     backend._api_key_env = "LL_TEST_KEY"
     backend._tokenizer = local_tokenizer(str(demo_folder))
     backend._tokenizer_source = {"kind": "files", "path": str(demo_folder), "revision": None}
     settings = backend.remote_client_settings()
     assert settings["api_key"] == "sk-remote-test" and "api_key" not in backend.client_settings()
     assert settings["tokenizer"]["kind"] == "inline" and "tokenizer.json" in settings["tokenizer"]["files"]
-    from engine.backends.openai.client_process import client_of
+    from engine.backends.openai.client_settings import client_from_settings
 
     temp = Path(tempfile.gettempdir())
     before = set(temp.glob("latencylab-tokenizer-*"))
-    remote_client = client_of(settings)
+    remote_client = client_from_settings(settings)
     assert remote_client.tokenizer().encode("hello") == backend.tokenizer().encode("hello")
     assert set(temp.glob("latencylab-tokenizer-*")) == before  # the files were read, then their folder removed
     remote_client.unload()
@@ -245,7 +245,7 @@ def test_remote_processes_get_the_key_and_tokenizer_files_and_a_measured_clock_o
     pool = ClientProcesses(backend, 2, _RemoteHere()).start(lambda *_: None)
     try:
         _fresh(server)
-        result = run_load(pool, planned([[1, 2]] * 6, [3] * 6), Workload(requests=6, arrival="max"))
+        result = drive_phase(pool, planned([[1, 2]] * 6, [3] * 6), Workload(requests=6, arrival="max"))
         assert all(r.ok and r.chunk_ns[0] > r.send_ns for r in result.records), [r.error for r in result.records]
         info = pool.info()
     finally:

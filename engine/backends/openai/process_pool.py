@@ -1,7 +1,7 @@
 """Several client processes for one OpenAI client: every core sends, one scheduler decides when.
 
-:class:`ClientProcesses` is a :class:`~engine.backends.base.Backend` for the load driver
-(:mod:`engine.run.load`), which stays the one scheduler: its arrival process, due times,
+:class:`ClientProcesses` is a :class:`~engine.backends.base.SenderPool` for the load driver
+(:mod:`engine.run.driver`), which stays the one scheduler: its arrival process, due times,
 concurrency limit and sessions run in the job's process exactly as with one client, and each
 ``stream`` call (one request, or a static batch) is handed to a client process
 (:mod:`engine.backends.openai.client_process`), each with its own event loop, which sends it,
@@ -34,16 +34,15 @@ import time
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from engine.backends.base import BackendError, LoadReport, Progress, Request, Tokenizer, TokenScores
+from engine.backends.base import BackendError, ClientTraits, Handle, Launcher, Progress, Request, SenderPool
 from engine.backends.openai import channel
-from engine.backends.openai.launchers import Handle, Launcher, LocalLauncher
+from engine.backends.openai.launchers import LocalLauncher
 from engine.backends.openai.sse import RequestFailed
 from engine.measure.client_lag import ClientSample
 from engine.measure.records import RequestRecord
 
 if TYPE_CHECKING:
     from engine.backends.openai.backend import OpenAIBackend
-    from engine.weights.models import ResolvedModel
 
 T = TypeVar("T")
 START_TIMEOUT_S = 60.0
@@ -76,10 +75,9 @@ class _Process:
         return self.handle.last_words()
 
 
-class ClientProcesses:
-    """``n`` client processes behind one Backend; the wrapped backend keeps everything else (loop, tokenizer)."""
-
-    pauses_gc = True  # the driver's process pauses its collector for a phase; each client process its own
+class ClientProcesses(SenderPool):
+    """``n`` client processes sending for one OpenAI client (a :class:`~engine.backends.base.SenderPool`, not a
+    backend: it loads nothing); the wrapped backend keeps everything else (loop, tokenizer, counters)."""
 
     def __init__(self, backend: OpenAIBackend, n: int, launcher: Launcher | None = None) -> None:
         self.name = backend.name
@@ -260,7 +258,7 @@ class ClientProcesses:
         share = -(-n // max(len(self._procs), 1))
         await asyncio.gather(*(self._ask(p, {"op": "open", "n": share}) for p in self._procs))
 
-    async def client_sampling(self, start: bool) -> list[ClientSample]:
+    async def client_samples(self, start: bool) -> list[ClientSample]:
         """Start each process's loop-lag and CPU sample of a phase, or stop them and return them."""
         replies = await asyncio.gather(*(self._ask(p, {"op": "sample", "start": start}) for p in self._procs))
         return [ClientSample.from_json(r["sample"]) for r in replies if not start and r.get("sample")]
@@ -275,13 +273,7 @@ class ClientProcesses:
         channel.write(p.writer, {**message, "id": ident})
         return await fut
 
-    # -- everything else is the wrapped backend's ------------------------------------------------
-    def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport:
-        raise BackendError("client processes send for a loaded backend; they load nothing themselves")
-
-    def tokenizer(self) -> Tokenizer | None:
-        return self._backend.tokenizer()
-
+    # -- what they said about themselves ---------------------------------------------------------
     def info(self) -> dict[str, Any]:
         """The processes, their loops and how many requests each sent (and, on other nodes, each node's
         processes, requests, clock offsets and round trips)."""
@@ -304,21 +296,9 @@ class ClientProcesses:
             out["nodes"] = list(nodes.values())
         return out
 
-    @property
-    def metrics_url(self) -> str | None:
-        return self._backend.metrics_url
-
-    def score(self, sequences: list[list[int]], top_k: int = 0, full: bool = False) -> list[TokenScores]:
-        return self._backend.score(sequences, top_k, full)
-
-    def measuring_started(self) -> None:
-        self._backend.measuring_started()
-
-    def peak_memory(self) -> tuple[int | None, str] | None:
-        return self._backend.peak_memory()
-
-    def unload(self) -> None:
-        self.close()
+    def traits(self) -> ClientTraits:
+        """The wrapped client's: the driver's process pauses its collector for a phase, each process its own."""
+        return self._backend.traits()
 
 
 def _split(n: int, parts: int) -> list[tuple[int, int]]:

@@ -1,13 +1,14 @@
-"""Who sends a job's requests: the loaded backend itself, or several client processes for it.
+"""Who sends a job's requests (the load driver's sender): the loaded backend itself, or client processes for it.
 
 ``workload.client_processes`` (``--client-processes N``) says how many processes send; None chooses
 from the machine's cores and the most requests the workload can have in flight
 (:func:`choose`: one process per :data:`STREAMS_PER_PROCESS` streams, at most half the cores, so
 the server and the driver keep theirs). Only engines whose requests leave the job's process
 (capability ``client_processes``: openai, vllm-server) can; the spec refuses it for the others.
-The load driver stays the one scheduler either way (:mod:`engine.backends.openai.client_processes`).
-``workload.load_nodes`` (``--load-nodes K``, the openai engine) puts them on K Ray nodes instead
-(engine/jobs/ray_load.py), at least one on each.
+The load driver stays the one scheduler either way (:mod:`engine.backends.openai.process_pool`).
+``workload.load_nodes`` (``--load-nodes K``, the openai engine) puts them on K Ray nodes instead, at
+least one on each: the launcher that places them there is handed down by whoever runs the job (the
+job's process or the CLI: ``engine.jobs.ray_load.RayLauncher``); this layer never imports it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.backends.base import Backend
+from engine.backends.base import Backend, BackendError, LauncherFactory, Sender
 from engine.measure.client_lag import usable_cores
 from engine.spec import JobSpec, Workload, engines
 
@@ -45,28 +46,33 @@ def choose(spec: JobSpec, cores: int | None = None) -> int:
 
 
 @dataclass
-class Senders:
-    """The backend the load driver drives, and what the client processes said about themselves."""
+class Sending:
+    """What the load driver drives (the backend, or its client processes), and what the processes said."""
 
-    backend: Backend
+    sender: Sender
     processes: int = 1
     info: dict[str, Any] = field(default_factory=dict)
 
 
 @contextmanager
-def senders(spec: JobSpec, backend: Backend, log: Callable[[str], None]) -> Iterator[Senders]:
-    """The backend itself, or its client processes for the block (stopped after it)."""
-    n = choose(spec)
+def sending(
+    spec: JobSpec, backend: Backend, log: Callable[[str], None], launcher: LauncherFactory | None = None
+) -> Iterator[Sending]:
+    """The backend itself, or its client processes for the block (stopped after it); ``launcher`` places them on
+    the spec's load nodes (``--load-nodes``), handed down by whoever runs the job."""
     nodes = spec.workload.load_nodes
-    start = getattr(backend, "client_processes", None)
-    if nodes and start is not None:  # at least one client process on each node
-        n = max(n, nodes)
-    if n <= 1 or start is None:
-        yield Senders(backend)
-        return
+    n = max(choose(spec), nodes or 0)  # at least one client process on each node
+    if nodes and launcher is None:
+        raise BackendError(
+            f"load_nodes={nodes}: this job was not handed a launcher for Ray nodes; run it with "
+            "`python -m engine worker --executor ray`, or `python -m engine run` with LATENCYLAB_RAY_ADDRESS set"
+        )
     progress = lambda msg, _f: log(msg)  # noqa: E731
-    pool = start(n, progress, nodes=nodes) if nodes else start(n, progress)
-    out = Senders(pool, n)
+    pool = backend.client_pool(n, progress, launcher(nodes) if nodes and launcher else None) if n > 1 else None
+    if pool is None:
+        yield Sending(backend)
+        return
+    out = Sending(pool, n)
     try:
         yield out
     finally:

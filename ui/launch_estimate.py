@@ -171,3 +171,29 @@ def _one_at_a_time(db: Any, spec: Any, device: Any | None) -> None:
     if words is None:
         return
     (st.caption if isinstance(per_request, str) else st.warning)(escape_markdown(words))
+
+
+def study_words(per_trial: JobEstimate, trials: int, max_minutes: float | None = None) -> str:
+    """``about 40 min for 10 trials (each about 4 min, as long as the base recipe ...)`` (pure); a study with a
+    time budget stops at it."""
+    cap = f"; the budget stops it at {duration(max_minutes * 60)}" if max_minutes else ""
+    if per_trial.seconds is None:
+        return f"time unknown for {trials} trials (the base recipe's time is unknown){cap}"
+    plus = " plus the model loads" if not per_trial.load_known else ""
+    return (
+        f"about {duration(per_trial.seconds * trials)}{plus} for {trials} trial{'s' if trials != 1 else ''} "
+        f"(each about {duration(per_trial.seconds)}, as long as the base recipe; a faster recipe takes less){cap}"
+    )
+
+
+def study_estimate(db: Any, base: Any, trials: int, max_minutes: float | None = None) -> None:
+    """The Optimize page's estimate before "Create study": the base recipe's job estimate times the trials."""
+    from engine.measure.devices import detect_devices
+
+    first = str(base.device).split(",")[0]
+    device = next((d for d in detect_devices() if d.id == first), None)
+    (per_trial,) = estimates(db, [base], device)
+    st.info(f"Estimate: {escape_markdown(study_words(per_trial, trials, max_minutes))}.", icon=":material/timer:")
+    details = [*per_trial.parts, *per_trial.unknown]
+    if details:
+        st.caption(escape_markdown(" · ".join(details)))

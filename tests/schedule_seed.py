@@ -49,7 +49,8 @@ def make_serial_trace_run(db: Any, **kwargs: Any) -> int:
     run = RunRecord(T0, measured[-1].chunk_ns[-1], requests, warmup_requests=1, due_times=True)
     metrics = compute_metrics(run)
     metrics.update(client=CLIENT, peak_memory_bytes=600 * 2**20, load_s=2.0, weights_memory_bytes=540 * 2**20)
-    workload = {"prompt_tokens": None, "trace": "/data/mooncake.jsonl", "time_scale": 10, "source_sha256": "ab" * 32}
+    workload = {"prompt_tokens": None, "trace": "/data/mooncake.jsonl", "time_scale": 10, "requests": len(measured),
+                "source_sha256": "ab" * 32}  # fmt: skip
     spec = spec_dict(workload=workload)
     source = {"name": "trace", "format": "mooncake", "rows": len(measured), "duration_s": 10.0}
     return save_run(

@@ -31,7 +31,8 @@ def _cell(stats: dict[str, Any], key: str) -> str:
     if value is None:
         return "-"
     span = registry.interval_text(registry.lookup("ttft_ms_p50"), (stats.get("ci") or {}).get(key))
-    number = registry.bare_number(registry.lookup("ttft_ms_p50"), value)
+    # a large value as its interval writes it (31,590, not 31590.3): thousands separated, no decimals
+    number = f"{value:,.0f}" if abs(value) >= 1000 else registry.bare_number(registry.lookup("ttft_ms_p50"), value)
     return f"{number} ({span})" if span else number
 
 

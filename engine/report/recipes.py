@@ -41,7 +41,9 @@ def recipe_in_words(spec: dict[str, Any] | None, engine: str | None = None) -> s
     recipe = dict(spec.get("recipe") or {})
     workload = spec.get("workload") or {}
     parts = [str(recipe.get("engine") or engine or "?"), knobs_listed(changed_recipe_knobs(recipe))]
-    if workload:
+    if workload.get("trace") or workload.get("dataset"):  # no fixed lengths: the source in words (trace mooncake ×10)
+        parts += traffic_words(workload)
+    elif workload:
         prompt = workload.get("prompt_tokens") or ("file" if workload.get("prompt_file") else "?")
         parts.append(f"batch {workload.get('batch_size', 1)}")
         parts.append(f"{prompt}→{workload.get('output_tokens', '?')} tokens × {workload.get('requests', '?')} requests")

@@ -37,7 +37,7 @@ def test_a_trace_run_that_fell_behind_leads_with_latency_from_the_due_time(db, d
     assert cards["TTFT p50 from the due time"][1].startswith("from the send: 1.36 s · 95 % CI 22–42 s")
     warning = " ".join(w.value for w in at.warning)
     assert "The schedule was not kept: requests went out 54 s after their due time (p90)" in warning
-    assert "median gap between due times (250 ms)" in warning and RULE in warning
+    assert "more than 25.0 ms (10 % of the median gap between due times, 250 ms)" in warning and RULE in warning
     assert "The transformers engine serves one request at a time" in warning
     table = at.dataframe[0].value
     assert any(str(m).startswith("TTFT from the due time") for m in table["metric"])
@@ -48,6 +48,7 @@ def test_a_trace_run_that_fell_behind_leads_with_latency_from_the_due_time(db, d
     assert "requests waited for the engine, not for the client" in bodies
     assert "send minus due: p50 30 s, p99 60 s, max 60 s over 40 requests" in bodies  # the Traffic section
     assert not re.search(r"\d,\d{3}\.\d{2} ms", bodies + warning)  # never 69,066.98 ms
+    assert "trace mooncake ×10" in bodies and "?→" not in bodies  # the recipe line names the trace, not "?→8 tokens"
 
 
 def test_a_kept_schedule_keeps_the_usual_card(db, db_url, monkeypatch):

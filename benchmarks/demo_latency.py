@@ -57,13 +57,16 @@ def main() -> None:
     from engine.measure.metrics import tpot_ns, ttft_ns
     from engine.measure.records import RequestRecord
     from engine.run.sources.synthetic import synthetic_prompts
-    from engine.spec import ModelSpec, Workload
+    from engine.spec import ModelSpec
+    from engine.spec.sources.synthetic import SyntheticTraffic
     from engine.weights.models import resolve
 
     backend = get_backend("transformers")
     backend.load(resolve(ModelSpec(source="demo")), TransformersRecipe(), "cpu", lambda *_: None)
     model = backend._model
-    prompts = synthetic_prompts(Workload(prompt_tokens=a.prompt_tokens), a.repeats + 1, backend.tokenizer(), 49152)
+    prompts = synthetic_prompts(
+        SyntheticTraffic(prompt_tokens=a.prompt_tokens), 0, a.repeats + 1, backend.tokenizer(), 49152
+    )
     ours_ttft, ours_tpot, plain_ttft, plain_tpot = [], [], [], []
     plain_loop(model, prompts[0], 4)  # warm-up both paths
     backend.run(backend.stream([Request(prompts[0], 4)], [RequestRecord(0, 0, 0, 1)]))

@@ -20,7 +20,7 @@ import asyncio
 from engine.backends.base import stamp_chunks
 from engine.measure.metrics import compute_metrics
 from engine.measure.records import RunRecord
-from engine.run.load import run_load
+from engine.run.driver import drive_phase
 from engine.run.plan import planned
 from engine.run.runner import ProgressState
 from engine.spec import parse_job_spec
@@ -73,7 +73,7 @@ def main() -> None:
     for _ in range(a.repeats):
         state = ProgressState()
         t0 = time.perf_counter_ns()
-        phase = run_load(InstantBackend(), prompts, spec.workload, state)
+        phase = drive_phase(InstantBackend(), prompts, spec.workload, state)
         per_chunk.append((time.perf_counter_ns() - t0) / chunks / 1000)
         t1 = time.perf_counter()
         compute_metrics(RunRecord(start_ns=phase.start_ns, end_ns=phase.end_ns, requests=phase.records))

@@ -134,16 +134,16 @@ def _at_concurrency(url: str, c: int, itl_ms: float, events: int) -> tuple[int, 
     """``c`` paced streams through the load driver: client CPU per token event (us), loop lag p99 (ms), wall (s)."""
     import resource
 
-    from engine.run.load import run_load
+    from engine.run.driver import drive_phase
     from engine.run.plan import planned
     from engine.spec import Workload
 
     client = OpenAIBackend()
-    client._configure(url, f"paced:{itl_ms:g}", "completions", None)
+    client.configure(url, f"paced:{itl_ms:g}", "completions", None)
     try:
-        run_load(client, planned([[1, 2, 3]] * min(c, 8), 4), Workload(requests=min(c, 8), arrival="max"))  # connect
+        drive_phase(client, planned([[1, 2, 3]] * min(c, 8), 4), Workload(requests=min(c, 8), arrival="max"))  # connect
         r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        result = run_load(client, planned([[1, 2, 3]] * c, events), Workload(requests=c, arrival="max"))
+        result = drive_phase(client, planned([[1, 2, 3]] * c, events), Workload(requests=c, arrival="max"))
         r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     finally:
         client.unload()
@@ -169,7 +169,7 @@ def main() -> None:
     try:
         url = f"http://127.0.0.1:{q.get(timeout=30)}/v1"
         client = OpenAIBackend()
-        client._configure(url, "instant", "completions", None)
+        client.configure(url, "instant", "completions", None)
         request = Request(prompt=[1, 2, 3], max_new_tokens=args.chunks)
         ours, floor = [], []
         for i in range(args.repeats + 2):  # two warm-ups
@@ -187,7 +187,7 @@ def main() -> None:
                 floor.append(t_bare / args.chunks / 1000)
         # Paced: one chunk per read, as from a real server; client CPU time per chunk.
         paced = OpenAIBackend()
-        paced._configure(url, "paced", "completions", None)
+        paced.configure(url, "paced", "completions", None)
         n_paced = min(args.chunks, 300)
         cpu_ours, cpu_floor = [], []
         for i in range(max(3, args.repeats // 3) + 1):

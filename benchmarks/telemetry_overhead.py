@@ -27,7 +27,7 @@ from engine.backends.base import get_backend
 from engine.measure.metrics import tpot_ns
 from engine.measure.stats import percentile_ci
 from engine.measure.telemetry import TelemetrySampler
-from engine.run.load import run_load
+from engine.run.driver import drive_phase
 from engine.run.plan import planned
 from engine.run.runner import ProgressState
 from engine.spec import parse_job_spec
@@ -41,7 +41,7 @@ def _phase(backend, prompts, spec, sampled: bool) -> float:
     if sampler:
         sampler.start()
     try:
-        records = run_load(backend, prompts, spec.workload, state).records
+        records = drive_phase(backend, prompts, spec.workload, state).records
     finally:
         if sampler:
             sampler.stop()

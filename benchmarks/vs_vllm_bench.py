@@ -95,7 +95,7 @@ def ours(server, model_path: str, args: argparse.Namespace) -> dict:  # type: ig
     from engine.backends.openai.backend import OpenAIBackend
     from engine.measure.metrics import compute_metrics
     from engine.measure.records import RunRecord
-    from engine.run.load import run_load
+    from engine.run.driver import drive_phase
     from engine.run.plan import planned
     from engine.spec import Workload
 
@@ -112,7 +112,7 @@ def ours(server, model_path: str, args: argparse.Namespace) -> dict:  # type: ig
     measured = [tok.encode(x.prompt, add_special_tokens=False) for x in samples]
     prompts = planned(measured[: args.warmup] + measured, args.output_len, ignore_eos=True)
     backend = OpenAIBackend()
-    backend._configure(server.base_url, server.served_name, "completions", None)
+    backend.configure(server.base_url, server.served_name, "completions", None)
     backend._tokenizer = tok
     try:
         wl = Workload(
@@ -124,8 +124,8 @@ def ours(server, model_path: str, args: argparse.Namespace) -> dict:  # type: ig
             seed=args.seed,
         )
         if args.warmup:
-            run_load(backend, prompts[: args.warmup], wl, warmup=True)
-        phase = run_load(backend, prompts[args.warmup :], wl)
+            drive_phase(backend, prompts[: args.warmup], wl, warmup=True)
+        phase = drive_phase(backend, prompts[args.warmup :], wl)
     finally:
         backend.unload()
     m = compute_metrics(RunRecord(phase.start_ns, phase.end_ns, phase.records))

@@ -20,9 +20,9 @@ from ui.traffic_view import traffic_picker
 
 WORKLOAD_PRESETS: dict[str, dict[str, Any]] = {
     "chat: 128 in / 128 out": {"prompt_tokens": 128, "output_tokens": 128, "requests": 8, "batch_size": 1},
-    "long prompt: 2048 in / 64 out": {"prompt_tokens": 2048, "output_tokens": 64, "requests": 4, "batch_size": 1},
+    "long prompt: 2048 in / 64 out": {"prompt_tokens": 2048, "output_tokens": 64, "requests": 6, "batch_size": 1},
     "batch throughput": {"prompt_tokens": 128, "output_tokens": 128, "requests": 32, "batch_size": 8},
-    "quick check: 16 in / 4 out": {"prompt_tokens": 16, "output_tokens": 4, "requests": 2, "batch_size": 1},
+    "quick check: 16 in / 4 out": {"prompt_tokens": 16, "output_tokens": 4, "requests": 6, "batch_size": 1},
     # measurement presets (engine/spec/workload.py): how sure the figures must be, on the chat shape
     "decision: chat, TPOT p50 within ±2 % (3+ repeats, at most 1000 requests)": {
         "prompt_tokens": 128,

@@ -11,6 +11,7 @@ import streamlit as st
 from engine.measure import registry
 from engine.measure.registry import GROUP_LABELS as LABELS
 from engine.measure.registry import LATENCY_GROUPS, N_TOO_SMALL, STATS, failure_words, human_bytes
+from engine.report.headline import Headline, run_schedule, ttft_headline
 from engine.report.naming import run_name
 from engine.report.results import result_object
 from ui.text import escape_markdown
@@ -30,14 +31,17 @@ def _cell(stats: dict[str, Any], key: str) -> str:
     if value is None:
         return "-"
     span = registry.interval_text(registry.lookup("ttft_ms_p50"), (stats.get("ci") or {}).get(key))
-    number = registry.bare_number(registry.lookup("ttft_ms_p50"), value)
+    # a large value as its interval writes it (31,590, not 31590.3): thousands separated, no decimals
+    number = f"{value:,.0f}" if abs(value) >= 1000 else registry.bare_number(registry.lookup("ttft_ms_p50"), value)
     return f"{number} ({span})" if span else number
 
 
-def metric_table(obj: dict[str, Any]) -> pd.DataFrame:
-    """One row per latency group (``TTFT [ms], n=16``): each statistic with its 95 % CI in brackets, "n too small"."""
+def metric_table(obj: dict[str, Any], from_due: bool = False) -> pd.DataFrame:
+    """One row per latency group (``TTFT [ms], n=16``): each statistic with its 95 % CI in brackets, "n too small";
+    ``from_due``: latency from the due time too (a schedule that was not kept)."""
     rows = []
-    for group in LATENCY_GROUPS:
+    due_groups = tuple(g for g in ("ttft_from_due_ms", "e2el_from_due_ms") if from_due and obj.get(g))
+    for group in LATENCY_GROUPS + due_groups:
         stats = obj.get(group) or {}
         n = stats.get("n")
         name = f"{LABELS[group]} [ms]" + ("" if n is None else f", n={n}")
@@ -61,12 +65,14 @@ def _scalar_card(obj: dict[str, Any], key: str) -> tuple[str, str | None]:
     return f"{obj.get(key) or 0:,.1f}", (f"95 % CI {span}" if span else None)
 
 
-def _headline(obj: dict[str, Any]) -> None:
-    """The headline cards (with their 95 % CI under the value); a warning when a request failed."""
+def _headline(obj: dict[str, Any], due: Headline | None = None) -> None:
+    """The headline cards (with their 95 % CI under the value); TTFT from the due time first when the schedule was
+    not kept (``due``, with why); a warning when a request failed."""
     rate = obj.get("error_rate")
     total = (obj.get("completed") or 0) + (obj.get("failed") or 0)
+    ttft = (due.label, due.value, due.under, CI_HELP) if due else ("TTFT p50", *_card(obj, "ttft_ms"), CI_HELP)
     speed = [
-        ("TTFT p50", *_card(obj, "ttft_ms"), CI_HELP),
+        ttft,
         ("TPOT p50", *_card(obj, "tpot_ms"), "GenAI-Perf/AIPerf call this ITL. " + CI_HELP),
         ("Output tokens/s", *_scalar_card(obj, "output_tokens_per_s"), CI_HELP),
         ("Failed requests", "-" if rate is None else f"{rate:.0%}", None, f"{obj.get('failed')} of {total} measured"),
@@ -79,6 +85,8 @@ def _headline(obj: dict[str, Any]) -> None:
     for row in (speed, resources):  # two rows of four, so no value is cut off on a laptop screen
         for col, (label, value, ci, help_text) in zip(st.columns(4), row, strict=False):
             col.metric(label, value, delta=ci, delta_color="off", delta_arrow="off", help=help_text)
+    if due is not None and due.note:
+        st.warning(escape_markdown(due.note), icon=":material/schedule:")
     failed = failure_words(obj)
     if failed:
         st.warning(
@@ -88,9 +96,11 @@ def _headline(obj: dict[str, Any]) -> None:
         )
 
 
-def render_run(run: Any, requests: list[Any] | None = None) -> None:
-    """Show one stored run (a RunDetail from storage); its raw ``requests`` give older runs their intervals."""
+def render_run(run: Any, requests: list[Any] | None = None, agg: Any | None = None) -> None:
+    """Show one stored run (a RunDetail from storage); its raw ``requests`` give older runs their intervals, its
+    aggregates (``agg``) their schedule."""
     obj = result_object(run, requests)
+    due = ttft_headline(obj, run_schedule(run, agg), run.engine) if run.status == "done" else None
     where = escape_markdown(run.device_name or run.device)
     st.subheader(escape_markdown(run_name(run)))  # the run's number, the user's name, its recipe in words
     st.caption(
@@ -100,8 +110,8 @@ def render_run(run: Any, requests: list[Any] | None = None) -> None:
     if run.status != "done":
         st.error(f"This run {run.status}: {escape_markdown(run.error or 'no reason recorded')}")
     else:
-        _headline(obj)
-        st.dataframe(metric_table(obj), hide_index=True, width="stretch")
+        _headline(obj, due)
+        st.dataframe(metric_table(obj, from_due=due is not None), hide_index=True, width="stretch")
         st.caption(
             f"ms, with the 95 % CI in brackets; n too small: too few samples for that percentile. "
             f"{obj.get('completed')} requests measured, {obj.get('failed')} failed, "

@@ -15,6 +15,8 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from ui.text import escape_markdown
+
 Format = Callable[[Any], str]
 
 
@@ -41,12 +43,13 @@ COLUMNS: tuple[tuple[str, str, Format], ...] = (
     ("ttft_ms", "TTFT [ms]", _num("%.1f")),
     ("tpot_ms", "TPOT [ms]", _num("%.2f")),
     ("output_tokens_per_s", "output tokens/s", _num("%.1f")),
+    ("bound_words", "what bounds it", _plain),  # beside the figures: an overhead-bound row reads as a bug without it
+    ("figures", "what its time is made of", _plain),
     ("band_ttft_pct", "TTFT error", _pct),
     ("band_tpot_pct", "TPOT error", _pct),
     ("measured_ttft_ms", "measured TTFT [ms]", _num("%.1f")),
     ("measured_tpot_ms", "measured TPOT [ms]", _num("%.2f")),
     ("measured_runs", "measured runs", _runs),
-    ("bound_words", "what bounds it", _plain),
     ("calibration_status", "calibration", _plain),
     ("memory_gb", "memory [GB]", _num("%.2f")),
     ("usable_gb", "usable [GB]", _num("%.1f")),
@@ -72,13 +75,56 @@ def display_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def table(rows: list[dict[str, Any]]) -> None:
-    """One row per hardware entry: predictions, errors, measured overlay, bound, calibration, memory."""
+    """One row per hardware entry: predictions, errors, measured overlay, bound, calibration, memory; then why, in
+    words (each bound once), and where uncalibrated factors come from."""
     st.dataframe(display_frame(rows), hide_index=True, width="stretch")
     st.caption(
         "TTFT/TPOT error: the leave-one-out median error of the calibration (blank: not calibrated). "
         "calibration ±: the larger of the two. An entry that does not fit has no timings: the memory "
         "model says what would fit (tensor parallel, a smaller weight precision or a smaller batch)."
     )
+    why_box(rows)
+
+
+def why_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Each bound's words once (the first token's, then the next tokens'), and the priors' source (pure)."""
+    found = dict.fromkeys(lesson for r in rows if r.get("fits") for lesson in r.get("lessons") or [])
+    lines = [lesson[0].upper() + lesson[1:] + "." for lesson in sorted(found, key=lambda w: w.startswith("next"))]
+    priors = dict.fromkeys(r["priors"] for r in rows if r.get("priors") and r.get("band_ttft_pct") is None)
+    return lines + [f"Priors (uncalibrated factors): {p}." for p in priors]
+
+
+def why_box(rows: list[dict[str, Any]]) -> None:
+    """Why the estimates are what they are, above the chart (an overhead-bound figure looks like a bug without it)."""
+    lines = why_lines(rows)
+    if lines:
+        st.info(
+            "**Why these figures**\n" + "\n".join(f"- {escape_markdown(line)}" for line in lines),
+            icon=":material/lightbulb:",
+        )
+
+
+def comparison(compared: list[dict[str, Any]]) -> None:
+    """The same question for a recipe that is not overhead-bound (a row per hardware entry), so the difference shows."""
+    if not compared:
+        return
+    st.markdown(f"**For comparison: {escape_markdown(compared[0]['recipe'])}**")
+    frame = pd.DataFrame(
+        [
+            {
+                "hardware": r["hardware"],
+                "TTFT [ms]": _num("%.1f")(r["ttft_ms"]),
+                "TPOT [ms]": _num("%.2f")(r["tpot_ms"]),
+                "output tokens/s": _num("%.1f")(r["output_tokens_per_s"]),
+                "what bounds it": r["bound_words"],
+                "what its time is made of": r["figures"],
+            }
+            for r in compared
+        ]
+    )
+    st.dataframe(frame, hide_index=True, width="stretch")
+    notes = dict.fromkeys(n for r in compared for n in [*why_lines([dict(r, priors=None)]), r["notes"]] if n)
+    st.caption(escape_markdown(" ".join(n if n.endswith(".") else n + "." for n in notes)))
 
 
 def _memory_traces(fig: go.Figure, x: list[str], rows: list[dict[str, Any]]) -> None:
@@ -155,13 +201,33 @@ def _latency_traces(fig: go.Figure, col: int, key: str, band: str, rows: list[di
     fig.update_yaxes(rangemode="tozero", row=1, col=col)  # bars from zero: a log axis made 51 vs 56 ms look 10x
 
 
-def chart(rows: list[dict[str, Any]]) -> go.Figure:
-    """TTFT, TPOT (with error bands and measured markers) and memory per device."""
+def _compared_traces(fig: go.Figure, compared: list[dict[str, Any]]) -> None:
+    """The comparison recipe's TTFT and TPOT as grey markers beside the bars."""
+    for col, key in ((1, "ttft_ms"), (2, "tpot_ms")):
+        fig.add_trace(
+            go.Scatter(
+                x=[r["hardware"] for r in compared],
+                y=[r[key] for r in compared],
+                mode="markers",
+                name=f"{compared[0]['recipe'].split(' (')[0]} (for comparison)" if col == 1 else None,
+                showlegend=col == 1,
+                legendgroup="compared",
+                marker={"symbol": "x", "size": 11, "color": "#54a24b"},
+            ),
+            row=1,
+            col=col,
+        )
+
+
+def chart(rows: list[dict[str, Any]], compared: list[dict[str, Any]] | None = None) -> go.Figure:
+    """TTFT, TPOT (with error bands and measured markers, and the comparison recipe's) and memory per device."""
     fig = make_subplots(
         rows=1, cols=3, subplot_titles=("TTFT [ms]", "TPOT [ms] (GenAI-Perf: ITL)", "Memory per device [GB]")
     )
     for col, key, band in ((1, "ttft_ms", "band_ttft_pct"), (2, "tpot_ms", "band_tpot_pct")):
         _latency_traces(fig, col, key, band, rows)
+    if compared:
+        _compared_traces(fig, compared)
     _memory_traces(fig, [r["hardware"] for r in rows], rows)
     fig.update_layout(barmode="stack", height=430, margin={"t": 40, "b": 10}, legend={"orientation": "h", "y": -0.15})
     return fig

@@ -8,7 +8,14 @@ import streamlit as st
 
 from engine.jobs.suites import entry_fingerprints
 from engine.measure import registry
-from engine.report.history import MIN_SEGMENT, build_history, fingerprint_runs, history_figure, metric_choices
+from engine.report.history import (
+    MIN_SEGMENT,
+    build_history,
+    fingerprint_runs,
+    history_figure,
+    measured_metrics,
+    metric_choices,
+)
 from engine.report.listing import plural
 from engine.report.naming import changes_in_words, short_model, workload_title
 from storage.suites import fingerprints
@@ -83,11 +90,14 @@ def _choose_metric(runs) -> str:
             st.warning(f"{shown(wanted)} is not measured in these runs; showing {escape_markdown(choices[0])}.")
         wanted = choices[0]
     hints = {k: v for r in runs for k, v in registry.task_kinds(r.quality).items()}
+    measured = measured_metrics(runs)
     metric = st.selectbox(
         "Metric",
         choices,
         index=choices.index(wanted),
-        format_func=lambda k: registry.lookup(k, hints.get(k)).header,
+        format_func=lambda k: (
+            registry.lookup(k, hints.get(k)).header + ("" if k in measured else " (not measured yet)")
+        ),
         key="history_metric",
     )
     st.query_params["metric"] = metric
@@ -143,6 +153,13 @@ def main() -> None:
     runs = fingerprint_runs(db, fp)
     metric = _choose_metric(runs)
     h = build_history(fp, metric, runs)
+    if not h.points:
+        st.info(
+            f"No run of this series measured {escape_markdown(h.label)}: launch the same spec with accuracy "
+            "(Launch: Accuracy of the same recipe; `python -m engine run --quality ppl,fidelity`) to follow it here."
+        )
+        share_link("history")
+        return
     if not h.has_bands:
         st.caption("No stored 95 % intervals for these runs (older runs, or too few requests): points only.")
     info = known[fp]

@@ -10,6 +10,7 @@ trials export as CSV or JSON. The page refreshes itself while the study runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 from urllib.parse import quote
@@ -34,6 +35,7 @@ from engine.spec import SpecError, engines
 from storage import StorageError, studies
 from ui import auth
 from ui.common import database
+from ui.launch_estimate import study_estimate
 from ui.sla_view import render_sla_section
 from ui.text import escape_markdown
 
@@ -324,6 +326,10 @@ def page() -> None:
         data, problem = define_form()
         if problem:
             st.info(f"Cannot create: {escape_markdown(problem)}", icon=":material/block:")
+        else:  # how long the study will take, before it is created: the base job's estimate times the trials
+            definition = StudyDefinition.model_validate(data)
+            with contextlib.suppress(SpecError):  # a pinned knob the base cannot take: Create says why
+                study_estimate(db, definition.effective_base(), definition.budget.trials, definition.budget.max_minutes)
         read_only = auth.cannot("launch")
         if st.button("Create study", type="primary", disabled=bool(problem or read_only), help=read_only, key="create"):
             create(db, data)

@@ -107,7 +107,7 @@ def main() -> None:
     done = run.status == "done"
     agg = cached_aggregates(db, db.url, run.id, token) if done else None  # what the figures draw from
     old = done and "ci" not in (run.metrics or {})  # stored before intervals: computed from its raw requests
-    render_run(run, cached_requests(db, db.url, run.id, token) if old else None)
+    render_run(run, cached_requests(db, db.url, run.id, token) if old else None, agg)
     for text, color in noise_badges(run.metrics):
         st.badge(text, icon=":material/warning:", color=color)
     st.markdown(f"**Recipe:** {escape_markdown(run.model)} · {escape_markdown(recipe_in_words(run.spec, run.engine))}")
@@ -116,7 +116,7 @@ def main() -> None:
     if run.submitted_by:
         st.caption(f"launched by {code_span(run.submitted_by)}")
     # the page's sections, in order (each shows nothing when it has nothing to show)
-    client_view.render(run)  # the client's own lag: did it, not the server, set the pace?
+    client_view.render(run, agg)  # the client's own lag: did it, not the server, set the pace?
     distributions_section(run, agg)
     over_time_section(run, agg)
     traffic_view.render_run(run, agg)  # the source, TTFT per turn of sessions, send minus due for schedules

@@ -29,25 +29,26 @@ def _sort_label(key: str) -> str:
 
 
 def _column_config() -> dict:
-    """Widths that add up to the content width at 1440 px beside the sidebar (about 945 px): no horizontal scroll."""
+    """Widths that add up to the content width at 1440 px beside the sidebar (about 945 px): no horizontal scroll.
+    Latency headers carry their unit; dates are ISO (``2026-12-03 14:05``)."""
     c = st.column_config
     return {
         "link": c.LinkColumn("run", display_text=r"run\?run=(\d+)", width=40),
-        "created_at": c.DatetimeColumn("date (UTC)", format="YY-MM-DD HH:mm", width=95),
+        "created_at": c.DatetimeColumn("date (UTC)", format="YYYY-MM-DD HH:mm", width=112),
         "model": c.TextColumn("model", width=75),
-        "engine": c.TextColumn("engine", width=85),
+        "engine": c.TextColumn("engine", width=75),
         "device": c.TextColumn("device", width=45),
         "recipe": c.TextColumn(
-            "recipe", width=150, help="its preset's name, else the knobs that differ from the engine's defaults"
+            "recipe", width=118, help="its preset's name, else the knobs that differ from the engine's defaults"
         ),
         "workload": c.TextColumn(
-            "workload", width=85, help="prompt→output tokens × requests, then batch size and arrivals"
+            "workload", width=80, help="prompt→output tokens × requests, then batch size and arrivals"
         ),
-        "ttft_ms_p50": c.TextColumn("TTFT", width=45, help="time to first token, p50 [ms] (sort: Sort by)"),
-        "tpot_ms_p50": c.TextColumn("TPOT", width=45, help="time per output token, p50 [ms]"),
+        "ttft_ms_p50": c.TextColumn("TTFT [ms]", width=70, help="time to first token, p50 [ms] (sort: Sort by)"),
+        "tpot_ms_p50": c.TextColumn("TPOT [ms]", width=70, help="time per output token, p50 [ms]"),
         "output_tokens_per_s": c.TextColumn("tok/s", width=45, help="output tokens per second"),
-        "accuracy": c.TextColumn("accuracy", width=90, help="perplexity and KL vs the reference recipe, or a task"),
-        "status": c.TextColumn("status", width=100, help="a failed run says why; a done one how many requests failed"),
+        "accuracy": c.TextColumn("accuracy", width=80, help="perplexity and KL vs the reference recipe, or a task"),
+        "status": c.TextColumn("status", width=90, help="a failed run says why; a done one how many requests failed"),
         "noise": c.TextColumn(
             "noise", width=40, help="why a figure may not stand: contention, steal, too few requests"
         ),

@@ -27,12 +27,12 @@ from engine.whatif.estimate import (
 )
 from engine.whatif.hardware import DEFAULT_COMPARISON, catalog
 from engine.whatif.microbench import measure_in_subprocess
-from engine.whatif.query import table_rows, what_if
+from engine.whatif.query import comparison_rows, table_rows, what_if
 from ui import auth
 from ui.common import database, parse_whole, shown
 from ui.run_view import runs_changed_token, share_link
 from ui.text import escape_markdown
-from ui.whatif_view import chart, table
+from ui.whatif_view import chart, comparison, table
 
 MODELS = ["demo"] + [f"synthetic:{a}" for a in SYNTHETIC_ARCHITECTURES]
 LOCAL_FOLDER = "local folder..."
@@ -270,7 +270,8 @@ def page() -> None:
     st.title("What-if: hardware you don't own")
     st.caption(
         "Roofline estimates (prefill compute-bound, decode memory-bound, with the engine's launch "
-        "overheads), calibrated by the comparable runs measured here. Data-sheet figures are vendor claims."
+        "overheads), calibrated by the comparable runs measured here; each row says what bounds it. Data-sheet "
+        "figures are vendor claims."
     )
     db = database()
     entries = catalog(db)
@@ -302,7 +303,9 @@ def page() -> None:
                 icon=":material/memory:",
             )
     table(rows)
-    st.plotly_chart(chart(rows), width="stretch")
+    compared = comparison_rows(result)  # an overhead-bound estimate beside a recipe that is not
+    st.plotly_chart(chart(rows, compared), width="stretch")
+    comparison(compared)
     calibration_notes(rows, result)
     measure_here(db, values)
     hardware_sources(entries, values["hw"])

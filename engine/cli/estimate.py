@@ -66,8 +66,9 @@ def _fmt(v: Any, digits: int = 1) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
-def render(rows: list[dict[str, Any]]) -> str:
-    """The estimate table as text (one line per hardware entry) with calibration notes below."""
+def render(rows: list[dict[str, Any]], compared: list[dict[str, Any]] | None = None) -> str:
+    """The estimate table as text (one line per hardware entry), each row's bound in words, where the priors come
+    from, the calibration notes, and the rows of a recipe that is not overhead-bound (``compared``)."""
     head = (
         f"{'hardware':<14}{'fits':<5}{'mem GB':>9}{'weights':>9}{'KV GB':>8}{'TTFT ms':>10}{'TPOT ms':>10}"
         f"{'tok/s':>9}{'band ±%':>12}{'measured':>16}{'max bs':>8}{'max ctx':>9}  bound"
@@ -84,15 +85,40 @@ def render(rows: list[dict[str, Any]]) -> str:
         )
     lines.append("")
     lines.append("band: leave-one-out median error of TTFT/TPOT; measured: median TTFT/TPOT [ms] of matching runs")
+    lines += _why_lines(rows)
     seen = set()
     for r in rows:
-        note = f"{r['hardware']}: {r['calibration']}"
-        if r["calibration"] not in seen:
-            seen.add(r["calibration"])
-            lines.append(note)
+        priors = f"priors: {r['priors']}" if r.get("priors") and r["band_ttft_pct"] is None else None
+        for note in (f"{r['hardware']}: {r['calibration']}", priors):
+            if note and note.split(": ", 1)[1] not in seen:
+                seen.add(note.split(": ", 1)[1])
+                lines.append(note)
         if r["notes"]:
             lines.append(f"{r['hardware']}: {r['notes']}")
-    return "\n".join(lines)
+    return "\n".join(lines + _compared_lines(compared or []))
+
+
+def _why_lines(rows: list[dict[str, Any]], indent: str = "") -> list[str]:
+    """What bounds the rows, each lesson once, then what each row's times are made of."""
+    found = dict.fromkeys(lesson for r in rows for lesson in r.get("lessons") or [])
+    lessons = sorted(found, key=lambda lesson: lesson.startswith("next"))  # the first token's, then the next tokens'
+
+    lines = [f"{indent}why: {lesson}" for lesson in lessons]
+    return lines + [f"{indent}  {r['hardware']}: {r['figures']}" for r in rows if r.get("figures") and r["fits"]]
+
+
+def _compared_lines(compared: list[dict[str, Any]]) -> list[str]:
+    """The same question for a recipe that is not overhead-bound, one line per hardware entry, with its words."""
+    if not compared:
+        return []
+    lines = ["", f"for comparison, {compared[0]['recipe']}:"]
+    for r in compared:
+        lines.append(
+            f"  {r['hardware']:<14}TTFT {_fmt(r['ttft_ms']):>6} ms  TPOT {_fmt(r['tpot_ms'], 2):>6} ms  "
+            f"{_fmt(r['output_tokens_per_s']):>7} tok/s  {r['bound']}"
+        )
+    notes = dict.fromkeys(r["notes"] for r in compared if r["notes"])
+    return lines + _why_lines(compared, "  ") + [f"  note: {n}" for n in notes]
 
 
 def _list_hardware(entries: dict[str, Any], as_json: bool) -> None:
@@ -153,6 +179,12 @@ def _payload(args: argparse.Namespace, shape: Any, recipe: Any, workload: Any, r
             )
             for e, r in zip(result.estimates, rows, strict=True)
         ],
+        "why": [{"lessons": r["lessons"], "figures": r["figures"]} for r in rows],
+        "priors": [r["priors"] for r in rows],
+        "compared": [
+            {"hardware": hw, "recipe": name, "lessons": why[0], "figures": why[1], **alt.to_dict()}
+            for hw, name, alt, why in result.alternatives
+        ],
         "calibrated": result.calibration.calibrated,
         "left_out": [{"run": rid, "reason": reason} for rid, reason in result.calibration.skipped],
         "left_out_summary": result.calibration.left_out,
@@ -162,7 +194,7 @@ def _payload(args: argparse.Namespace, shape: Any, recipe: Any, workload: Any, r
 def cmd_estimate(args: argparse.Namespace) -> int:
     """Print calibrated estimates for one model/recipe/workload on several hardware entries."""
     from engine.whatif.estimate import EstimateError
-    from engine.whatif.query import table_rows, what_if
+    from engine.whatif.query import comparison_rows, table_rows, what_if
 
     db = open_db(args)
     entries = catalog(db)
@@ -182,7 +214,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         f"{args.model}: {shape.params / 1e9:.3f} B parameters, {recipe.engine}, batch {recipe.batch_size}, "
         f"tp {recipe.tp}{dropped}, {workload.prompt_tokens} prompt + {workload.output_tokens} output tokens"
     )
-    print(render(table_rows(result)))
+    print(render(table_rows(result), comparison_rows(result)))
     if result.calibration.left_out:
         print(result.calibration.left_out + " (python -m engine estimate --json lists them)")
     return 0

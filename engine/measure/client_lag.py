@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from engine.measure.records import RequestRecord
+from engine.measure.schedule import lateness
 
 SAMPLE_S = 0.01  # the loop monitor's period: 100 wake-ups a second, a few microseconds each
 
@@ -126,11 +127,9 @@ def usable_cores() -> int:
 
 
 def _ms_stats(values_ns: Sequence[int] | np.ndarray, prefix: str) -> dict[str, float | None]:
-    arr = np.asarray(values_ns, dtype=float) / 1e6
-    if arr.size == 0:
-        return {f"{prefix}_ms_p50": None, f"{prefix}_ms_p99": None, f"{prefix}_ms_max": None}
-    p50, p99 = np.percentile(arr, [50, 99])
-    return {f"{prefix}_ms_p50": float(p50), f"{prefix}_ms_p99": float(p99), f"{prefix}_ms_max": float(arr.max())}
+    """``{prefix}_ms_p50``, ``_p99`` and ``_max`` of samples in ns, by :func:`engine.measure.schedule.lateness`."""
+    stats = lateness(np.asarray(values_ns, dtype=float) / 1e6)
+    return {f"{prefix}_ms_{k}": stats[k] for k in ("p50", "p99", "max")}  # type: ignore[misc]
 
 
 def send_lags_ns(records: Iterable[RequestRecord]) -> list[int]:
@@ -168,3 +167,89 @@ def client_group(samples: Sequence[ClientSample], records: Sequence[RequestRecor
         "machine_cores": machine,
         "read_stamps": "kernel" if readers and all(s.kernel_stamps for s in readers) else "event loop",
     }
+
+
+# -- why the client set the pace -------------------------------------------------------------------
+BUSY_CPU_SHARE = 0.9  # of one core: the client's busiest process at this share is its own bottleneck
+HOST_BUSY_SHARE = 0.8  # of the host's cores: busy enough to starve a client that asks for little
+
+
+@dataclass(frozen=True)
+class ClientCause:
+    """Why a late client was late, as measured: ``kind`` (``client_cpu``, ``server_cores``, ``other_processes``,
+    ``unmeasured``), what was measured (``words``) and the advice that fits it."""
+
+    kind: str
+    words: str
+    advice: str
+
+
+def _host_use(client: dict[str, Any], samples: dict[str, Any] | None) -> tuple[float, float, float, int] | None:
+    """(the client's cores, the rest of the job's cores, other processes' cores, the host's cores), or None
+    when the machine was not sampled (``provenance["noise"]``: :class:`engine.measure.provenance.NoiseSampler`)."""
+    if not samples or samples.get("job_cpu_pct") is None:
+        return None
+    cores = int(samples.get("cpu_count") or client.get("machine_cores") or 1)
+    mine = float(client.get("cpu_share") or 0.0) * float(client.get("cores") or 1)
+    job = float(samples.get("job_cpu_pct") or 0.0) / 100
+    others = float(samples.get("others_cpu_pct") or 0.0) / 100
+    return mine, max(job - mine, 0.0), others, cores
+
+
+def _host_busy(use: tuple[float, float, float, int], samples: dict[str, Any] | None) -> bool:
+    mine, server, others, cores = use
+    load = (samples or {}).get("load_during_max")
+    return (mine + server + others) >= HOST_BUSY_SHARE * cores or (load is not None and load >= cores)
+
+
+def client_cause(
+    client: dict[str, Any], samples: dict[str, Any] | None = None, server_here: bool | None = None
+) -> ClientCause:
+    """Why a client that set the pace was late, from what the run measured (rules in order):
+
+    1. ``client_cpu``: its busiest process used :data:`BUSY_CPU_SHARE` of its core or more: the client's own
+       CPU; advice: more ``--client-processes`` or fewer streams per process (another host when none is left).
+    2. ``server_cores``: the host's cores were busy (:data:`HOST_BUSY_SHARE` of them, or a load average at the
+       core count) while the client itself asked for little, and the job's own processes besides the client (a
+       managed server, an in-process engine) took more of them than other processes: a server on the same
+       cores; advice: separate cores (``taskset``), the client on another host, fewer server threads.
+    3. ``other_processes``: the same, but other processes took the cores (a server not started by the job counts).
+    4. ``unmeasured``: neither the client's CPU nor the host was busy (or the host was not sampled).
+
+    ``server_here``: the engine runs its server on this host (its descriptor is not ``remote``), for the words.
+    """
+    share = client.get("cpu_share_max")
+    n = int(client.get("processes") or 1)
+    if share is not None and share >= BUSY_CPU_SHARE:
+        spare = n < int(client.get("machine_cores") or 1)
+        advice = (
+            f"try more --client-processes (now {n}) or fewer streams per process"
+            if spare
+            else "its host has no core to spare: send from more hosts (--load-nodes) or fewer streams"
+        )
+        return ClientCause(
+            "client_cpu", f"the client's own CPU: its busiest process used {share:.0%} of a core", advice
+        )
+    use = _host_use(client, samples)
+    if use is not None and _host_busy(use, samples):
+        _mine, server, others, cores = use
+        measured = f"the client's busiest process used {share or 0:.1%} of a core"
+        if server >= others:
+            who = "the job's server" if server_here else "the job's own processes besides the client"
+            return ClientCause(
+                "server_cores",
+                f"a server on the same cores took them: {who} used {server:.1f} of {cores} cores while {measured}",
+                "give the server and the client separate cores (pin them with taskset, e.g. the server on cores "
+                "1-N and the client on core 0), run the client on another host, or give the server fewer threads; "
+                "more --client-processes would not help",
+            )
+        return ClientCause(
+            "other_processes",
+            f"other processes on this host took the cores ({others:.1f} of {cores}) while {measured}",
+            "run on a quiet machine, or send from another host",
+        )
+    return ClientCause(
+        "unmeasured",
+        "neither the client's CPU nor the host's cores were measured busy",
+        "try more --client-processes, or a less busy client machine",
+    )

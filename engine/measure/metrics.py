@@ -14,6 +14,8 @@ Definitions, comparable with vLLM's ``bench serve`` and NVIDIA's GenAI-Perf/AIPe
 * Error rate = failed / (completed + failed) measured requests.
 * Queueing = send - arrival: how long a request waited client-side after the measured
   phase started (its due time, for an arrival process) before it was sent.
+* Schedule (requests with due times only): send minus due and whether the schedule was kept
+  (:mod:`engine.measure.schedule`), stored as ``metrics["schedule"]``.
 
 Percentiles use numpy's linear interpolation. Warm-up requests are excluded and
 counted.
@@ -51,6 +53,7 @@ import numpy as np
 
 from engine.measure import registry, stats
 from engine.measure.records import RequestRecord, RunRecord
+from engine.measure.schedule import schedule_of_records
 from engine.measure.stamps import (
     MIN_THROUGHPUT_REQUESTS,
     NS_PER_MS,
@@ -165,6 +168,8 @@ def compute_metrics(run: RunRecord, slo: SLO | None = None) -> dict[str, Any]:
     out["ci"] = {m.key: scalar_interval(m, phase) for m in registry.with_interval()}
     out.update({m.key: m.compute(phase) for m in registry.computed() if m.compute is not None})
     out["slo"] = None if slo is None else {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2el_ms": slo.e2el_ms}
+    if run.due_times:  # was the schedule kept? (engine.measure.schedule: send minus due against the gaps)
+        out["schedule"] = schedule_of_records(run.requests)
     return out
 
 

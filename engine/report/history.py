@@ -38,6 +38,7 @@ __all__ = [  # the bands live in engine.report.values (Explore's fronts read the
     "fingerprint_runs",
     "history",
     "history_figure",
+    "measured_metrics",
     "metric_choices",
     "stored_interval",
     "what_changed",
@@ -45,6 +46,8 @@ __all__ = [  # the bands live in engine.report.values (Explore's fronts read the
 MIN_SEGMENT = 2
 PENALTY_FACTOR = 5.0
 FIRST_METRICS = ("tpot_ms_p50", "ttft_ms_p50", "output_tokens_per_s", "itl_ms_p50", "e2el_ms_p50")
+# offered even when no run of the series measured them (the page then says how to measure them)
+ACCURACY_METRICS = ("quality.perplexity", "quality.kl_mean", "quality.top1_agreement", "quality.greedy_flip_rate")
 _SHOWN_KINDS = ("latency", "throughput", "accuracy", "memory")
 
 
@@ -183,16 +186,25 @@ def history(db: Any, fingerprint: str, metric: str, limit: int = 500) -> History
     return build_history(fingerprint, metric, fingerprint_runs(db, fingerprint, limit))
 
 
-def metric_choices(runs: Sequence[Any]) -> list[str]:
-    """Metrics measured in any of ``runs`` (latency, throughput, accuracy, memory): the headline ones first."""
+def measured_metrics(runs: Sequence[Any]) -> dict[str, None]:
+    """The latency, throughput, accuracy and memory figures any of ``runs`` measured, in registry order."""
     present: dict[str, None] = {}
     for run in runs:
         hints = run_hints(run)
         for key, value in flat_metrics(run).items():
             if value is not None and registry.lookup(key, hints.get(key)).kind in _SHOWN_KINDS:
                 present[key] = None
+    return present
+
+
+def metric_choices(runs: Sequence[Any]) -> list[str]:
+    """Metrics to follow over ``runs``: the headline latency ones, then accuracy (the measured ones, and the main
+    ones even when no run measured them), then every other latency, throughput and memory figure measured."""
+    present = measured_metrics(runs)
     first = [k for k in FIRST_METRICS if k in present]
-    return first + [k for k in present if k not in first]
+    accuracy = [k for k in present if k.startswith("quality.")]
+    accuracy += [k for k in ACCURACY_METRICS if k not in accuracy]
+    return first + accuracy + [k for k in present if k not in first and k not in accuracy]
 
 
 def _add_bands(fig: go.Figure, points: list[Point]) -> None:
@@ -234,9 +246,16 @@ def _add_segments(fig: go.Figure, h: History) -> None:
         )
 
 
+def _error_bars(points: list[Point]) -> dict[str, Any]:
+    """Each run's own 95 % interval as an error bar (one run has no band to fill, but has its interval)."""
+    up = [p.band[1] - p.value if p.band else 0.0 for p in points]
+    down = [p.value - p.band[0] if p.band else 0.0 for p in points]
+    return {"type": "data", "array": up, "arrayminus": down, "visible": any(p.band for p in points), "thickness": 1.5}
+
+
 def history_figure(h: History, series: str | None = None) -> go.Figure:
-    """The series with its 95 % bands, segment means and a marked line at each change point; ``series``
-    names it in the title. One run gets a day-wide time axis, not a sub-millisecond one."""
+    """The series with its 95 % bands and each run's interval as an error bar, segment means and a marked line at
+    each change point; ``series`` names it in the title. One run gets a day-wide time axis, not a sub-millisecond one."""
     fig = go.Figure()
     _add_bands(fig, h.points)
     fig.add_trace(
@@ -246,6 +265,7 @@ def history_figure(h: History, series: str | None = None) -> go.Figure:
             mode="lines+markers",
             name=h.label,
             line={"color": PALETTE[0]},
+            error_y=_error_bars(h.points),
             customdata=[p.run_id for p in h.points],
             hovertemplate="run %{customdata}<br>%{x}<br>%{y:.4g}<extra></extra>",
         )

@@ -17,6 +17,7 @@ from typing import Any
 from engine.measure import registry
 from engine.measure.registry import GROUP_LABELS as LABELS
 from engine.measure.registry import LATENCY_GROUPS, N_TOO_SMALL, STATS, human_bytes
+from engine.report.headline import schedule_line, ttft_headline
 from engine.report.values import GROUPS_WITH_CI, sample_count, supported, with_intervals
 
 __all__ = ["FLAG_WORDS", "human_bytes", "noise_words", "render_table", "result_object"]
@@ -88,6 +89,8 @@ def result_object(run: Any, requests: Sequence[Any] | None = None) -> dict[str, 
         obj["slo"] = metrics.get("slo")
     if metrics.get("client") is not None:  # serving runs: the client's own lag and CPU (engine.measure.client_lag)
         obj["client"] = metrics["client"]
+    if metrics.get("schedule") is not None:  # requests with due times: was the schedule kept? (engine.measure.schedule)
+        obj["schedule"] = metrics["schedule"]
     for key in ("trials", "trial_drift", "stopped_because", "noise_flags"):  # engine/run/repeats.py, noise.py
         if metrics.get(key) is not None:
             obj[key] = metrics[key]
@@ -115,6 +118,7 @@ def render_table(obj: dict[str, Any]) -> str:
     if obj.get("error"):
         lines.append(f"note: {obj['error']}")
     lines += _latency_lines(obj)
+    lines += _schedule_lines(obj)
     for key, text in (
         ("output_tokens_per_s", "output tokens/s"),
         ("requests_per_s", "requests/s"),
@@ -187,11 +191,27 @@ def _span(ci: Any, digits: int = 2) -> str:
     return f"{_short(ci[0], digits)}–{_short(ci[1], digits)}"
 
 
+def _schedule_lines(obj: dict[str, Any]) -> list[str]:
+    """Requests with due times: the schedule in words and, when it was not kept, the headline from the due time."""
+    schedule = obj.get("schedule")
+    line = schedule_line(schedule)
+    if line is None:
+        return []
+    head = ttft_headline(obj, schedule, obj.get("engine"))
+    lines = [f"{'schedule':<34}{line}"]
+    if head is not None:
+        lines.append(f"{'headline':<34}{head.label} {head.value} ({head.under})")
+    return lines + [""]
+
+
 def _latency_lines(obj: dict[str, Any]) -> list[str]:
-    """Each latency group's statistics, "n too small" where unsupported, and a 95 % CI line under it."""
+    """Each latency group's statistics, "n too small" where unsupported, and a 95 % CI line under it (latency
+    from the due time too when the schedule was not kept)."""
     header = f"{'metric':<34}" + "".join(f"{k:>{COL}}" for k in STATS) + f"{'n':>7}"
     lines = [header, "-" * len(header)]
-    for group in LATENCY_GROUPS:
+    late = obj.get("schedule") and not obj["schedule"].get("kept")
+    due_groups = tuple(g for g in ("ttft_from_due_ms", "e2el_from_due_ms") if late and obj.get(g))
+    for group in LATENCY_GROUPS + due_groups:
         stats = obj.get(group) or {}
         n = stats.get("n")
         lines.append(

@@ -19,6 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from engine.measure.aggregates import NS_PER_MS, Aggregates
+from engine.measure.schedule import lateness, lateness_words
 from engine.report.distributions import count_step
 from engine.report.figures import PALETTE
 from engine.spec import sources
@@ -202,28 +203,28 @@ def send_lateness_ms(agg: Aggregates) -> tuple[np.ndarray, np.ndarray]:
 
 
 def adherence_words(late_ms: np.ndarray) -> str:
-    """``send minus due: p50 0.4 ms, p99 3.1 ms, max 9.0 ms over 200 requests``."""
+    """``send minus due: p50 0.40 ms, p99 3.10 ms, max 9.00 ms over 200 requests`` (large values in seconds:
+    ``69 s``), by the one lateness function every page uses (:mod:`engine.measure.schedule`)."""
     if not late_ms.size:
         return "no measured request"
-    p50, p99 = np.percentile(late_ms, [50, 99])
-    return (
-        f"send minus due: p50 {p50:,.2f} ms, p99 {p99:,.2f} ms, max {late_ms.max():,.2f} ms "
-        f"over {late_ms.size:,} requests"
-    )
+    return lateness_words(lateness(late_ms), "send minus due")
 
 
 def adherence_figure(agg: Aggregates) -> go.Figure:
-    """Send minus due of each measured request against its due time (a request sent late sits high)."""
+    """Send minus due of each measured request against its due time (a request sent late sits high); in
+    seconds when the latest is a second or more."""
     due_s, late = send_lateness_ms(agg)
+    seconds = bool(late.size) and float(late.max()) >= 1000
+    y, unit = (late / 1000, "s") if seconds else (late, "ms")
     fig = go.Figure(
         go.Scattergl(
             x=due_s,
-            y=late,
+            y=y,
             mode="markers",
             marker={"size": 4, "color": PALETTE[0]},
-            hovertemplate="due %{x:.3f} s: sent %{y:.2f} ms late<extra></extra>",
+            hovertemplate=f"due %{{x:.3f}} s: sent %{{y:,.{1 if seconds else 2}f}} {unit} late<extra></extra>",
         )
     )
     fig.update_layout(title="Schedule adherence: send minus due", xaxis_title="due time [s]", **_LAYOUT)
-    fig.update_yaxes(title_text="send − due [ms]")
+    fig.update_yaxes(title_text=f"send − due [{unit}]")
     return fig

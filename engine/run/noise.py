@@ -28,12 +28,18 @@ per problem, stored as ``metrics["noise_flags"]``; each also says its ``kind``:
   previous one, and the two can share one packet's stamp. Its stamps and sends were late, so
   its latencies say more about the client than about the server: it counts as a busy machine
   (``kind`` ``"machine"``), as contention does (Explore hides such runs with them, Compare warns).
+  The flag names the cause it measured (``cause``; :func:`engine.measure.client_lag.client_cause`): the
+  client's own CPU (advice: more ``--client-processes``), a server on the same cores (the host's cores
+  busy with the job's own server while the client asked for little; advice: separate cores, another
+  host, fewer server threads), other processes, or nothing measured busy.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from engine.measure.client_lag import client_cause
+from engine.measure.schedule import duration_text
 from engine.measure.stats import min_samples
 
 OTHERS_CORES = 0.5  # other processes' CPU use, in cores, that counts as contention
@@ -121,8 +127,16 @@ def drift_flags(trials: list[dict[str, Any]], drift: dict[str, Any] | None) -> l
     return out
 
 
-def client_flags(client: dict[str, Any] | None, itl_p50_ms: float | None = None) -> list[dict[str, str]]:
-    """``client_bound`` when the client's own figures say it set the pace (the rules above)."""
+def client_flags(
+    client: dict[str, Any] | None,
+    itl_p50_ms: float | None = None,
+    samples: dict[str, Any] | None = None,
+    engine: str | None = None,
+) -> list[dict[str, str]]:
+    """``client_bound`` when the client's own figures say it set the pace (the rules above), naming the cause it
+    measured (:func:`engine.measure.client_lag.client_cause`: the client's own CPU, a server on the same cores,
+    other processes) and the advice that fits it. ``samples``: the machine's (``provenance["noise"]``);
+    ``engine``: the run's engine (its descriptor says whether its server runs on this host)."""
     if not client:
         return []
     reasons = []
@@ -139,25 +153,36 @@ def client_flags(client: dict[str, Any] | None, itl_p50_ms: float | None = None)
         )
     send = client.get("send_lag_ms_p99")
     if send is not None and send >= CLIENT_SEND_LAG_MS:
-        reasons.append(f"requests went out {send:.1f} ms after they could (p99)")
+        reasons.append(f"requests went out {duration_text(send)} after they could (p99)")
     if not reasons:
         return []
     n = client.get("processes") or 1
-    more = (
-        "; try more --client-processes"
-        if n < (client.get("machine_cores") or 1)
-        else "; try a less busy client machine"
+    cause = client_cause(client, samples, server_on_host(engine))
+    detail = (
+        f"the client set the pace: {', '.join(reasons)} ({n} client process{'es' if n > 1 else ''}); "
+        f"cause: {cause.words}; {cause.advice}"
     )
-    detail = f"the client set the pace: {', '.join(reasons)} ({n} client process{'es' if n > 1 else ''}{more})"
-    return [_flag("client_bound", detail)]
+    return [{**_flag("client_bound", detail), "cause": cause.kind}]
 
 
-def noise_flags(samples: dict[str, Any] | None, metrics: dict[str, Any]) -> list[dict[str, str]]:
+def server_on_host(engine: str | None) -> bool | None:
+    """Whether the engine's server (or model) runs on the job's own host: its descriptor is not ``remote``
+    (None: the engine is not known)."""
+    from engine.spec import engines
+
+    found = engines.find(engine) if engine else None
+    return None if found is None else not found.capabilities.remote
+
+
+def noise_flags(
+    samples: dict[str, Any] | None, metrics: dict[str, Any], engine: str | None = None
+) -> list[dict[str, str]]:
     """Every flag of a run: the machine's (contention, steal, GPU, a client that set the pace) then the
-    figures' (requests, length, drift)."""
+    figures' (requests, length, drift). ``engine``: the run's engine, for the client-bound flag's words."""
     itl = metrics.get("itl_ms")
     itl_p50 = itl.get("p50") if isinstance(itl, dict) else None
-    return machine_flags(samples) + client_flags(metrics.get("client"), itl_p50) + validity_flags(metrics)
+    client = client_flags(metrics.get("client"), itl_p50, samples, engine)
+    return machine_flags(samples) + client + validity_flags(metrics)
 
 
 def contended(flags: list[dict[str, Any]] | None) -> bool:

@@ -249,7 +249,7 @@ def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, pro
     turns = per_turn(m.phases.records)
     if turns is not None:  # multi-turn sessions: TTFT by turn (a prefix cache shows as TTFT falling over turns)
         metrics["turns"] = turns
-    metrics["noise_flags"] = noise.noise_flags(m.machine.samples, metrics)
+    metrics["noise_flags"] = noise.noise_flags(m.machine.samples, metrics, spec.recipe.engine)
     provenance_ = {
         **prov,
         **backend.info(),

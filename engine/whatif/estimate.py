@@ -13,7 +13,9 @@ The model is written out in :mod:`engine.whatif.roofline`, memory in
 The per-step overhead is what keeps a launch-bound engine (eager transformers, one
 kernel launch per op from Python) from being predicted as fast as a fused one.
 :mod:`engine.whatif.calibrate` fits the factors from measured runs; without runs the
-documented priors (:data:`engine.whatif.roofline.PRIORS`) are used and the estimate says "uncalibrated".
+documented priors (:data:`engine.whatif.roofline.PRIORS`; the transformers GPU ones measured on an H200,
+``engine/whatif/priors_h200.json``) are used and the estimate says "uncalibrated"; :mod:`engine.whatif.explain`
+says what bounds it, in words.
 """
 
 from __future__ import annotations

@@ -324,3 +324,45 @@ def _warn(out: JobEstimate, shape: Any, device: str, cores: int | None) -> None:
         )
     if out.seconds is not None and out.seconds > 3600:
         out.warnings.append(f"the job would take about {duration(out.seconds)}")
+
+
+# -- an engine that serves one request at a time, under traffic with a rate -------------------------
+
+
+def serves_one_at_a_time(spec: dict[str, Any]) -> bool:
+    """Whether the spec's engine serves one request at a time (its descriptor declares no ``serving``)."""
+    found = engines.find((spec.get("recipe") or {}).get("engine", engines.default().name))
+    return found is not None and not found.capabilities.serving
+
+
+def seconds_per_request(
+    spec: Any,
+    db: Any | None = None,
+    *,
+    prompt_tokens: int | None = None,
+    output_tokens: int | None = None,
+    device_name: str = "",
+    memory_bytes: int | None = None,
+    calibration: Any | None = None,
+    earlier: list[Any] | None = None,
+) -> tuple[float, str] | str:
+    """(seconds one request takes alone, where the figures come from), or why that is unknown: the job's recipe
+    asked about one request of ``prompt_tokens`` and ``output_tokens`` (the workload's by default) at batch 1,
+    whatever its arrivals (a trace's lengths come from its preview)."""
+    data = spec.model_dump(mode="json") if hasattr(spec, "model_dump") else dict(spec)
+    wl = flat_workload(data.get("workload"))
+    prompt = int(prompt_tokens or nominal_prompt(wl) or 0)
+    if prompt <= 0:
+        return "the prompt length is not known"
+    out = int(output_tokens or wl.get("output_tokens") or 32)
+    one = {**data, "workload": {"prompt_tokens": prompt, "output_tokens": out, "batch_size": 1, "arrival": "batch"}}
+    try:
+        shape = model_shape(str((data.get("model") or {}).get("source", "")))
+    except EstimateError as exc:
+        return f"the model's architecture is not known here ({exc})"
+    hw = device_hardware(str(data.get("device", "cpu")), device_name, memory_bytes, db)
+    latency = _latency(shape, one, hw, earlier or [], calibration)
+    if isinstance(latency, str):
+        return latency.removeprefix("time unknown: ")
+    ttft_s, tpot_s, source = latency
+    return ttft_s + max(out - 1, 0) * tpot_s, source

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.whatif import explain
 from engine.whatif.calibrate import Calibration, calibrate
 from engine.whatif.estimate import Estimate, estimate
 from engine.whatif.hardware import Hardware
@@ -33,6 +34,10 @@ class WhatIf:
     measured: list[Measured]
     calibration: Calibration
     statuses: dict[str, str] = field(default_factory=dict)  # hardware key -> calibration status in words
+    reasons: dict[str, tuple[list[str], str]] = field(default_factory=dict)  # hardware key -> (lessons, figures)
+    priors: dict[str, str] = field(default_factory=dict)  # hardware key -> where its uncalibrated factors come from
+    # for an overhead-bound estimate: (hardware key, the recipe's name, its estimate, (lessons, figures)) of one that is not
+    alternatives: list[tuple[str, str, Estimate, tuple[list[str], str]]] = field(default_factory=list)
 
 
 BOUND_WORDS: dict[str, str] = {
@@ -97,6 +102,10 @@ def matches(p: Point, source: str, recipe: EstimateRecipe, workload: EstimateWor
     )
 
 
+def _reason(e: Estimate, parts: explain.Parts, family: str = "") -> tuple[list[str], str]:
+    return explain.lessons(e, family), explain.figures(e, parts)
+
+
 def what_if(
     shape: ModelShape,
     source: str,
@@ -108,12 +117,19 @@ def what_if(
 ) -> WhatIf:
     """Calibrated estimates for each hardware entry plus the measured runs that match them."""
     cal = calibration if calibration is not None else calibrate(db)
-    estimates, statuses = [], {}
+    estimates, statuses, reasons, priors, others = [], {}, {}, {}, []
     for hw in hardware:
         weight, kv = resolve_dtypes(recipe, hw)
         factors, band, label = cal.for_target(recipe.engine, hw.kind, weight, kv)
-        estimates.append(estimate(shape, hw, recipe, workload, factors, label, band))
+        found = estimate(shape, hw, recipe, workload, factors, label, band)
+        estimates.append(found)
         statuses[hw.key] = calibration_status(cal, recipe.engine, hw, weight, kv)
+        reasons[hw.key] = _reason(found, explain.parts(shape, hw, recipe, workload, found.factors), recipe.engine)
+        priors[hw.key] = explain.priors_source(recipe.engine, hw.kind)
+        other = explain.alternative(shape, hw, recipe, workload, found)
+        if other is not None:
+            name, alt = other
+            others.append((hw.key, name, alt, _reason(alt, explain.parts(shape, hw, recipe, workload, alt.factors))))
     points = cal.points if cal.points or db is None else collect_points(db)[0]
     keys = {e.hardware for e in estimates}
     measured = [
@@ -121,49 +137,67 @@ def what_if(
         for p in points
         if p.hardware.key in keys and matches(p, source, recipe, workload)
     ]
-    return WhatIf(estimates=estimates, measured=measured, calibration=cal, statuses=statuses)
+    return WhatIf(estimates, measured, cal, statuses, reasons, priors, others)
+
+
+def _row(e: Estimate, meas: list[Measured]) -> dict[str, Any]:
+    """One estimate as a flat row (module :func:`table_rows`)."""
+    gb, band = 1e9, e.band
+    return {
+        "hardware": e.hardware,
+        "name": e.hardware_name,
+        "fits": e.fits,
+        "fit": e.no_fit or "fits",
+        "memory_gb": e.memory.total / gb,
+        "usable_gb": e.memory.usable / gb,
+        "weights_gb": e.memory.weights / gb,
+        "kv_gb": e.memory.kv_total / gb,
+        "kv_per_token_kb": e.memory.kv_per_token / 1024,
+        "activations_gb": e.memory.activations / gb,
+        "overhead_gb": e.memory.overhead / gb,
+        "ttft_ms": e.ttft_ms if e.fits else None,
+        "tpot_ms": e.tpot_ms if e.fits else None,
+        "output_tokens_per_s": e.output_tokens_per_s if e.fits else None,
+        "max_batch": e.max_batch,
+        "max_context": e.max_context,
+        "bound": f"{e.prefill_bound}/{e.decode_bound}",
+        "bound_words": bound_words(e.prefill_bound, e.decode_bound),
+        "precision": f"{e.weight_dtype} w, {e.kv_dtype} kv, {e.compute_precision} math",
+        "band_ttft_pct": None if band is None else band.ttft_pct,
+        "band_tpot_pct": None if band is None else band.tpot_pct,
+        "measured_ttft_ms": float(np.median([m.ttft_ms for m in meas])) if meas else None,
+        "measured_tpot_ms": float(np.median([m.tpot_ms for m in meas])) if meas else None,
+        "measured_runs": [m.run_id for m in meas],
+        "calibration": e.calibration,
+        "notes": "; ".join(e.notes),
+    }
 
 
 def table_rows(w: WhatIf) -> list[dict[str, Any]]:
     """One flat row per hardware entry: the table the CLI prints and the page shows.
 
     An entry that does not fit has no TTFT, TPOT or throughput (None), and ``fit`` says why
-    and what would fit; ``bound_words`` and ``calibration_status`` say the same in words.
+    and what would fit; ``bound_words``, ``lessons`` (each phase's bound and what would change it), ``figures``
+    (what each phase's time is made of) and
+    ``calibration_status`` say the same in words, ``priors`` where uncalibrated factors come from.
     """
-    gb = 1e9
     rows = []
     for e in w.estimates:
-        meas = [m for m in w.measured if m.hardware == e.hardware]
-        band = e.band
-        rows.append(
-            {
-                "hardware": e.hardware,
-                "name": e.hardware_name,
-                "fits": e.fits,
-                "fit": e.no_fit or "fits",
-                "memory_gb": e.memory.total / gb,
-                "usable_gb": e.memory.usable / gb,
-                "weights_gb": e.memory.weights / gb,
-                "kv_gb": e.memory.kv_total / gb,
-                "kv_per_token_kb": e.memory.kv_per_token / 1024,
-                "activations_gb": e.memory.activations / gb,
-                "overhead_gb": e.memory.overhead / gb,
-                "ttft_ms": e.ttft_ms if e.fits else None,
-                "tpot_ms": e.tpot_ms if e.fits else None,
-                "output_tokens_per_s": e.output_tokens_per_s if e.fits else None,
-                "max_batch": e.max_batch,
-                "max_context": e.max_context,
-                "bound": f"{e.prefill_bound}/{e.decode_bound}",
-                "bound_words": bound_words(e.prefill_bound, e.decode_bound),
-                "precision": f"{e.weight_dtype} w, {e.kv_dtype} kv, {e.compute_precision} math",
-                "band_ttft_pct": None if band is None else band.ttft_pct,
-                "band_tpot_pct": None if band is None else band.tpot_pct,
-                "measured_ttft_ms": float(np.median([m.ttft_ms for m in meas])) if meas else None,
-                "measured_tpot_ms": float(np.median([m.tpot_ms for m in meas])) if meas else None,
-                "measured_runs": [m.run_id for m in meas],
-                "calibration": e.calibration,
-                "calibration_status": w.statuses.get(e.hardware, ""),
-                "notes": "; ".join(e.notes),
-            }
+        row = _row(e, [m for m in w.measured if m.hardware == e.hardware])
+        row.update(
+            calibration_status=w.statuses.get(e.hardware, ""),
+            lessons=w.reasons.get(e.hardware, ([], ""))[0],
+            figures=w.reasons.get(e.hardware, ([], ""))[1],
+            priors=w.priors.get(e.hardware, ""),
         )
+        rows.append(row)
     return rows
+
+
+def comparison_rows(w: WhatIf) -> list[dict[str, Any]]:
+    """The same rows for the recipe that is not overhead-bound, beside each overhead-bound estimate (``recipe``
+    names it, ``lessons`` and ``figures`` say its bound): the difference the engine makes, visible."""
+    return [
+        dict(_row(alt, []), recipe=name, lessons=why[0], figures=why[1], calibration_status=alt.calibration)
+        for _hw, name, alt, why in w.alternatives
+    ]

@@ -11,9 +11,11 @@
   the generation loop's per-token host work (sampling, stopping checks, cache update)
   while the device waits, so the step overhead adds on both device kinds.
 
-FIELD-NOTES (H200, eager transformers, batch 1, 512-token prompt) shows why prefill must
-not pay the decode step overhead the same way: measured TTFT (27 ms for Llama-3.2-1B,
-24 ms for Llama-3-8B, whose prefill is ~6x the FLOPs) is below TPOT (51 and 59 ms).
+FIELD-NOTES (H200, eager transformers, batch 1, 512-token prompt; the runs are in
+``engine/whatif/priors_h200.json``) shows why prefill must not pay the decode step overhead the
+same way: measured TTFT (27 ms for Llama-3.2-1B, 24 ms for Llama-3-8B, whose prefill is ~6x the
+FLOPs) is below TPOT (51 and 59 ms). :mod:`engine.whatif.explain` says which term bounds an
+estimate, in words.
 """
 
 from __future__ import annotations
@@ -59,7 +61,9 @@ def _priors() -> dict[tuple[str, str], Factors]:
 
 
 # Priors, used until calibration replaces them ("uncalibrated"): each engine's descriptor gives its
-# family's (``WhatIf.priors``); "ideal" is the bare roofline.
+# family's (``WhatIf.priors``); "ideal" is the bare roofline. The transformers family's GPU priors are the
+# project's H200 runs, shipped with their source and date in engine/whatif/priors_h200.json; every estimate
+# names where its priors come from (engine.whatif.explain.priors_source).
 PRIORS: dict[tuple[str, str], Factors] = _priors()
 # The estimator's engines: the what-if families with priors, then the bare roofline.
 ENGINES: tuple[str, ...] = tuple(dict.fromkeys(family for family, _ in PRIORS))

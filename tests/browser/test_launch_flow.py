@@ -15,7 +15,7 @@ def test_launch_demo_job_and_see_it_finish(page, live_app, demo_folder):
 
     page.goto(f"{live_app.url}/launch")
     page.get_by_text("Launch a benchmark").wait_for()
-    # the smallest preset: 16 prompt tokens, 4 output tokens, 2 requests
+    # the smallest preset: 16 prompt tokens, 4 output tokens, 6 requests
     page.get_by_test_id("stSelectbox").filter(has_text="Workload preset").click()
     page.get_by_role("option", name="quick check: 16 in / 4 out").click()
     page.get_by_text("Ready: 1 job on cpu").wait_for()
@@ -58,7 +58,7 @@ def test_preset_then_submit_then_job_then_run(page, live_app, demo_folder, shot)
     page.get_by_role("button", name="bfloat16", exact=True).click()
     page.get_by_text("Preset bfloat16").wait_for()
     page.get_by_text(
-        re.compile(r"Ready: 1 job on cpu: 16 prompt tokens → 4 output tokens × 2 requests.*bfloat16")
+        re.compile(r"Ready: 1 job on cpu: synthetic 16-token prompts → 4 output tokens × 6 requests.*bfloat16")
     ).wait_for()
     shot(page, "launch-preset-picked")
     page.get_by_role("button", name="Submit", exact=True).click()
@@ -87,7 +87,7 @@ def test_ten_million_prompt_tokens_queue_nothing(page, live_app, shot):
     page.get_by_text("Launch a benchmark").wait_for()
     _quick_check(page)
     page.get_by_label("Name (optional)").fill("ten million")
-    page.get_by_text("Ready: 1 job on cpu: 16 prompt tokens").wait_for()
+    page.get_by_text("Ready: 1 job on cpu: synthetic 16-token prompts").wait_for()
     field = page.get_by_label("Prompt tokens", exact=True)
     expect(field).to_have_count(1)  # the previous preset's input is gone once the rerun ends
     field.fill("10000000")

@@ -70,3 +70,28 @@ def test_compare_shows_findings_side_by_side(runs):
     text = _text(at)
     assert "Thermal throttling" in text and "unavailable: RAPL" in text
     assert "energy per output token" in " ".join(str(v) for v in at.dataframe[0].value["metric"])
+
+
+def _memory_series(leak_per_request: float, teeth: tuple[int, ...] = ()) -> dict:
+    """RSS over 100 requests (400 samples, 40 s): a base of 1.1 GB, peaks of 400 MB at ``teeth`` that return to
+    the base within 5 requests, plus ``leak_per_request`` bytes each request keeps."""
+    done = [i // 4 for i in range(400)]
+    rss = [
+        1.1e9 + leak_per_request * d + max((4e8 * (1 - (d - t) / 5) for t in teeth if t <= d < t + 5), default=0.0)
+        for d in done
+    ]
+    return {"t0_ns": 0, "interval_ms": 100, "t_s": [i / 10 for i in range(400)],
+            "fields": {"rss_bytes": rss, "requests_done": done}, "units": {}, "source": "psutil", "cpu_cores": 2}  # fmt: skip
+
+
+def test_compare_calls_a_sawtooth_no_leak_and_a_leak_a_leak(db, db_url, monkeypatch):
+    """Issue 34, item 6: a false red "Memory growth" on a sawtooth, repeated on Compare."""
+    monkeypatch.setenv("LATENCYLAB_DB_URL", db_url)
+    saw = make_run(db, name="saw", series={"telemetry": _memory_series(0.0, (40, 60, 75, 85, 92, 97))})
+    leak = make_run(db, name="leak", series={"telemetry": _memory_series(3e6)}, seed=1)
+    at = open_page("views/compare.py", runs=f"{saw},{leak}", baseline=str(saw))
+    assert not at.exception
+    text = _text(at)
+    assert text.count("Memory growth") == 1 and "+2.9 MiB per request" in text
+    at = open_page("views/run.py", run=str(saw))
+    assert not at.exception and "Memory growth" not in _text(at)

@@ -29,11 +29,28 @@ from typing import Any
 
 from engine.backends.openai import channel
 from engine.backends.openai.backend import OpenAIBackend
-from engine.backends.openai.client_settings import client_from_settings
+from engine.backends.openai.client_settings import api_key, tokenizer_of
 from engine.backends.openai.sse import RequestFailed
 from engine.measure.client_lag import LoopMonitor, pause_gc, resume_gc
 from engine.measure.records import RequestRecord
 from engine.secrets import scrub
+
+
+def client_from_settings(settings: dict[str, Any]) -> OpenAIBackend:
+    """An OpenAI client configured as the driver's (:meth:`OpenAIBackend.client_settings`), with its tokenizer."""
+    key = api_key(settings.get("api_key_env"), settings.get("api_key"), required=False)
+    client = OpenAIBackend()
+    client.configure(
+        settings["base_url"],
+        settings["model_name"],
+        settings["endpoint"],
+        key,
+        settings["send_ignore_eos"],
+        settings["timeout_s"],
+        api_key_env=settings.get("api_key_env"),
+    )
+    client.use_tokenizer(tokenizer_of(settings.get("tokenizer"), key, client.server_root, settings["model_name"]))
+    return client
 
 
 class _Serving:

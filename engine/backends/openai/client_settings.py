@@ -1,5 +1,5 @@
 """How another process builds the same OpenAI client: its settings out (never the key, but for a remote node), and
-a client built from them, with its tokenizer, in a client process (:mod:`engine.backends.openai.client_process`).
+the key and tokenizer a client process builds its client with (:mod:`engine.backends.openai.client_process`).
 
 One reader of the API key (:func:`api_key`) serves the job's own client and every client process: the key is read
 from its variable (or, on a remote node, sent with the settings) and registered with the secret scrubber.
@@ -11,13 +11,10 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.backends.base import BackendError
 from engine.secrets import register
-
-if TYPE_CHECKING:
-    from engine.backends.openai.backend import OpenAIBackend
 
 
 def api_key(env_name: str | None, given: str | None = None, required: bool = True) -> str | None:
@@ -32,26 +29,7 @@ def api_key(env_name: str | None, given: str | None = None, required: bool = Tru
     return key
 
 
-def client_from_settings(settings: dict[str, Any]) -> OpenAIBackend:
-    """An OpenAI client configured as the driver's (:meth:`OpenAIBackend.client_settings`), with its tokenizer."""
-    from engine.backends.openai.backend import OpenAIBackend
-
-    key = api_key(settings.get("api_key_env"), settings.get("api_key"), required=False)
-    client = OpenAIBackend()
-    client.configure(
-        settings["base_url"],
-        settings["model_name"],
-        settings["endpoint"],
-        key,
-        settings["send_ignore_eos"],
-        settings["timeout_s"],
-        api_key_env=settings.get("api_key_env"),
-    )
-    client.use_tokenizer(_tokenizer_of(settings.get("tokenizer"), key, client.server_root, settings["model_name"]))
-    return client
-
-
-def _tokenizer_of(source: dict[str, Any] | None, key: str | None, server_root: str, model_name: str) -> Any:
+def tokenizer_of(source: dict[str, Any] | None, key: str | None, server_root: str, model_name: str) -> Any:
     """The tokenizer the settings name: the model folder's files, the server's /tokenize, or files sent inline."""
     kind = (source or {}).get("kind")
     if kind == "files":

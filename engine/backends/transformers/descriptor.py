@@ -68,7 +68,8 @@ FORM = FormGroups(
         ("quantization", "torchao_int4_weight_only"): {"dtype": "bfloat16"},
     },
 )
-# Priors of the what-if estimator, used until calibration replaces them ("uncalibrated"). The GPU
+# Priors of the what-if estimator, used until calibration replaces them ("uncalibrated"); the runs they come
+# from ship with their source in engine/whatif/priors_h200.json (engine/whatif/explain.py names them). The GPU
 # overheads are from FIELD-NOTES (H200, eager, batch 1, 512-token prompt): decode steps of 51 ms
 # (Llama-3.2-1B) and 59 ms (Llama-3-8B) against bandwidth floors of 0.58 and 3.77 ms (launch-bound:
 # ~50 ms per step on top), and a TTFT of 27 and 24 ms whatever the prefill's FLOPs (one pass of

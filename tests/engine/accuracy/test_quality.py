@@ -121,7 +121,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _prompts(backend, spec):
     from engine.run.sources.synthetic import synthetic_prompts
 
-    return synthetic_prompts(spec.workload, 2, backend.tokenizer(), 49152)
+    return synthetic_prompts(spec.workload.traffic, spec.workload.seed, 2, backend.tokenizer(), 49152)
 
 
 @pytest.mark.slow

@@ -86,6 +86,46 @@ def test_no_growth_when_flat_noisy_or_filling_once():
     assert memory_growth(series({"rss_bytes": [1e9] * 3, "requests_done": [0, 1, 2]})) == []
 
 
+def _sawtooth(teeth: tuple[int, ...], n: int = 400, base: float = 1.1e9, height: float = 4e8) -> dict:
+    """RSS that jumps at each long prompt (request ``teeth``) and returns to its base within 5 requests."""
+    rng = random.Random(3)
+    done = [i // 4 for i in range(n)]
+    rss = []
+    for d in done:
+        peaks = [height * (1 - (d - t) / 5) for t in teeth if t <= d < t + 5]
+        rss.append(base + max(peaks, default=0.0) + rng.gauss(0, 3e6))
+    return series({"rss_bytes": rss, "requests_done": done})
+
+
+def test_a_sawtooth_that_returns_to_its_base_is_never_a_leak():
+    """Issue 34, item 6: "+5.4 MiB per request ... +78.8 GiB per 24 hours" with r² = 0.21 on a sawtooth that
+    returned to 1.1 GB after each long prompt. Peaks bunched late make the least-squares slope positive and
+    "significant" (r² 0.24 and 0.41 here; the old rule flagged both): the floor does not rise."""
+    for teeth in ((40, 60, 75, 85, 92, 97), (50, 70, 80, 86, 90, 94, 97), (90, 93, 96, 98)):
+        assert memory_growth(_sawtooth(teeth)) == []
+
+
+def test_a_real_linear_leak_is_still_flagged_with_the_rule_in_words():
+    leak = _memory(per_request=2e6, n=400)  # 2 MB per request over 100 requests, 2 MB noise
+    (found,) = memory_growth(leak)
+    fit = found.evidence["fit"]
+    assert fit["r_squared"] > 0.9 and fit["floor_rise_bytes"] > 100e6 and fit["slope_ci95"][0] > 0
+    assert "rule: flagged only when the slope's 95 % interval" in found.evidence["details"][-1]
+    # the same leak under a sawtooth of long prompts: the floor still rises, so it is still a leak (a leak smaller
+    # than the sawtooth's own swing explains too little of the series, r² < 0.5, and waits for a longer soak)
+    teeth = _sawtooth((20, 45, 70), height=1.5e8)
+    teeth["fields"]["rss_bytes"] = [
+        v + 2e6 * d for v, d in zip(teeth["fields"]["rss_bytes"], leak["fields"]["requests_done"], strict=True)
+    ]
+    (found,) = memory_growth(teeth)
+    assert found.kind == "memory_growth"
+
+
+def test_a_short_run_is_too_short_to_call_a_leak():
+    short = _memory(per_request=1e6, n=24)  # 2.4 s of samples
+    assert memory_growth(short) == []
+
+
 def _request(i: int, send_ms: float, e2el_ms: float, prompt: int = 128, queue_ms: float = 0.0) -> RequestRecord:
     send = T0 + int(send_ms * MS)
     chunks = [send + int(e2el_ms * MS * k / 8) for k in range(1, 9)]

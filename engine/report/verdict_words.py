@@ -187,3 +187,10 @@ def ratio_words(ratio: float | None, verdict: Verdict | None) -> str:
         return f"{ratio:.{_decimals(ratio, 1.0)}f}×"
     d = _decimals(iv.lo, ratio, iv.hi, 1.0)
     return f"{ratio:.{d}f}× (95 % CI {iv.lo:.{d}f}–{iv.hi:.{d}f})"
+
+
+VERDICT_NOTE = (
+    f"Verdicts: better or worse (significant) when the ratio's 95 % CI excludes 1; {SAME} when it spans 1 "
+    f"and lies {MARGIN_WORDS}; {UNCLEAR} when it spans 1 but reaches beyond that margin (the runs cannot tell a "
+    "real difference from none)."
+)

@@ -217,7 +217,7 @@ def speed_verdict(
 _STDERR_KEYS = {"kl_mean": "kl_stderr"}  # the accuracy figures whose standard error is stored under another name
 
 
-def _stderr(quality: Mapping[str, Any] | None, key: str) -> float | None:
+def stored_stderr(quality: Mapping[str, Any] | None, key: str) -> float | None:
     name = key.removeprefix("quality.")
     quality = quality or {}
     stored = quality.get(_STDERR_KEYS.get(name, f"{name}_stderr"), quality.get(f"{name}:stderr"))
@@ -256,7 +256,7 @@ def accuracy_verdict(
     paired = paired_verdict(key, delta, base_quality, new_quality, hints)
     if paired is not None:
         return paired
-    errors = [_stderr(base_quality, key), _stderr(new_quality, key)]
+    errors = [stored_stderr(base_quality, key), stored_stderr(new_quality, key)]
     if any(e is None for e in errors):
         return Verdict(key, plain, state="none", reason="no standard error", delta=delta)
     return difference_verdict(

@@ -7,7 +7,6 @@ each run's standard error was combined as if independent, although both scored t
 from __future__ import annotations
 
 import re
-
 from types import SimpleNamespace
 
 import numpy as np

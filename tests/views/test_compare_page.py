@@ -184,3 +184,39 @@ def test_the_noise_flags_of_compared_runs_are_shown(db, db_url, monkeypatch):
     at = open_compare(runs=f"{a},{b}")
     warning = " ".join(w.value for w in at.warning)
     assert f"run {a} · float32**: measured under contention: load 3.4 on 2 cores" in warning
+
+
+def test_the_decision_line_opens_the_page_and_one_click_queues_the_repeats(seeded, db):
+    """Issue 34: a decision line per run; where it says to repeat, one click queues every compared spec again
+    with the decision preset, the baseline first, in one go (operators only)."""
+    from storage.jobs import list_jobs
+
+    base, fast = seeded["base"], seeded["fast"]
+    at = open_compare(runs=f"{fast},{base}", baseline=str(base))
+    assert not at.exception
+    assert [s.value for s in at.subheader][:2] == ["Decision", "Summary"]
+    line = at.markdown[0].value
+    assert line.startswith(f"- run {fast} · INT4 · bfloat16: 2.") and "faster decode (significant, 95 % CI " in line
+    assert line.endswith("not enough data to decide on perplexity (measured once): repeat.")
+    button = at.button(key="compare_repeat")
+    assert not button.disabled and button.label == "Queue repeats to decide (2 jobs)"
+    button.click().run()
+    assert not at.exception and at.success and "Queued jobs " in at.success[0].value
+    jobs = sorted(list_jobs(db), key=lambda j: j.id)
+    assert [j.spec["name"] for j in jobs] == [f"FP32 baseline (repeat of run {base})", f"INT4 (repeat of run {fast})"]
+    assert all(j.spec["workload"]["trials"] == 3 and j.status == "queued" for j in jobs)
+
+
+def test_viewers_see_the_decision_but_cannot_queue_repeats(seeded, monkeypatch):
+    from engine.settings import get_settings
+
+    monkeypatch.setenv("LATENCYLAB_VIEWER_MODE", "1")
+    get_settings.cache_clear()
+    try:
+        at = open_compare(runs=f"{seeded['base']},{seeded['fast']}", baseline=str(seeded["base"]))
+        assert not at.exception and at.markdown[0].value.startswith("- run 2 · INT4 · bfloat16: ")
+        assert at.button(key="compare_repeat").disabled
+        assert any("Cannot queue repeats: viewer mode" in c.value for c in at.caption)
+    finally:
+        monkeypatch.delenv("LATENCYLAB_VIEWER_MODE")
+        get_settings.cache_clear()

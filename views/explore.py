@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.measure import registry
+from engine.report.explore_report import standing
 from engine.report.export import explore_html, permalink, table_csv
 from engine.report.figures import (
     LATENCY_METRICS,
@@ -27,7 +28,6 @@ from engine.report.figures import (
 from engine.report.fronts import Fronts, front_groups, pareto_fronts, with_intervals
 from engine.report.listing import EXPLORE_POINTS, axis_choices, colour_columns, default_colour, plural
 from engine.report.naming import frame_run_names
-from engine.report.verdict_words import NOT_SEPARATED, TIED
 from engine.settings import get_settings
 from engine.spec.forms import label as knob_label
 from storage.frames import RunQuery, count, distinct_values, query_frame
@@ -200,14 +200,6 @@ def _front_warning(fronts: Fronts) -> None:
         )
 
 
-def _front_words(run_id: int, fronts: Fronts) -> str:
-    if any(run_id in ids for ids in fronts.unclear.values()):
-        return NOT_SEPARATED
-    if any(run_id in ids for ids in fronts.tied.values()):
-        return TIED
-    return "on it: a trade-off (significant on both axes)"
-
-
 def _front_table(frame: pd.DataFrame, fronts: Fronts, x: str, y: str) -> None:
     front = fronts.run_ids()
     st.subheader(f"Pareto front: {plural(len(front), 'run')}")
@@ -216,14 +208,16 @@ def _front_table(frame: pd.DataFrame, fronts: Fronts, x: str, y: str) -> None:
         return
     rows = frame[frame["run_id"].isin(front)].sort_values(x)
     hints = frame_hints(frame)
-    cols = list(dict.fromkeys(c for c in ("model", "engine", "device") if c in frame.columns))
-    table = rows[cols].copy()
+    table = pd.DataFrame(index=rows.index)
     table[_label(x, hints)] = figure_words(rows, x, hints, labelled=False)  # one format, with the 95 % CI
     table[_label(y, hints)] = figure_words(rows, y, hints, labelled=False)
+    for column in ("model", "engine", "device"):
+        if column in rows.columns:
+            table[column] = rows[column]
     table.insert(0, "run name", frame_run_names(rows))  # its recipe in words; never "None"
-    table.insert(1, "front", [_front_words(int(i), fronts) for i in rows["run_id"]])
+    table.insert(1, "front", [standing(int(i), fronts) for i in rows["run_id"]])
     if len(fronts.groups) > 1:
-        table.insert(2, "model · workload", [fronts.labels.get(g, g) for g in front_groups(rows)])
+        table.insert(4, "model · workload", [fronts.labels.get(g, g) for g in front_groups(rows)])
     if "trial" in rows.columns:
         table["Optimize trial"] = rows["trial"].fillna("")
     table.insert(0, "open", [f"run?run={i}" for i in rows["run_id"]])  # the one run-id column: a link
@@ -269,6 +263,12 @@ def scatter_view(db, token, frame: pd.DataFrame) -> None:
     fig = explore_scatter(frame, x, y, color or None, symbol or None, fronts=fronts)
     shown = int((frame[x].notna() & frame[y].notna()).sum())
     _front_warning(fronts)
+    paired = (
+        " Perplexity is compared paired, on the same text: it has no bars (each run's own interval, much wider "
+        "than the difference between two runs, is on hover)."
+        if fronts.paired
+        else ""
+    )
     st.caption(
         f"{shown:,} of {plural(len(frame), 'run')} {'has' if shown == 1 else 'have'} both values "
         "(the others are left out). Bars: each run's 95 % interval (also on hover). A run leaves the front only "
@@ -276,6 +276,7 @@ def scatter_view(db, token, frame: pd.DataFrame) -> None:
         "verdict Compare gives that pair; front runs are ringed when they are tied (no significant difference, "
         "within ± 5 %) or when there is not enough data to tell them apart; the line joins clear trade-offs. "
         "Crosses mark Optimize trials. Click a point to open its run; box- or lasso-select several to compare them."
+        + paired
     )
     event = st.plotly_chart(fig, on_select="rerun", selection_mode=("points", "box", "lasso"), key="explore_chart")
     _open_clicked(event, fig)

@@ -30,6 +30,10 @@ CI_WORDS = (
     "95 % CI: each figure's confidence interval within its run (order statistics for percentiles, bootstrap over "
     "requests for throughput, ± 1.96 standard errors for accuracy)."
 )
+PAIRED_WORDS = (
+    " A run's own perplexity interval is the sampling of the scored text; runs that scored the same text are "
+    "compared paired (the same blocks of text), which is many times narrower: the verdicts use that."
+)
 Record = tuple[Mapping[str, Any], Mapping[str, Any]]
 
 
@@ -68,11 +72,14 @@ def _decision_lines(frame: pd.DataFrame, fronts: Fronts, records: Mapping[int, R
     return lines
 
 
-def _standing(run_id: int, fronts: Fronts) -> str:
+def standing(run_id: int, fronts: Fronts) -> str:
+    """How a front run stands, in words: tied, not told apart, a trade-off, or the only run of its group."""
     if any(run_id in ids for ids in fronts.unclear.values()):
         return NOT_SEPARATED
     if any(run_id in ids for ids in fronts.tied.values()):
         return TIED
+    if any(ids == [run_id] for ids in fronts.groups.values()):
+        return "the only run on its front (model and workload)"
     return "a trade-off: significantly different on both axes"
 
 
@@ -84,7 +91,7 @@ def _front_table(frame: pd.DataFrame, fronts: Fronts, x: str, y: str) -> str:
         return "<p>No run has both figures.</p>"
     hints = frame_hints(frame)
     table = pd.DataFrame(
-        {"run": frame_run_names(rows), "on the front": [_standing(int(i), fronts) for i in rows["run_id"]]}
+        {"run": frame_run_names(rows), "on the front": [standing(int(i), fronts) for i in rows["run_id"]]}
     )
     if len(fronts.groups) > 1:
         table["model · workload"] = [fronts.labels.get(g, g) for g in front_groups(rows)]
@@ -138,6 +145,6 @@ def explore_html(
         f"<h2>The front</h2>{figures_html([fig], height='640px')}"
         f"<h2>Runs on the Pareto front</h2>{_front_table(plotted, fronts, x, y)}"
         f"{noise_html(shown, names)}"
-        f'<p class="meta">{html.escape(CI_WORDS + " " + VERDICT_NOTE)}</p>'
+        f'<p class="meta">{html.escape(CI_WORDS + PAIRED_WORDS * bool(fronts.paired) + " " + VERDICT_NOTE)}</p>'
     )
     return page(title, body)

@@ -32,7 +32,7 @@ REPORT_CDF_POINTS = 150  # order statistics per CDF line in a report: 8 runs sta
 CI_NOTE = (
     "95 % CI: the figure's confidence interval within its run (order statistics for percentiles, bootstrap "
     "over requests for throughput). n too small: the run has too few requests for that percentile (p50 needs 6, "
-    "p90 29, p95 59, p99 299). ÷ baseline: the ratio with its bootstrap interval."
+    "p90 29, p95 59, p99 299)."
 )
 
 
@@ -129,7 +129,8 @@ def comparison_html(
     decisions = decision_html(
         [d.text for d in comparison.decisions.values()], f"Decision (against {comparison.labels[base.id]})"
     )
-    notes = " ".join((CI_NOTE, VERDICT_NOTE, accuracy_note(comparison.verdicts)))
+    ratio = "÷ baseline: the run's value divided by the baseline's, with the 95 % CI of that ratio."
+    notes = " ".join((ratio, CI_NOTE, VERDICT_NOTE, accuracy_note(comparison.verdicts)))
     body = (
         f"<h1>{html.escape(title)}</h1>{meta(link)}{decisions}"
         f"<h2>Summary (baseline: {html.escape(comparison.labels[base.id])})</h2>"

@@ -225,8 +225,8 @@ def _point_traces(fig: go.Figure, data: pd.DataFrame, x: str, y: str, groups: di
             scatter(
                 x=part[x].to_numpy(dtype=float),
                 y=part[y].to_numpy(dtype=float),
-                error_x=error_bars(part, x),
-                error_y=error_bars(part, y),
+                error_x=None if x in groups["paired"] else error_bars(part, x),
+                error_y=None if y in groups["paired"] else error_bars(part, y),
                 mode="markers",
                 name=name,
                 customdata=_ids(part["run_id"]),
@@ -258,7 +258,8 @@ def explore_scatter(
     Rows missing either value are left out. Each point's ``customdata[0]`` is its run id; its
     hover names the recipe and, when some requests failed, the failure rate. Intervals in the
     frame (``KEY:lo``/``KEY:hi``, :func:`engine.report.fronts.with_intervals`) are error bars and are said
-    on hover. The fronts (``fronts``, else :func:`engine.report.fronts.pareto_fronts` of the frame) follow
+    on hover; an axis whose runs all pair (perplexity on one text: ``fronts.paired``) gets no bars, since
+    each run's own band is not what the verdicts between them compare. The fronts (``fronts``, else :func:`engine.report.fronts.pareto_fronts` of the frame) follow
     the one verdict: one per model and workload, ties and runs not told apart ringed, Optimize trials
     (a ``trial`` column) crossed (:mod:`engine.report.front_figures`). The legend sits under the plot.
     """
@@ -282,9 +283,9 @@ def explore_scatter(
     if data.empty:
         return fig
     hover = _hover_texts(data, x, y, hints)
-    _point_traces(fig, data, x, y, {"hover": hover, "color": color, "symbol": symbol})
     if fronts is None:
         fronts = pareto_fronts(data, x, y, hints, (minimise_x, minimise_y))
+    _point_traces(fig, data, x, y, {"hover": hover, "color": color, "symbol": symbol, "paired": fronts.paired})
     draw_fronts(fig, data, x, y, fronts, hover)
     mark_trials(fig, data, x, y)
     return fig

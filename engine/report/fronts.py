@@ -32,6 +32,7 @@ from engine.report.front_verdicts import Record, interval_columns, judge
 from engine.report.naming import short_model
 from engine.report.recipes import workload_label, workload_words
 from engine.report.values import band_of
+from engine.report.verdict_matrix import paired_on_text
 
 # Workload fields that say how much was measured, not what was sent: runs differing only in them share a front.
 MEASUREMENT_FIELDS = frozenset(
@@ -172,6 +173,7 @@ class Fronts:
     differences: list[str] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # group -> its name in words
     approximate: list[str] = field(default_factory=list)  # groups too large to judge pair by pair
+    paired: tuple[str, ...] = ()  # axes whose runs all pair (perplexity on one text): their own bands mislead
 
     def run_ids(self) -> list[int]:
         """Every run on a front (ties included), group by group."""
@@ -208,7 +210,9 @@ def pareto_fronts(
         return Fronts()
     data = frame[pd.to_numeric(frame[x], errors="coerce").notna() & pd.to_numeric(frame[y], errors="coerce").notna()]
     groups = front_groups(data)
-    out = Fronts(differences=group_differences(data), labels=group_labels(data))
+    shown = [records[int(i)] for i in data["run_id"] if int(i) in (records or {})]
+    paired = tuple(k for k in (x, y) if k == "quality.perplexity" and len(shown) == len(data) and paired_on_text(shown))
+    out = Fronts(differences=group_differences(data), labels=group_labels(data), paired=paired)
     for name in sorted(groups.unique().tolist()):
         part = data[groups == name]
         judged = judge(part, (x, y), records or {}, hints, (mx, my))

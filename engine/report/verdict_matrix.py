@@ -107,6 +107,13 @@ def _perplexity_groups(records: Sequence[Record]) -> dict[tuple[Any, ...], list[
     return groups
 
 
+def paired_on_text(records: Sequence[Record]) -> bool:
+    """Whether every run of ``records`` pairs with another on perplexity (all scored one text): then each run's
+    own band (± 1.96 standard errors of the text's sampling) is not what the verdicts between them compare."""
+    groups = _perplexity_groups(records)
+    return bool(records) and sum(len(m) for m in groups.values() if len(m) > 1) == len(records)
+
+
 def _block_rows(records: Sequence[Record], members: list[int]) -> tuple[list[int], np.ndarray, np.ndarray] | None:
     """The members whose per-block NLL a paired ratio can use, their NLL rows and the block tokens."""
     blocks = records[members[0]][1]["perplexity_blocks"]

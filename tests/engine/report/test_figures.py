@@ -103,7 +103,7 @@ def test_front_minimises_perplexity_type_tasks(db, kind):
     fig = explore_scatter(frame, "tpot_ms_p50", "quality.task:t")
     title = fig.layout.yaxis.title.text
     assert "lower is better" in title and "%" not in title
-    assert any(": 30 (95 % CI " in t or t.endswith(": 30") for t in fig.data[0].text), fig.data[0].text
+    assert any(t.endswith("): 30.00") for t in fig.data[0].text), fig.data[0].text
 
 
 @pytest.mark.parametrize(

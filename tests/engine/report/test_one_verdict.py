@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import html
 import json
-import math
 
-import numpy as np
 import pytest
-from seed_runs import make_run, real_quality
+from seed_runs import make_run, paired_quality, real_quality
 
 from engine.cli.main import main
 from engine.report.compare import compare_runs
@@ -26,23 +24,6 @@ from engine.report.verdicts import run_samples, verdicts_between
 from storage.frames import figure_records, runs_frame
 
 X, Y = "tpot_ms_p50", "quality.perplexity"
-TEXT = np.random.default_rng(100).normal(3.0, 0.3, 32) * 64  # the scored text's per-block NLL (32 x 64 tokens)
-
-
-def paired_quality(shift: float, seed: int) -> dict:
-    """A quality dict whose perplexity was scored block by block on one shared text: per-token NLL ``shift``
-    higher than the text's, with a little noise of its own."""
-    nll = TEXT + 64 * shift + np.random.default_rng(seed).normal(0, 0.3, TEXT.size)
-    quality = real_quality(perplexity=math.exp(nll.sum() / (64 * TEXT.size)))
-    quality["perplexity_blocks"] = {
-        "text": "sha1:corpus",
-        "block_tokens": 64,
-        "tokens": [64] * TEXT.size,
-        "nll": nll.tolist(),
-    }
-    return quality
-
-
 PAIRS = {
     "faster but worse": (
         {"tpot_ms": 10.0, "n": 30, "quality": paired_quality(0.0, 1)},

@@ -22,11 +22,11 @@ SHA = "2f1e" * 16
 
 def test_perplexity_has_one_format_everywhere(db):
     base = get_run(db, make_run(db, quality=real_quality(perplexity=20.3459)))
-    other = get_run(db, make_run(db, seed=1, dtype="bfloat16", quality=real_quality(perplexity=20.41)))
+    other = get_run(db, make_run(db, seed=1, dtype="bfloat16", quality=real_quality(perplexity=20.40)))
     table = comparison_frame(compare_runs([base, other], base.id), formatted=True).set_index("metric")
-    assert table.loc["perplexity"].iloc[2] == "20.35"
+    assert table.loc["perplexity"].iloc[2] == "20.35" and table.loc["perplexity"].iloc[4] == "20.40"  # not 20.4
     frame = pd.DataFrame({"run_id": [1], Y: [20.3459], f"{Y}:lo": [20.1], f"{Y}:hi": [20.6]})
-    assert figure_words(frame, Y) == ["perplexity: 20.35 (95 % CI 20.1–20.6)"]
+    assert figure_words(frame, Y) == ["perplexity: 20.35 (95 % CI 20.10–20.60)"]
     assert "20.4 " not in summarize_against(other, base)
 
 

@@ -7,7 +7,7 @@
   them); **tied** when neither axis differs significantly and both lie within the margin: Compare's "no
   significant difference" on both axes; otherwise there is **not enough data** to tell them apart
   (an interval reaching past the margin, too few samples, or no interval at all).
-- Above :data:`PAIRWISE_LIMIT` runs in a group, runs clearly behind (another run's whole 95 % box is better
+- Above :data:`PAIRWISE_LIMIT` runs in a group (:data:`PAIRED_LIMIT` on perplexity), runs clearly behind (another run's whole 95 % box is better
   on both axes) are set aside first; a group still larger is judged by overlapping intervals (the test
   Explore used before), and :class:`Judged` says so.
 """
@@ -26,7 +26,8 @@ from engine.report.pareto import pareto_front
 from engine.report.values import Z95
 from engine.report.verdict_matrix import BETTER, SAME, WORSE, Record, state_matrix
 
-PAIRWISE_LIMIT = 120  # runs of one group judged pair by pair (two matrices of this size squared)
+PAIRWISE_LIMIT = 400  # runs of one group judged pair by pair (two matrices of this size squared)
+PAIRED_LIMIT = 120  # ... when an axis is perplexity: each pair a quantile over 2,000 paired resamples (~1 s at 120)
 MAX_TIE_CHECK = 2000  # front runs compared for overlapping intervals in the approximate judgement
 
 
@@ -174,11 +175,12 @@ def judge(
     """The front of one group's runs (module doc); ``records`` by run id, else rebuilt from the rows."""
     x, y = axes
     n = len(part)
+    limit = PAIRED_LIMIT if "quality.perplexity" in axes else PAIRWISE_LIMIT
     keep = np.ones(n, dtype=bool)
-    if n > PAIRWISE_LIMIT:
+    if n > limit:
         bx, by = _bands(part, x, minimise[0]), _bands(part, y, minimise[1])
         keep = ~_behind(bx[1:], by[1:])
-        if keep.sum() > PAIRWISE_LIMIT:
+        if keep.sum() > limit:
             finite = [tuple(np.where(np.isfinite(e), e, v) for e in (v, lo, hi)) for v, lo, hi in (bx, by)]
             on, tied = overlap_front(finite[0], finite[1])
             return Judged(on, tied, np.zeros(n, dtype=bool), approximate=True)

@@ -16,8 +16,8 @@ from engine.settings import is_loopback
 
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}"
-    "table{border-collapse:collapse;font-size:0.9em}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-    "th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}.summary li{margin:0.3em 0}"
+    "table{border-collapse:collapse;font-size:0.9em}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}"
+    "th{background:#f4f4f4}.summary li{margin:0.3em 0}"
     ".meta{color:#666;font-size:0.85em}.decision{background:#f6f8fa;border-left:4px solid #444;padding:0.6em 1em}"
     ".decision li{margin:0.35em 0}"
 )

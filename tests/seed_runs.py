@@ -70,6 +70,25 @@ def real_quality(
     return q
 
 
+def paired_quality(shift: float = 0.0, seed: int = 0, blocks: int = 32) -> dict[str, Any]:
+    """A real-shaped quality dict whose perplexity was scored block by block (64 tokens each) on one shared
+    text: per-token NLL ``shift`` above the text's, plus a little noise of its own; runs made with it pair."""
+    import math
+
+    import numpy as np
+
+    text = np.random.default_rng(100).normal(3.0, 0.3, blocks) * 64
+    nll = text + 64 * shift + np.random.default_rng(seed).normal(0, 0.3, blocks)
+    quality = real_quality(perplexity=math.exp(nll.sum() / (64 * blocks)))
+    quality["perplexity_blocks"] = {
+        "text": "sha1:corpus",
+        "block_tokens": 64,
+        "tokens": [64] * blocks,
+        "nll": nll.tolist(),
+    }
+    return quality
+
+
 def make_requests(
     n: int = 6,
     ttft_ms: float = 50.0,

@@ -53,7 +53,8 @@ def render_accuracy(run: Any) -> None:
     ppl_help = f"on {quality.get('corpus', 'the corpus')}, {quality.get('perplexity_tokens', '?')} tokens"
     if quality.get("perplexity_stderr") is not None:
         ppl_help += f", ± {quality['perplexity_stderr']:.3f} (std. error)"
-    cols[0].metric("Perplexity", _fmt(quality.get("perplexity"), ",.3f"), help=ppl_help)
+    perplexity = registry.lookup("quality.perplexity")  # one format for perplexity on every page (20.35)
+    cols[0].metric("Perplexity", perplexity.format(registry.finite(quality.get("perplexity"))), help=ppl_help)
     cols[1].metric(
         "KL mean / p99",
         f"{_fmt(quality.get('kl_mean'), '.4f')} / {_fmt(quality.get('kl_p99'), '.3f')}",
@@ -75,7 +76,7 @@ def render_accuracy(run: Any) -> None:
         reference = quality.get("reference") or "default recipe of this engine (default knobs, native precision)"
         st.caption(
             f"Reference: {escape_markdown(reference)}, same device: perplexity "
-            f"{quality['baseline_perplexity']:.3f}; baseline {'reused from cache' if quality.get('baseline_cached') else 'computed in this run'}."
+            f"{perplexity.format(registry.finite(quality['baseline_perplexity']))}; baseline {'reused from cache' if quality.get('baseline_cached') else 'computed in this run'}."
         )
     tasks = task_table(quality)
     if not tasks.empty:

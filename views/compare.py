@@ -10,8 +10,10 @@ from engine.report.export import CI_NOTE, comparison_csv, comparison_html, load_
 from engine.report.naming import default_baseline, frame_run_names, run_name, why_baseline
 from engine.report.paired import accuracy_note
 from engine.report.results import noise_words
+from engine.report.verdict_words import VERDICT_NOTE
 from engine.settings import get_settings
 from ui.common import query_int, query_int_list
+from ui.decision_view import render_decision
 from ui.diagnostics_view import render_compare_findings
 from ui.run_view import cached_requests, cached_run, cached_runs_frame, missing_run, results_page, share_link
 from ui.text import escape_markdown, shown
@@ -184,6 +186,7 @@ def main() -> None:
     baseline_id = _choose_baseline(ids, runs)
     requests = {r.id: cached_requests(db, db.url, r.id, token) for r in runs}
     comparison = compare_runs(runs, baseline_id, requests)  # raw samples: a bootstrap interval per ratio
+    render_decision(db, comparison, runs)  # one line per run, and the repeats that would settle it
     _summary(comparison, runs)
     st.subheader("Side by side")
     st.dataframe(  # many runs scroll sideways; the metric names stay in view
@@ -193,6 +196,8 @@ def main() -> None:
     )
     st.caption(
         "÷ baseline: the run's value divided by the baseline's (for latency, below 1 is faster), with its 95 % CI. "
+        + VERDICT_NOTE
+        + " "
         + CI_NOTE
         + _trials_note(runs)
         + accuracy_note(comparison.verdicts)

@@ -14,11 +14,13 @@ import pandas as pd
 import streamlit as st
 
 from engine.measure import registry
+from engine.report.explore_report import standing
 from engine.report.export import explore_html, permalink, table_csv
 from engine.report.figures import (
     LATENCY_METRICS,
     axis_label,
     explore_scatter,
+    figure_words,
     frame_hints,
     metric_name,
     sweep_curves,
@@ -171,14 +173,15 @@ def _uncertain(_db, db_url: str, token: tuple[int, int], run_ids: tuple[int, ...
     return figure_records(_db, run_ids), trial_runs(_db)
 
 
-def with_uncertainty(db, token, frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
-    """The frame with each run's 95 % interval of ``x`` and ``y`` and, for Optimize's runs, their trial."""
+def with_uncertainty(db, token, frame: pd.DataFrame, x: str, y: str) -> tuple[pd.DataFrame, dict]:
+    """The frame with each run's 95 % interval of ``x`` and ``y`` and, for Optimize's runs, their trial; and
+    each run's stored (metrics, quality), for the verdicts between them."""
     if frame.empty:
-        return frame
+        return frame, {}
     records, trials = _uncertain(db, db.url, token, tuple(int(i) for i in frame["run_id"]))
     out = with_intervals(frame, [x, y], records)
     out["trial"] = out["run_id"].map(lambda i: trials.get(int(i)))
-    return out
+    return out, records
 
 
 def _front_warning(fronts: Fronts) -> None:
@@ -190,35 +193,41 @@ def _front_warning(fronts: Fronts) -> None:
             "or tick runs of one workload on the Runs page, to see a single front.",
             icon=":material/warning:",
         )
+    if fronts.approximate:
+        st.caption(
+            f"{plural(len(fronts.approximate), 'group')} had too many runs near the front to judge pair by pair: "
+            "there, a run is off the front when another beats it beyond both runs' intervals."
+        )
 
 
 def _front_table(frame: pd.DataFrame, fronts: Fronts, x: str, y: str) -> None:
     front = fronts.run_ids()
-    tied = {i for ids in fronts.tied.values() for i in ids}
     st.subheader(f"Pareto front: {plural(len(front), 'run')}")
     if not front:
         st.caption("No run has both values.")
         return
     rows = frame[frame["run_id"].isin(front)].sort_values(x)
-    cols = list(dict.fromkeys(c for c in ("model", "engine", "device", x, y) if c in frame.columns))
-    table = rows[cols].copy()
+    hints = frame_hints(frame)
+    table = pd.DataFrame(index=rows.index)
+    table[_label(x, hints)] = figure_words(rows, x, hints, labelled=False)  # one format, with the 95 % CI
+    table[_label(y, hints)] = figure_words(rows, y, hints, labelled=False)
+    for column in ("model", "engine", "device"):
+        if column in rows.columns:
+            table[column] = rows[column]
     table.insert(0, "run name", frame_run_names(rows))  # its recipe in words; never "None"
-    table.insert(1, "front", ["within noise of it" if i in tied else "on it" for i in rows["run_id"]])
+    table.insert(1, "front", [standing(int(i), fronts) for i in rows["run_id"]])
     if len(fronts.groups) > 1:
-        table.insert(2, "model · workload", front_groups(rows).tolist())
+        table.insert(4, "model · workload", [fronts.labels.get(g, g) for g in front_groups(rows)])
     if "trial" in rows.columns:
         table["Optimize trial"] = rows["trial"].fillna("")
     table.insert(0, "open", [f"run?run={i}" for i in rows["run_id"]])  # the one run-id column: a link
     if "error_rate" in frame.columns:
         table["failed requests"] = frame.loc[table.index, "error_rate"]
-    hints = frame_hints(frame)
     st.dataframe(
         table,
         hide_index=True,
         column_config={
             "open": st.column_config.LinkColumn("run", display_text=r"run\?run=(\d+)"),
-            x: st.column_config.NumberColumn(_label(x, hints), format="%.4g"),
-            y: st.column_config.NumberColumn(_label(y, hints), format="%.4g"),
             "failed requests": st.column_config.NumberColumn("failed requests", format="percent"),
         },
     )
@@ -249,17 +258,25 @@ def scatter_view(db, token, frame: pd.DataFrame) -> None:
     if frame.empty:
         st.info("No finished runs match these filters.")
         return
-    frame = with_uncertainty(db, token, frame, x, y)
-    fig = explore_scatter(frame, x, y, color or None, symbol or None)
-    fronts = pareto_fronts(frame, x, y, hints)
+    frame, records = with_uncertainty(db, token, frame, x, y)
+    fronts = pareto_fronts(frame, x, y, hints, records=records)  # Compare's verdict on every pair
+    fig = explore_scatter(frame, x, y, color or None, symbol or None, fronts=fronts)
     shown = int((frame[x].notna() & frame[y].notna()).sum())
     _front_warning(fronts)
+    paired = (
+        " Perplexity is compared paired, on the same text: it has no bars (each run's own interval, much wider "
+        "than the difference between two runs, is on hover)."
+        if fronts.paired
+        else ""
+    )
     st.caption(
         f"{shown:,} of {plural(len(frame), 'run')} {'has' if shown == 1 else 'have'} both values "
-        "(the others are left out). Bars: each run's 95 % interval. A run is on the front only if no other run "
-        "is better beyond both intervals; runs within noise of the front are ringed and banded (a tie, not a "
-        "trade-off); crosses mark Optimize trials. Click a point to open its run; box- or lasso-select several "
-        "to compare them."
+        "(the others are left out). Bars: each run's 95 % interval (also on hover). A run leaves the front only "
+        "when another is significantly better on one axis and not significantly worse on the other, by the "
+        "verdict Compare gives that pair; front runs are ringed when they are tied (no significant difference, "
+        "within ± 5 %) or when there is not enough data to tell them apart; the line joins clear trade-offs. "
+        "Crosses mark Optimize trials. Click a point to open its run; box- or lasso-select several to compare them."
+        + paired
     )
     event = st.plotly_chart(fig, on_select="rerun", selection_mode=("points", "box", "lasso"), key="explore_chart")
     _open_clicked(event, fig)
@@ -268,7 +285,7 @@ def scatter_view(db, token, frame: pd.DataFrame) -> None:
     e1, e2 = st.columns(2)
     e1.download_button(
         "Download HTML report",
-        data=partial(explore_html, frame, x, y, color or None, symbol or None, link),
+        data=partial(explore_html, frame, x, y, color or None, symbol or None, link, records=records),
         file_name="latencylab-explore.html",
         mime="text/html",
         icon=":material/download:",

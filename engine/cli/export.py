@@ -75,7 +75,7 @@ def _render(args: argparse.Namespace, db: Any, ids: list[int], frame: Any, expor
                     "output_tokens_per_s, quality.perplexity or recipe.dtype"
                 )
         link = export.permalink(base, "explore", {"x": args.x, "y": args.y})
-        return export.explore_html(frame, args.x, args.y, args.color, args.symbol, link=link)
+        return _explore_report(db, frame, args, link, export)
     runs, missing = export.load_runs(db, ids)
     if missing:
         raise UsageError(f"no run {', '.join(map(str, missing))} in {db.url}; list runs with: python -m engine runs")
@@ -91,6 +91,16 @@ def _render(args: argparse.Namespace, db: Any, ids: list[int], frame: Any, expor
         params["baseline"] = args.baseline
     link = export.permalink(base, "compare", params)
     return export.comparison_html(runs, export.load_requests(db, ids), args.baseline, link=link)
+
+
+def _explore_report(db: Any, frame: Any, args: argparse.Namespace, link: str, export: Any) -> str:
+    """The Explore report with each run's stored intervals and records: the verdicts the page gives."""
+    from engine.report.fronts import with_intervals
+    from storage.frames import figure_records
+
+    records = figure_records(db, [int(i) for i in frame["run_id"]])
+    frame = with_intervals(frame, [args.x, args.y], records)
+    return export.explore_html(frame, args.x, args.y, args.color, args.symbol, link=link, records=records)
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:

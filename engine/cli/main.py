@@ -38,6 +38,7 @@ VERB_MODULES: dict[str, tuple[str, ...]] = {
     "engine.cli.prepare": ("prepare",),
     "engine.cli.knobs": ("knobs",),
     "engine.cli.export": ("export",),
+    "engine.cli.compare": ("compare",),
     "engine.cli.jobs": ("submit", "worker", "jobs", "cancel", "retry"),
     "engine.cli.estimate": ("estimate", "calibrate"),
     "engine.cli.sweep": ("sweep",),

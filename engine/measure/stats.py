@@ -7,23 +7,19 @@ Rules (95 % unless asked otherwise):
   confidence, i.e. when ``1 - p**n - (1 - p)**n >= confidence`` for ``p = q/100``
   (:func:`min_samples`): p50 needs 6 requests, p90 29, p95 59, p99 299. Below that the
   percentile is "n too small" (:func:`percentile_ci` returns None), never a number.
-- **Interval of a percentile**: the exact order-statistic interval (binomial coverage of
-  the pair of order statistics closest to ``n * p``); it needs no resampling, so it is
-  deterministic and cheap for pooled ITL gaps of any size.
-- **Interval of a ratio** (recipe / baseline) of one statistic between two independent
-  samples: a seeded percentile bootstrap (``scipy.stats.bootstrap``); the difference is
-  significant when the interval excludes 1.
+- **Interval of a percentile**: the exact order-statistic interval (binomial coverage of the pair of
+  order statistics closest to ``n * p``): deterministic and cheap for pooled ITL gaps of any size.
+- **Interval of a ratio** (recipe / baseline) of one statistic between two independent samples: a
+  seeded percentile bootstrap (``scipy.stats.bootstrap``), read by :mod:`engine.report.verdicts`.
 - **Means and other statistics**: Student's t interval of a mean (:func:`mean_ci`); a seeded
   row bootstrap (:func:`bootstrap_ci`, rows resampled whole, e.g. tokens with their duration
   share for tokens/s) and its two-sample ratio (:func:`statistic_ratio_ci`).
 - **Across trials**: a t interval over the per-trial values (:func:`repeats_ci`; one trial: none).
 - **Without raw samples**: :func:`ratio_from_intervals` combines two stored intervals on the
   log scale (cruder; for runs whose requests are not at hand).
-- **Paired accuracy**: two runs that scored the same text differ by the same tokens' NLL, so their
-  perplexity ratio gets a paired interval: a circular block bootstrap over blocks of consecutive
-  tokens (:func:`paired_block_ratio_ci`), many times narrower than two runs' errors added as if
-  independent. Task accuracy on the same examples: the mean paired difference and its standard
-  error (:func:`paired_difference`).
+- **Paired accuracy**: runs that scored the same text get a paired perplexity ratio, a circular block
+  bootstrap over blocks of consecutive tokens (:func:`paired_block_ratio_ci`), many times narrower than
+  two runs' errors added; tasks on the same examples the mean paired difference (:func:`paired_difference`).
 """
 
 from __future__ import annotations
@@ -368,9 +364,24 @@ def paired_block_ratio_ci(
     value = math.exp((float(a.sum()) - float(b.sum())) / total)
     if b.size < 2:
         return Ratio(value, None)
-    idx = _block_runs(b.size, max(1, round(b.size ** (1 / 3))), np.random.default_rng(seed))
+    sums, token_sums = block_resample_sums(np.stack([b, a]), t, seed)
+    return block_ratio(value, sums[0], sums[1], token_sums, confidence)
+
+
+def block_resample_sums(nll: np.ndarray, tokens: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's NLL summed over :func:`paired_block_ratio_ci`'s draws (the same for every row, from ``seed``),
+    and each draw's tokens: runs scored on one text share them, so any two pair without drawing again."""
+    n = tokens.size
+    idx = _block_runs(n, max(1, round(n ** (1 / 3))), np.random.default_rng(seed))
+    return np.stack([row[idx].sum(axis=1) for row in nll]), tokens[idx].sum(axis=1)
+
+
+def block_ratio(
+    value: float, base_sums: np.ndarray, new_sums: np.ndarray, token_sums: np.ndarray, confidence: float = CONFIDENCE
+) -> Ratio:
+    """The perplexity ratio ``value`` with the interval of its resampled sums (:func:`block_resample_sums`)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ratios = np.exp((a[idx].sum(axis=1) - b[idx].sum(axis=1)) / t[idx].sum(axis=1))
+        ratios = np.exp((new_sums - base_sums) / token_sums)
     ratios = ratios[np.isfinite(ratios)]
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(ratios, [alpha, 1 - alpha])

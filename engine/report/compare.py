@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from engine.measure import registry
+from engine.report.decision import Decision, decision_line
 from engine.report.naming import default_baseline, run_name
 from engine.report.recipes import (
     changed_recipe_knobs,
@@ -31,6 +32,7 @@ from engine.report.recipes import (
 )
 from engine.report.summary import SAME_WITHIN, summarize_against
 from engine.report.values import flat_metrics, flat_supported, interval, ratio, run_hints, with_intervals
+from engine.report.verdict_words import ratio_words, table_words
 from engine.report.verdicts import Verdict, run_samples, verdicts_between
 
 __all__ = [
@@ -77,7 +79,8 @@ class Comparison:
     ``hints`` maps task keys to their kind (the registry's unit/direction hint); ``differences``
     lists, per run, what differs from the baseline besides the recipe. ``intervals`` holds each
     run's stored ``[lo, hi]`` per key, ``supported`` False where the sample is too small for the
-    figure ("n too small"), ``verdicts`` each non-baseline run's verdict per key.
+    figure ("n too small"), ``verdicts`` each non-baseline run's verdict per key, ``decisions`` its
+    decision line (:mod:`engine.report.decision`).
     """
 
     baseline_id: int
@@ -91,6 +94,7 @@ class Comparison:
     intervals: dict[int, dict[str, list[float] | None]] = field(default_factory=dict)
     supported: dict[int, dict[str, bool]] = field(default_factory=dict)
     verdicts: dict[int, dict[str, Verdict]] = field(default_factory=dict)
+    decisions: dict[int, Decision] = field(default_factory=dict)
 
     def metric_keys(self) -> list[str]:
         """Metrics shown: speed, throughput and memory, then every accuracy metric any run has."""
@@ -131,11 +135,14 @@ def compare_runs(
         r.id: summarize_against(r, base, labels[r.id], verdicts.get(r.id)) for r in runs if r.id != baseline_id
     }
     differences = {r.id: context_differences(r, base) for r in runs if r.id != baseline_id}
+    decisions = {
+        r.id: decision_line(r, base, verdicts.get(r.id, {}), labels[r.id]) for r in runs if r.id != baseline_id
+    }
     intervals = {r.id: {k: interval(stored[r.id], k) for k in keys} for r in runs}
     support = {r.id: {k: flat_supported(stored[r.id], k) for k in keys} for r in runs}
     return Comparison(
         baseline_id, [r.id for r in runs], labels, values, ratios, summaries, hints, differences,
-        intervals, support, verdicts,
+        intervals, support, verdicts, decisions,
     )  # fmt: skip
 
 
@@ -159,11 +166,7 @@ def _ratio_cells(comparison: Comparison, run_id: int, key: str, formatted: bool)
     verdict = comparison.verdicts.get(run_id, {}).get(key)
     iv = None if verdict is None else verdict.interval
     if formatted:
-        span = "" if verdict is None or not verdict.span() else f" ({verdict.span()})"
-        return {
-            f"#{run_id} ÷ baseline": ("–" if r is None else f"{r:.2f}x{span}"),
-            f"#{run_id} verdict": "–" if verdict is None else verdict.short(),
-        }
+        return {f"#{run_id} ÷ baseline": ratio_words(r, verdict), f"#{run_id} verdict": table_words(verdict)}
     return {
         f"#{run_id} ÷ baseline": r,
         f"#{run_id} ratio CI low": None if iv is None else iv.lo,
@@ -177,8 +180,9 @@ def comparison_frame(comparison: Comparison, formatted: bool = False) -> pd.Data
     its CI and a verdict.
 
     ``formatted=False`` keeps numbers (CSV: a percentile the sample cannot support is empty,
-    its CI too; verdict states ``better``/``worse``/``same``/``thin``/``none``); ``True`` gives
-    display strings ("n too small", ``1.75x (1.62–1.88)``, "significantly worse"). Bookkeeping
+    its CI too; verdict states ``better``/``worse``/``same``/``unclear``/``thin``/``none``); ``True`` gives
+    display strings ("n too small", ``1.75× (95 % CI 1.62–1.88)``, "worse (significant)", the words of
+    :mod:`engine.report.verdict_words`; memory cells carry their own KiB/MiB/GiB, so no unit). Bookkeeping
     (window, stride, token counts) never appears: only the registry's metrics do.
     """
     rows = []
@@ -186,7 +190,8 @@ def comparison_frame(comparison: Comparison, formatted: bool = False) -> pd.Data
         if all(comparison.values[i].get(key) is None for i in comparison.run_ids):
             continue
         metric = registry.lookup(key, comparison.hints.get(key))
-        row: dict[str, Any] = {"metric": metric.label, "unit": metric.display_unit, "better": metric.better}
+        unit = "" if formatted and metric.unit == "bytes" else metric.display_unit  # each cell says KiB, MiB or GiB
+        row: dict[str, Any] = {"metric": metric.label, "unit": unit, "better": metric.better}
         baseline_first = sorted(comparison.run_ids, key=lambda i: i != comparison.baseline_id)  # stable
         for run_id in baseline_first:
             row.update(_value_cells(comparison, run_id, key, metric, formatted))

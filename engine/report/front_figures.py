@@ -1,10 +1,11 @@
-"""Explore's scatter, its uncertainty drawn: error bars, each front with its band of ties, trials marked (pure).
+"""Explore's scatter, its uncertainty drawn: error bars, each front's line and rings, trials marked (pure).
 
 Called by :func:`engine.report.figures.explore_scatter`. The front of each model and workload
-(:func:`engine.report.fronts.pareto_fronts`) is a dashed line through its runs; the runs within
-noise of it (tied) are ringed, and a light band joins the fronts' interval boxes, so a gap smaller
-than the intervals reads as a tie, not a trade-off. Runs measured as an Optimize study's trial
-(a ``trial`` column) get a cross over their point.
+(:func:`engine.report.fronts.pareto_fronts`) is a dashed line through the runs that are a clear trade-off
+(each significantly better on one axis); runs tied with another front run (no significant difference on
+either axis, within ± 5 %) get a dotted ring, runs the data cannot tell apart from one get a dashed ring,
+in the words of :mod:`engine.report.verdict_words`; neither is joined by the line. Runs measured as an
+Optimize study's trial (a ``trial`` column) get a cross over their point.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from engine.report.fronts import Fronts, interval_columns
+from engine.report.front_verdicts import interval_columns
+from engine.report.fronts import Fronts
+from engine.report.verdict_words import NOT_SEPARATED, TIED
 
 FRONT_COLOURS = ("black", "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b")
-BAND = "rgba(120,120,120,0.15)"
 
 
 def error_bars(part: pd.DataFrame, key: str) -> dict[str, Any] | None:
@@ -40,51 +42,37 @@ def error_bars(part: pd.DataFrame, key: str) -> dict[str, Any] | None:
     }
 
 
-def _box(row: pd.Series, key: str) -> tuple[float, float]:
-    lo, hi = interval_columns(key)
-    value = float(row[key])
-    low = float(row[lo]) if lo in row and pd.notna(row[lo]) else value
-    high = float(row[hi]) if hi in row and pd.notna(row[hi]) else value
-    return min(low, value), max(high, value)
-
-
-def _band(fig: go.Figure, rows: pd.DataFrame, x: str, y: str, name: str, show: bool) -> None:
-    """A light band over the front's interval boxes (its runs and those tied with it)."""
-    xs: list[float | None] = []
-    ys: list[float | None] = []
-    for _, row in rows.iterrows():
-        (x0, x1), (y0, y1) = _box(row, x), _box(row, y)
-        xs += [x0, x1, x1, x0, x0, None]
-        ys += [y0, y0, y1, y1, y0, None]
+def _rings(fig: go.Figure, rows: pd.DataFrame, x: str, y: str, hover: pd.Series, style: dict[str, Any]) -> None:
+    if rows.empty:
+        return
     fig.add_trace(
         go.Scatter(
-            x=xs,
-            y=ys,
-            mode="lines",
-            fill="toself",
-            fillcolor=BAND,
-            line={"width": 0},
-            hoverinfo="skip",
-            name=name,
-            legendgroup=name,
-            showlegend=show,
+            x=rows[x].astype(float).tolist(),
+            y=rows[y].astype(float).tolist(),
+            mode="markers",
+            name=style["name"],
+            legendgroup=style["name"],
+            showlegend=style["legend"],
+            customdata=[[int(r)] for r in rows["run_id"]],
+            text=hover.loc[rows.index].tolist(),
+            hovertemplate=f"%{{text}}<br><i>{style['words']}</i><extra></extra>",
+            marker={"symbol": style["symbol"], "size": 18, "color": style["colour"], "line": {"width": 1.5}},
         )
     )
 
 
 def draw_fronts(fig: go.Figure, data: pd.DataFrame, x: str, y: str, fronts: Fronts, hover: pd.Series) -> None:
-    """Each group's front: its interval band, the line through its runs, rings on the runs tied with it."""
+    """Each group's front: the line through its clear trade-offs, rings on the runs tied or not told apart."""
     several = len(fronts.groups) > 1
+    shown = {"tied": False, "unclear": False}
     for i, (group, ids) in enumerate(fronts.groups.items()):
         if not ids:
             continue
         colour = FRONT_COLOURS[i % len(FRONT_COLOURS)]
-        name = f"Pareto front: {group}" if several else "Pareto front"
+        label = fronts.labels.get(group, group)
+        name = f"Pareto front: {label}" if several else "Pareto front"
         on = data[data["run_id"].isin(ids)]
-        plain = on[~on["run_id"].isin(fronts.tied.get(group, []))].sort_values([x, y])
-        _band(
-            fig, on, x, y, "within noise of a front (95 % intervals)" if several else f"{name} (within noise)", i == 0
-        )
+        plain = on[~on["run_id"].isin(fronts.ringed(group))].sort_values([x, y])
         fig.add_trace(
             go.Scatter(
                 x=plain[x].astype(float).tolist(),
@@ -98,20 +86,11 @@ def draw_fronts(fig: go.Figure, data: pd.DataFrame, x: str, y: str, fronts: Fron
                 marker={"symbol": "circle-open", "size": 16, "color": colour, "line": {"width": 2}},
             )
         )
-        tied = on[on["run_id"].isin(fronts.tied.get(group, []))]
-        if not tied.empty:
-            fig.add_trace(
-                go.Scatter(
-                    x=tied[x].astype(float).tolist(),
-                    y=tied[y].astype(float).tolist(),
-                    mode="markers",
-                    name=f"{name}: tied within noise",
-                    customdata=[[int(r)] for r in tied["run_id"]],
-                    text=hover.loc[tied.index].tolist(),
-                    hovertemplate="%{text}<br><i>within noise of the Pareto front</i><extra></extra>",
-                    marker={"symbol": "circle-open-dot", "size": 16, "color": colour, "line": {"width": 1}},
-                )
-            )
+        for kind, symbol, words in (("tied", "circle-open-dot", TIED), ("unclear", "hexagon-open", NOT_SEPARATED)):
+            rows = on[on["run_id"].isin(getattr(fronts, kind).get(group, []))]
+            style = {"name": f"front: {words}", "words": words, "symbol": symbol, "colour": colour}
+            _rings(fig, rows, x, y, hover, {**style, "legend": not shown[kind] and not rows.empty})
+            shown[kind] = shown[kind] or not rows.empty
 
 
 def mark_trials(fig: go.Figure, data: pd.DataFrame, x: str, y: str) -> None:

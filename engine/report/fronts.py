@@ -2,15 +2,17 @@
 
 - **Intervals on both axes** (:func:`with_intervals`): each run's stored 95 % interval of a speed
   figure, or value ± 1.96 standard errors of an accuracy figure, as ``KEY:lo`` / ``KEY:hi``
-  columns; a run without one keeps its value as both ends.
-- **Beyond noise** (:func:`uncertain_front`): a run is dominated only when another is better on one
-  axis beyond both intervals (they do not overlap) and not worse beyond them on the other. The
-  runs nobody dominates so are the front; those of them off the plain front (the values alone),
-  or whose intervals overlap another front run's on both axes, are *tied*: within noise, drawn
-  as a band, never joined by the front's line as a trade-off.
+  columns (error bars and hover); a run without one has none.
+- **The one verdict** (:mod:`engine.report.front_verdicts`): a run is off the front only when another
+  is significantly better on one axis and not significantly worse on the other, by the
+  verdict Compare gives that pair (:mod:`engine.report.verdict_matrix`, from the runs' stored records).
+  Front runs with no significant difference on either axis are *tied* (within ± 5 %: Compare's "no
+  significant difference"); those the data cannot tell apart are *not enough data*; both are ringed,
+  never joined by the front's line as a trade-off.
 - **Like with like** (:func:`front_groups`): a front is computed within one model and workload
   (what is sent: prompt and output lengths, batch, arrivals, traffic; not how many requests
-  measured it); runs of other models or workloads get fronts of their own, and
+  measured it); runs of other models or workloads get fronts of their own, named in words
+  (:func:`group_labels`: a file by its name, never a hash or a field name), and
   :func:`group_differences` says what differs.
 """
 
@@ -26,10 +28,11 @@ import numpy as np
 import pandas as pd
 
 from engine.measure import registry
-from engine.report.pareto import pareto_front
-from engine.report.recipes import workload_words
+from engine.report.front_verdicts import Record, interval_columns, judge
+from engine.report.naming import short_model
+from engine.report.recipes import workload_label, workload_words
 from engine.report.values import band_of
-from engine.spec import sources
+from engine.report.verdict_matrix import paired_on_text
 
 # Workload fields that say how much was measured, not what was sent: runs differing only in them share a front.
 MEASUREMENT_FIELDS = frozenset(
@@ -47,11 +50,6 @@ MEASUREMENT_FIELDS = frozenset(
         "max_error_rate",
     }
 )
-
-
-def interval_columns(key: str) -> tuple[str, str]:
-    """The frame columns holding a figure's 95 % interval."""
-    return f"{key}:lo", f"{key}:hi"
 
 
 def with_intervals(
@@ -73,80 +71,19 @@ def with_intervals(
     return out
 
 
-def _ends(frame: pd.DataFrame, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    value = pd.to_numeric(frame[key], errors="coerce").to_numpy(dtype=float)
-    lo_col, hi_col = interval_columns(key)
-    lo = pd.to_numeric(frame[lo_col], errors="coerce").to_numpy(dtype=float) if lo_col in frame else value.copy()
-    hi = pd.to_numeric(frame[hi_col], errors="coerce").to_numpy(dtype=float) if hi_col in frame else value.copy()
-    lo, hi = (
-        np.where(np.isfinite(lo), np.minimum(lo, value), value),
-        np.where(np.isfinite(hi), np.maximum(hi, value), value),
-    )
-    return value, lo, hi
-
-
-def _dominated_on(first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Points some other point beats beyond both intervals on the first axis while not losing beyond them on
-    the second (both minimised; ``(lo, hi)`` each): O(n log n) by a prefix minimum over the sorted highs."""
-    lo1, hi1 = first
-    lo2, hi2 = second
-    order = np.argsort(hi1, kind="stable")
-    best_lo2 = np.minimum.accumulate(lo2[order])
-    count = np.searchsorted(hi1[order], lo1, side="left")  # how many points end below this one's low
-    found = np.zeros(lo1.size, dtype=bool)
-    has = count > 0
-    found[has] = best_lo2[count[has] - 1] <= hi2[has]
-    return found
-
-
-def uncertain_front(
-    x: tuple[np.ndarray, np.ndarray, np.ndarray],
-    y: tuple[np.ndarray, np.ndarray, np.ndarray],
-    minimise_x: bool = True,
-    minimise_y: bool = True,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(on the front, tied with it) masks for points given as (value, lo, hi) per axis (module doc)."""
-    (xv, xlo, xhi), (yv, ylo, yhi) = x, y
-    if not minimise_x:
-        xv, xlo, xhi = -xv, -xhi, -xlo
-    if not minimise_y:
-        yv, ylo, yhi = -yv, -yhi, -ylo
-    ok = np.isfinite(xv) & np.isfinite(yv)
-    front = np.zeros(xv.size, dtype=bool)
-    plain = np.zeros(xv.size, dtype=bool)
-    if ok.any():
-        idx = np.flatnonzero(ok)
-        dominated = _dominated_on((xlo[idx], xhi[idx]), (ylo[idx], yhi[idx]))
-        dominated |= _dominated_on((ylo[idx], yhi[idx]), (xlo[idx], xhi[idx]))
-        front[idx] = ~dominated
-        plain[idx[pareto_front(xv[idx].tolist(), yv[idx].tolist())]] = True
-    return front, front & (~plain | _overlapping(front, (xlo, xhi), (ylo, yhi)))
-
-
-MAX_TIE_CHECK = 2000  # front runs compared pairwise for overlapping intervals (beyond that: off-front ties only)
-
-
-def _overlapping(front: np.ndarray, x: tuple[np.ndarray, np.ndarray], y: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Front runs whose intervals overlap another front run's on both axes: the gap between them is noise."""
-    out = np.zeros(front.size, dtype=bool)
-    idx = np.flatnonzero(front)
-    if idx.size < 2 or idx.size > MAX_TIE_CHECK:
-        return out
-    (xlo, xhi), (ylo, yhi) = (a[idx] for a in x), (a[idx] for a in y)
-    both = (xlo[:, None] <= xhi[None, :]) & (xlo[None, :] <= xhi[:, None])
-    both &= (ylo[:, None] <= yhi[None, :]) & (ylo[None, :] <= yhi[:, None])
-    np.fill_diagonal(both, False)
-    out[idx] = both.any(axis=1)
-    return out
-
-
-def workload_key(row: Mapping[str, Any]) -> str:
-    """What a run sent, in words (``64→16 × 8 req`` without the request count): runs with one key share a front."""
-    fields = {
-        k.removeprefix("workload."): v
+def _fields(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's workload fields that say what was sent (how much was measured left out), whole numbers as ints."""
+    return {
+        k.removeprefix("workload."): int(v) if isinstance(v, float) and v.is_integer() else v
         for k, v in row.items()
         if k.startswith("workload.") and k.removeprefix("workload.") not in MEASUREMENT_FIELDS and _present(v)
     }
+
+
+def workload_key(row: Mapping[str, Any]) -> str:
+    """What a run sent, as an identity (``64→16`` and every field off its default, files and their content
+    hash included): runs with one key share a front. Never shown: :func:`workload_label` says it in words."""
+    fields = _fields(row)
     words = workload_words({**fields, "requests": "n"}).replace(" × n req", "")
     defaults = _workload_defaults()
     rest = sorted(
@@ -157,9 +94,7 @@ def workload_key(row: Mapping[str, Any]) -> str:
     return " · ".join([words, *rest])
 
 
-_IN_WORDS = frozenset(
-    ("output_tokens", "batch_size", "arrival", "rate", "max_concurrency", *sources.flat_field_names())
-)  # the source's words name its file, format and scale (never a path or a hash)
+_IN_WORDS = ("prompt_tokens", "output_tokens", "batch_size", "arrival", "rate", "max_concurrency")
 
 
 @lru_cache(maxsize=1)
@@ -173,32 +108,55 @@ def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and np.isnan(value))
 
 
-def front_groups(frame: pd.DataFrame) -> pd.Series:
-    """Each run's group (``model · workload``): a front is computed within one group."""
-    if frame.empty:
-        return pd.Series([], dtype=object)
+def _group_rows(frame: pd.DataFrame) -> tuple[list[str], dict[str, tuple[str, str]]]:
+    """Each row's group key, and each key's (model, workload label) in words."""
     work_cols = [c for c in frame.columns if c.startswith("workload.")]
-    models = frame["model"].astype(str) if "model" in frame.columns else pd.Series("", index=frame.index)
-    memo: dict[tuple[Any, ...], str] = {}
-    keys = []
-    for values in zip(*(frame[c].tolist() for c in work_cols), strict=True) if work_cols else [()] * len(frame):
+    models = frame["model"].astype(str).tolist() if "model" in frame.columns else [""] * len(frame)
+    memo: dict[tuple[Any, ...], tuple[str, str]] = {}
+    keys, words = [], {}
+    rows = zip(*(frame[c].tolist() for c in work_cols), strict=True) if work_cols else [()] * len(frame)
+    for model, values in zip(models, rows, strict=True):
         marker = tuple(repr(v) for v in values)
         if marker not in memo:
-            memo[marker] = workload_key(dict(zip(work_cols, values, strict=True)))
-        keys.append(memo[marker])
-    return models + " · " + pd.Series(keys, index=frame.index, dtype=object)
+            row = dict(zip(work_cols, values, strict=True))
+            memo[marker] = (workload_key(row), workload_label(_fields(row), _workload_defaults()))
+        key = f"{model} · {memo[marker][0]}"
+        keys.append(key)
+        words.setdefault(key, (short_model(model), memo[marker][1]))
+    return keys, words
+
+
+def front_groups(frame: pd.DataFrame) -> pd.Series:
+    """Each run's group (``model · workload``, an identity): a front is computed within one group."""
+    if frame.empty:
+        return pd.Series([], dtype=object)
+    return pd.Series(_group_rows(frame)[0], index=frame.index, dtype=object)
+
+
+def group_labels(frame: pd.DataFrame) -> dict[str, str]:
+    """Each group's name in words for legends and warnings: ``demo (SmolLM2-135M-Instruct) · trace mooncake
+    ×10 · conv.jsonl``; two groups that would read alike are numbered (``(2)``)."""
+    if frame.empty:
+        return {}
+    out: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for key, (model, work) in sorted(_group_rows(frame)[1].items()):
+        text = f"{model} · {work}" if model else work
+        seen[text] = seen.get(text, 0) + 1
+        out[key] = text if seen[text] == 1 else f"{text} ({seen[text]})"
+    return out
 
 
 def group_differences(frame: pd.DataFrame) -> list[str]:
-    """What differs between the groups of ``frame``, in words (``model: a, b``; ``workload: 64→16, 16→8``)."""
+    """What differs between the groups of ``frame``, in words (``model: a, b``; ``workload: 64→16; 16→8``)."""
     if frame.empty:
         return []
-    groups = front_groups(frame)
+    words = _group_rows(frame)[1]
     parts = []
-    models = sorted({str(m) for m in frame["model"]}) if "model" in frame.columns else []
+    models = sorted({m for m, _ in words.values()})
     if len(models) > 1:
         parts.append("model: " + ", ".join(models[:4]) + (" ..." if len(models) > 4 else ""))
-    workloads = sorted({g.split(" · ", 1)[1] if " · " in g else g for g in groups})
+    workloads = sorted({w for _, w in words.values()})
     if len(workloads) > 1:
         parts.append("workload: " + "; ".join(workloads[:4]) + (" ..." if len(workloads) > 4 else ""))
     return parts
@@ -206,15 +164,24 @@ def group_differences(frame: pd.DataFrame) -> list[str]:
 
 @dataclass(frozen=True)
 class Fronts:
-    """The fronts of a scatter: per group, its runs on the front (ordered by x) and those tied with it."""
+    """The fronts of a scatter: per group, its runs on the front (ordered by x), those tied with another
+    front run, those the data cannot tell apart from one, and each group's name in words."""
 
     groups: dict[str, list[int]] = field(default_factory=dict)  # group -> run ids on the front, by x
-    tied: dict[str, list[int]] = field(default_factory=dict)  # group -> run ids within noise of the front
+    tied: dict[str, list[int]] = field(default_factory=dict)  # group -> no significant difference (within ± 5 %)
+    unclear: dict[str, list[int]] = field(default_factory=dict)  # group -> not enough data to tell apart
     differences: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # group -> its name in words
+    approximate: list[str] = field(default_factory=list)  # groups too large to judge pair by pair
+    paired: tuple[str, ...] = ()  # axes whose runs all pair (perplexity on one text): their own bands mislead
 
     def run_ids(self) -> list[int]:
         """Every run on a front (ties included), group by group."""
         return [i for g in self.groups for i in self.groups[g]]
+
+    def ringed(self, group: str) -> set[int]:
+        """The runs of a group's front that are not a clear trade-off: tied or not enough data."""
+        return {*self.tied.get(group, []), *self.unclear.get(group, [])}
 
 
 def _direction(key: str, hints: Mapping[str, str] | None, given: bool | None) -> bool | None:
@@ -230,9 +197,12 @@ def pareto_fronts(
     y: str,
     hints: Mapping[str, str] | None = None,
     minimise: tuple[bool | None, bool | None] = (None, None),
+    records: Mapping[int, Record] | None = None,
 ) -> Fronts:
     """The fronts of ``x`` against ``y``, one per model and workload; directions from the registry unless
-    ``minimise`` gives them (no front on an axis that is not a metric)."""
+    ``minimise`` gives them (no front on an axis that is not a metric). ``records`` (each run's stored
+    (metrics, quality), as Explore reads them) give the verdicts everything Compare has but the raw
+    requests; without them the frame's figures and ``KEY:lo``/``KEY:hi`` intervals are used."""
     if frame.empty or x not in frame.columns or y not in frame.columns:
         return Fronts()
     mx, my = _direction(x, hints, minimise[0]), _direction(y, hints, minimise[1])
@@ -240,11 +210,15 @@ def pareto_fronts(
         return Fronts()
     data = frame[pd.to_numeric(frame[x], errors="coerce").notna() & pd.to_numeric(frame[y], errors="coerce").notna()]
     groups = front_groups(data)
-    out = Fronts(differences=group_differences(data))
+    shown = [records[int(i)] for i in data["run_id"] if int(i) in (records or {})]
+    paired = tuple(k for k in (x, y) if k == "quality.perplexity" and len(shown) == len(data) and paired_on_text(shown))
+    out = Fronts(differences=group_differences(data), labels=group_labels(data), paired=paired)
     for name in sorted(groups.unique().tolist()):
         part = data[groups == name]
-        on, tied = uncertain_front(_ends(part, x), _ends(part, y), mx, my)
-        ordered = part[on].sort_values([x, y])
-        out.groups[name] = [int(i) for i in ordered["run_id"]]
-        out.tied[name] = [int(i) for i in part[tied]["run_id"]]
+        judged = judge(part, (x, y), records or {}, hints, (mx, my))
+        out.groups[name] = [int(i) for i in part[judged.front].sort_values([x, y])["run_id"]]
+        out.tied[name] = [int(i) for i in part[judged.tied]["run_id"]]
+        out.unclear[name] = [int(i) for i in part[judged.unclear]["run_id"]]
+        if judged.approximate:
+            out.approximate.append(name)
     return out

@@ -3,13 +3,11 @@
 A gate names a registry metric and a rule (see :class:`Gate`). Relative rules compare the
 new run with the baseline; absolute rules (``min``, ``max``) look at the new run alone. A
 relative rule with ``significant`` fails only when the change is worse than the threshold
-*and* its 95 % interval lies wholly on the worse side; the interval of the change comes from:
-
-- latency percentiles (``ttft_ms_p50``, ``tpot_ms_p99`` ...): :func:`engine.measure.stats.ratio_ci`
-  (a bootstrap) over the per-request samples of the two runs;
-- accuracy figures: a normal interval from both runs' standard errors (the quality dict's
-  ``<name>_stderr`` / ``task:<name>:stderr``);
-- anything else: the runs' stored intervals (``metrics[group]["ci"][stat]``), where present.
+*and* its 95 % interval lies wholly on the worse side. The interval is the one verdict's
+(:mod:`engine.report.verdicts`, the same as Compare's for the pair): a bootstrap over the raw requests
+for latency percentiles where they were read, paired perplexity on the same text, two standard errors
+for other accuracy figures, the stored intervals otherwise; a gate that passes says the change in
+Compare's words ("better (significant)", "no significant difference (within ± 5 %)", "not enough data").
 
 Where there is no interval (a sample too small, nothing stored) a significance-only gate
 cannot fail: its verdict is "inconclusive", said as such.
@@ -17,7 +15,6 @@ cannot fail: its verdict is "inconclusive", said as such.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -25,12 +22,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from engine.measure import registry
-from engine.measure.metrics import NS_PER_MS, e2el_ns
 from engine.measure.registry import LATENCY_GROUPS
-from engine.measure.stats import ratio_ci
-from engine.report.distributions import latency_samples
-from engine.report.history import accuracy_stderr, stored_interval
 from engine.report.values import flat_metrics, run_hints
+from engine.report.verdict_words import table_words
+from engine.report.verdicts import Verdict, run_samples, verdicts_between
 
 Z95 = 1.959963984540054
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
@@ -98,6 +93,7 @@ class Change:
     pct: float | None
     ci_pct: tuple[float, float] | None
     why_no_ci: str = ""
+    verdict: Verdict | None = None  # the one verdict on this change (engine/report/verdicts.py)
 
 
 @dataclass(frozen=True)
@@ -153,45 +149,32 @@ def latency_percentile(key: str) -> tuple[str, float] | None:
     return None
 
 
-def request_samples(requests: list[Any]) -> dict[str, list[float]]:
-    """Per-request TTFT, TPOT, E2EL and pooled ITL samples in ms (measured, successful requests)."""
-    samples = latency_samples(requests)
-    ok = [r for r in requests if not r.warmup and r.ok]
-    samples["e2el_ms"] = [v / NS_PER_MS for r in ok if (v := e2el_ns(r)) is not None]
-    return samples
-
-
 def _pct(lo_ratio: float, hi_ratio: float) -> tuple[float, float]:
     return (lo_ratio - 1.0) * 100.0, (hi_ratio - 1.0) * 100.0
 
 
 def change_of(check: EntryCheck, key: str) -> Change:
-    """The change of ``key`` from the entry's baseline to its new run, with the best interval at hand."""
+    """The change of ``key`` from the entry's baseline to its new run, with its 95 % interval: the one verdict's
+    (:func:`engine.report.verdicts.verdicts_between`, from the raw requests where they were read), as Compare."""
     base_v = flat_metrics(check.base_run).get(key) if check.base_run else None
     new_v = flat_metrics(check.new_run).get(key) if check.new_run else None
     if base_v is None or new_v is None or base_v == 0:
         return Change(base_v, new_v, None, None, "not measured")
     pct = (new_v / base_v - 1.0) * 100.0
-    group_stat = latency_percentile(key)
-    if group_stat is not None and check.base_requests and check.new_requests:
-        group, q = group_stat
-        ratio = ratio_ci(request_samples(check.base_requests)[group], request_samples(check.new_requests)[group], q)
-        if ratio is not None and ratio.interval is not None:
-            return Change(base_v, new_v, pct, _pct(ratio.interval.lo, ratio.interval.hi))
-        return Change(base_v, new_v, pct, None, "n too small for a 95 % interval")
-    if key.startswith("quality."):
-        se_b = accuracy_stderr(check.base_run.quality, key)
-        se_n = accuracy_stderr(check.new_run.quality, key)
-        if se_b is None or se_n is None:
-            return Change(base_v, new_v, pct, None, "no standard error stored")
-        half = Z95 * math.hypot(se_b, se_n) / abs(base_v) * 100.0
-        return Change(base_v, new_v, pct, (pct - half, pct + half))
-    b_ci = stored_interval(check.base_run.metrics, key)
-    n_ci = stored_interval(check.new_run.metrics, key)
-    if b_ci is None or n_ci is None or b_ci[0] <= 0:
-        return Change(base_v, new_v, pct, None, "no interval stored")
-    # if both true values lie in their intervals, their ratio lies in this one
-    return Change(base_v, new_v, pct, _pct(n_ci[0] / b_ci[1], n_ci[1] / b_ci[0]))
+    samples = tuple(
+        run_samples(requests, (run.metrics or {}).get("duration_s")) if requests else None
+        for run, requests in ((check.base_run, check.base_requests), (check.new_run, check.new_requests))
+    )
+    hints = {**run_hints(check.base_run), **run_hints(check.new_run)}
+    found = verdicts_between(check.base_run, check.new_run, [key], ({key: base_v}, {key: new_v}), samples, hints)
+    verdict = found.get(key)
+    if verdict is None or verdict.interval is None:
+        reason = "no interval stored" if verdict is None else verdict.reason or "no interval"
+        why = (
+            f"n too small for a 95 % interval ({reason})" if verdict is not None and verdict.state == "thin" else reason
+        )
+        return Change(base_v, new_v, pct, None, why, verdict)
+    return Change(base_v, new_v, pct, _pct(verdict.interval.lo, verdict.interval.hi), verdict=verdict)
 
 
 # -- verdicts ------------------------------------------------------------------------------
@@ -229,11 +212,8 @@ def _relative_verdict(gate: Gate, change: Change, hints: Mapping[str, str]) -> t
         if min(s * change.ci_pct[0], s * change.ci_pct[1]) > 0:
             return FAIL, f"{worse:.1f} % worse (significant), over the {threshold:g} % gate"
         return PASS, f"{worse:.1f} % worse, not significant (the interval spans no change)"
-    if change.ci_pct is not None and change.ci_pct[0] <= 0 <= change.ci_pct[1]:
-        return PASS, "no significant change"
-    s = _worse_sign(gate, gate.relative_rules()[0][2], gate.metric, hints)
-    if change.ci_pct is not None and max(s * change.ci_pct[0], s * change.ci_pct[1]) < 0:
-        return PASS, "significantly better"
+    if change.verdict is not None and change.verdict.state in ("better", "same", "unclear"):
+        return PASS, table_words(change.verdict)  # the words Compare uses for this change
     return PASS, "within the gate"
 
 

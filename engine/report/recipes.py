@@ -212,3 +212,48 @@ def context_differences(run: Any, baseline: Any) -> list[str]:
 
 def _word(value: Any) -> str:
     return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+# How the workload fields that workload_words leaves out are said in a label (never a field name, a hash or a path).
+_FIELD_WORDS: dict[str, Any] = {
+    "source_output_lengths": lambda v: None if v else "fixed output lengths",
+    "trace_start_s": lambda v: f"from {v:g} s" if v else None,
+    "trace_duration_s": lambda v: f"{v:g} s window",
+    "min_prompt_tokens": lambda v: f"prompts ≥{v} tok",
+    "max_prompt_tokens": lambda v: f"prompts ≤{v} tok",
+    "strict_lengths": lambda v: "strict lengths" if v else None,
+    "dataset_column": lambda v: f"column {v}",
+    "cancel_after_ms": lambda v: f"cancel after {v:g} ms",
+    "ignore_eos": lambda v: None if v else "stops at EOS",
+    "seed": lambda v: f"seed {v}",
+    "burstiness": lambda v: f"burstiness {v:g}",
+    "prompt_length": lambda v: f"{v} prompt lengths",
+    "prompt_length_spread": lambda v: f"spread {v:g}",
+    "source_sha256": lambda v: None,  # the file's content: in the run's identity, never in words
+}
+_FILE_FIELDS = ("trace", "dataset", "prompt_file")
+
+
+def _whole(value: Any) -> Any:
+    """A float holding a whole number (a frame column with gaps) as an int: ``16``, never ``16.0``."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def workload_label(fields: dict[str, Any], defaults: dict[str, Any] | None = None) -> str:
+    """What a run sent, in a few words for a legend or a warning: ``trace mooncake ×10 · conv.jsonl · 20 s
+    window``; a file by its name only, no hash, no field names, whole numbers as integers. ``fields`` are the
+    workload's (off their ``defaults``: those equal to a default are not said)."""
+    from engine.spec.forms import label
+
+    defaults = defaults or {}
+    w = {k: _whole(v) for k, v in fields.items()}
+    parts = [workload_words({**w, "requests": "n"}).replace(" × n req", "").replace(" × n turns", "")]
+    # the source's own title names its file (by its base name) and scale: nothing more to say of the file
+    said = {"prompt_tokens", "output_tokens", "batch_size", "arrival", "rate", "max_concurrency", "requests",
+            "trace_format", "time_scale", "dataset_format", "multi_turn", "think_time_s", "prefix_count",
+            "prefix_tokens", "cancel_rate", *_FILE_FIELDS}  # fmt: skip
+    for key in sorted(k for k in w if k not in said and w[k] is not None and w[k] != defaults.get(k, object())):
+        words = _FIELD_WORDS[key](w[key]) if key in _FIELD_WORDS else f"{label(key).lower()} {w[key]}"
+        if words:
+            parts.append(words)
+    return " · ".join(p for p in parts if p)

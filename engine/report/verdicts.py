@@ -1,32 +1,37 @@
-"""Is a difference between two runs real? A verdict per metric, from the runs' raw samples.
+"""Is a difference between two runs real? The one verdict, per metric, that every page, the CLI and the report use.
 
-Rules (95 %, :mod:`engine.measure.stats`):
+One rule for every figure (95 %, :mod:`engine.measure.stats`): the ratio new / baseline gets an interval,
+and the verdict reads that interval (:func:`classify`):
 
-- **Latency percentiles** (``tpot_ms_p50`` ...): the ratio new / baseline of the percentile
-  with a seeded bootstrap interval over each run's per-request samples (ITL: pooled gaps)
-  by :func:`engine.measure.stats.ratio_ci`. Significant when the interval excludes 1.
-  Too few samples for the percentile in either run (p50 needs 6, p90 29, p99 299): "too
-  few requests to tell", never a claim. Means: the same with the mean.
-- **Throughput**: output tokens/s and requests/s by a bootstrap over requests of
-  (tokens, duration share) per run (see :mod:`engine.measure.metrics`); tokens/s per user
-  from the per-request 1/TPOT. At least 6 requests per run. A figure follows its declared
-  interval rule (:mod:`engine.measure.declarations`).
-- **Without raw samples** (requests not loaded or not stored) the two figures' stored
-  intervals give an approximate interval (:func:`engine.measure.stats.ratio_from_intervals`);
-  a figure with no interval gets no verdict ("no interval").
+- **better / worse** (significant): the interval excludes 1, on the metric's good or bad side.
+- **same** ("no significant difference"): the interval spans 1 *and* lies within the equivalence margin,
+  ``[1/(1 + EQUIVALENCE_MARGIN), 1 + EQUIVALENCE_MARGIN]`` (± 5 %): any difference there is too small to
+  matter. Explore's "tied" means exactly this.
+- **unclear** ("not enough data"): the interval spans 1 but reaches beyond the margin: the runs cannot
+  tell a real difference from none. Never said as "tied" or "no change".
+- **thin**: too few samples for the figure at all (p50 needs 6 requests, p90 29, p99 299); **none**: no
+  interval (a run stored without one).
+
+How each ratio gets its interval:
+
+- **Latency percentiles** (``tpot_ms_p50`` ...): a seeded bootstrap over each run's per-request samples
+  (ITL: pooled gaps) by :func:`engine.measure.stats.ratio_ci`. Means: the same with the mean.
+- **Throughput**: output tokens/s and requests/s by a bootstrap over requests of (tokens, duration share)
+  per run; tokens/s per user from the per-request 1/TPOT. A figure follows its declared interval rule
+  (:mod:`engine.measure.declarations`).
+- **Without raw samples** (Explore, runs whose requests are not at hand): the two figures' stored
+  intervals combined on the log scale (:func:`engine.measure.stats.ratio_from_intervals`).
 - **Accuracy, paired** (:mod:`engine.report.paired`): runs that scored the same text (their
-  ``perplexity_blocks`` digests agree) get the perplexity ratio with a paired block-bootstrap
-  interval, significant when it excludes 1; local tasks scored on the same examples get the mean
-  paired difference, significant beyond 2 standard errors of it.
-- **Accuracy, unpaired** (runs stored before per-block NLL, other corpora, lm-eval tasks): the
-  difference with its standard error, the two runs' errors added in quadrature
-  (``perplexity_stderr``, ``kl_stderr``, ``top1_agreement_stderr``, ``task:NAME:stderr``); within
-  2 standard errors is "no significant change". Conservative: it ignores what both runs share.
-  ``Verdict.paired`` says which one was used.
+  ``perplexity_blocks`` digests agree) get the perplexity ratio with a paired block-bootstrap interval;
+  local tasks scored on the same examples get the mean paired difference ± 2 standard errors of it.
+- **Accuracy, unpaired** (runs stored before per-block NLL, other corpora, lm-eval tasks): the difference
+  ± 2 standard errors, the two runs' errors added in quadrature. Conservative: it ignores what both runs
+  share. ``Verdict.paired`` says which one was used. An accuracy difference's interval is read as a ratio
+  to the baseline's value, so the one margin applies.
 
-With one trial per run these are within-run intervals: drift between runs on a noisy
-machine is not in them. Runs with several trials are judged on their stored intervals,
-which include the spread across trials (engine.run.repeats.widen_with_repeats).
+With one trial per run these are within-run intervals: drift between runs on a noisy machine is not in
+them. Runs with several trials are judged on their stored intervals, which include the spread across
+trials (engine.run.repeats.widen_with_repeats). Words for all of this: :mod:`engine.report.verdict_words`.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -44,17 +49,30 @@ from engine.measure.stamps import Phase
 from engine.report.paired import perplexity_ratio, task_difference
 from engine.report.values import interval, sample_count
 
-State = Literal["better", "worse", "same", "thin", "none"]
-STDERR_MULTIPLE = 2.0  # an accuracy change within this many standard errors is "no significant change"
+State = Literal["better", "worse", "same", "unclear", "thin", "none"]
+STDERR_MULTIPLE = 2.0  # an accuracy difference's interval: ± this many standard errors of it
+EQUIVALENCE_MARGIN = 0.05  # "no significant difference": the ratio's 95 % interval within ± 5 % of 1
+DECIDED: tuple[State, ...] = ("better", "worse", "same")  # the states that are an answer
+
+
+def classify(lo: float, hi: float, minimise: bool) -> State:
+    """The verdict of a ratio's interval ``[lo, hi]`` (module doc): better, worse, same or unclear."""
+    if lo > 1.0 or hi < 1.0:
+        return "better" if (hi < 1.0) == minimise else "worse"
+    if lo >= 1.0 / (1.0 + EQUIVALENCE_MARGIN) and hi <= 1.0 + EQUIVALENCE_MARGIN:
+        return "same"
+    return "unclear"
 
 
 @dataclass(frozen=True)
 class Verdict:
     """One metric of a run against the baseline.
 
-    ``state``: ``better`` / ``worse`` (significant, in the metric's direction), ``same`` (no
-    significant difference), ``thin`` (too little evidence; ``reason`` says why) or ``none``
-    (nothing to judge by: no interval or no standard error).
+    ``state``: ``better`` / ``worse`` (significant, in the metric's direction), ``same`` (no significant
+    difference: the interval spans 1 within the equivalence margin), ``unclear`` (not enough data: it
+    spans 1 and reaches beyond the margin), ``thin`` (too few samples; ``reason`` says why) or ``none``
+    (nothing to judge by: no interval or no standard error). ``interval`` is always the ratio's
+    (new / baseline), accuracy differences included.
     """
 
     key: str
@@ -70,19 +88,21 @@ class Verdict:
     def significant(self) -> bool:
         return self.state in ("better", "worse")
 
+    @property
+    def decided(self) -> bool:
+        """An answer: significantly better or worse, or no significant difference within the margin."""
+        return self.state in DECIDED
+
     def span(self) -> str:
         """``1.62–1.88`` (the ratio's interval), or ``""``."""
         return "" if self.interval is None else f"{self.interval.lo:.2f}–{self.interval.hi:.2f}"
 
-    def short(self) -> str:
-        """A table cell: ``significantly better``, ``no significant difference``, ``too few requests (n=4; ...)``."""
-        if self.state in ("better", "worse"):
-            return f"significantly {self.state}"
-        if self.state == "same":
-            return "no significant change" if self.delta is not None else "no significant difference"
-        if self.state == "thin":
-            return f"too few ({self.reason.replace('; ', ', ')})"
-        return self.reason or "–"
+
+def judged(key: str, value: float, iv: stats.Interval | None, hints: Mapping[str, str] | None = None) -> Verdict:
+    """The verdict on a ratio ``value`` with its interval (None: ``none``), in the metric's direction."""
+    if iv is None:
+        return Verdict(key, value, state="none", reason="no interval")
+    return Verdict(key, value, iv, classify(iv.lo, iv.hi, registry.minimise(key, (hints or {}).get(key))))
 
 
 @dataclass(frozen=True)
@@ -110,15 +130,6 @@ def run_samples(requests: Sequence[Any] | None, duration_s: float | None) -> Sam
 
 def _seed(key: str) -> int:
     return zlib.crc32(key.encode())
-
-
-def _direction(key: str, ratio: stats.Ratio, hints: Mapping[str, str] | None = None) -> State:
-    if ratio.interval is None:
-        return "none"
-    if not ratio.significant:
-        return "same"
-    lower = registry.minimise(key, (hints or {}).get(key))
-    return "better" if (ratio.value < 1) == lower else "worse"
 
 
 def _group_stat(key: str) -> tuple[str, str] | None:
@@ -200,17 +211,32 @@ def speed_verdict(
         return Verdict(key, plain, state="thin", reason=found)
     if found is None or found.interval is None:
         return Verdict(key, plain, state="none", reason="no interval")
-    return Verdict(key, found.value, found.interval, _direction(key, found))
+    return judged(key, found.value, found.interval)
 
 
 _STDERR_KEYS = {"kl_mean": "kl_stderr"}  # the accuracy figures whose standard error is stored under another name
 
 
-def _stderr(quality: Mapping[str, Any] | None, key: str) -> float | None:
+def stored_stderr(quality: Mapping[str, Any] | None, key: str) -> float | None:
     name = key.removeprefix("quality.")
     quality = quality or {}
     stored = quality.get(_STDERR_KEYS.get(name, f"{name}_stderr"), quality.get(f"{name}:stderr"))
     return registry.finite(stored)
+
+
+def difference_verdict(
+    key: str, base: float, delta: float, se: float, paired: bool, hints: Mapping[str, str] | None = None
+) -> Verdict:
+    """An accuracy difference ``delta`` ± :data:`STDERR_MULTIPLE` ``se``, judged as a ratio to ``base`` (one
+    margin for every figure); a zero baseline (KL of the reference itself) has no ratio: significant or unclear."""
+    half = STDERR_MULTIPLE * se
+    if base > 0:
+        iv = stats.Interval((base + delta - half) / base, (base + delta + half) / base)
+        found = judged(key, (base + delta) / base, iv, hints)
+        return replace(found, delta=delta, stderr=se, paired=paired)
+    lower = registry.minimise(key, (hints or {}).get(key))
+    state: State = "unclear" if abs(delta) <= half else ("better" if (delta < 0) == lower else "worse")
+    return Verdict(key, None, state=state, delta=delta, stderr=se, paired=paired)
 
 
 def accuracy_verdict(
@@ -230,15 +256,12 @@ def accuracy_verdict(
     paired = paired_verdict(key, delta, base_quality, new_quality, hints)
     if paired is not None:
         return paired
-    errors = [_stderr(base_quality, key), _stderr(new_quality, key)]
+    errors = [stored_stderr(base_quality, key), stored_stderr(new_quality, key)]
     if any(e is None for e in errors):
         return Verdict(key, plain, state="none", reason="no standard error", delta=delta)
-    se = math.hypot(*[float(e) for e in errors if e is not None])
-    if abs(delta) <= STDERR_MULTIPLE * se:
-        return Verdict(key, plain, state="same", delta=delta, stderr=se, paired=False)
-    lower = registry.minimise(key, (hints or {}).get(key))
-    state: State = "better" if (delta < 0) == lower else "worse"
-    return Verdict(key, plain, state=state, delta=delta, stderr=se, paired=False)
+    return difference_verdict(
+        key, base_value, delta, math.hypot(*[float(e) for e in errors if e is not None]), False, hints
+    )
 
 
 def paired_verdict(
@@ -250,25 +273,23 @@ def paired_verdict(
 ) -> Verdict | None:
     """The verdict on paired differences (same text, same examples); None when the runs cannot be paired."""
     name = key.removeprefix("quality.")
-    lower = registry.minimise(key, (hints or {}).get(key))
     if name == "perplexity":
         found = perplexity_ratio(base_quality, new_quality)
         if found is None:
             return None
         if found.interval is None:
-            return Verdict(key, found.value, state="none", reason="too few blocks", delta=delta, paired=True)
-        return Verdict(key, found.value, found.interval, _direction(key, found, hints), delta=delta, paired=True)
+            return Verdict(key, found.value, state="thin", reason="too few blocks", delta=delta, paired=True)
+        return replace(judged(key, found.value, found.interval, hints), delta=delta, paired=True)
     if not name.startswith("task:") or name.count(":") != 1:
         return None
     found_task = task_difference(name, base_quality, new_quality)
     if found_task is None:
         return None
     mean, se = found_task
-    plain = None if (base := (base_quality or {}).get(name)) in (None, 0) else (base + mean) / base
-    if se is None:
-        return Verdict(key, plain, state="none", reason="one example", delta=mean, paired=True)
-    state: State = "same" if abs(mean) <= STDERR_MULTIPLE * se else ("better" if (mean < 0) == lower else "worse")
-    return Verdict(key, plain, state=state, delta=mean, stderr=se, paired=True)
+    base = registry.finite((base_quality or {}).get(name))
+    if se is None or base is None:
+        return Verdict(key, None, state="thin", reason="one example", delta=mean, paired=True)
+    return difference_verdict(key, base, mean, se, True, hints)
 
 
 def verdicts_between(

@@ -29,8 +29,8 @@ def test_permalink_shows_summary_ratios_and_cdfs(seeded):
     at = open_compare(runs=f"{ids['base']},{ids['fast']},{ids['synth']}", baseline=str(ids["base"]))
     assert not at.exception
     text = markdown(at)
-    assert "run 2 · INT4 · bfloat16: " in text and "faster decode (95 % CI " in text
-    assert "no significant change in perplexity (+0.4 % ± 24 %)" in text
+    assert "run 2 · INT4 · bfloat16: " in text and "faster decode (significant, 95 % CI " in text
+    assert "perplexity: not enough data (95 % CI from 24 % better to 25 % worse)" in text
     assert "no accuracy (synthetic weights)" in text
     charts = at.get("plotly_chart")
     assert len(charts) == 3
@@ -104,10 +104,9 @@ def test_summary_is_plain_and_says_what_differs_besides_the_recipe(seeded, db):
 
     at = open_compare(runs=f"{seeded['base']},{seeded['fast']}", baseline=str(seeded["base"]))
     text = markdown(at)
-    assert (
-        "INT4 · bfloat16: 2.6x faster decode (95 % CI " in text and "no significant difference in first token (" in text
-    )
-    assert "no significant change in perplexity (+0.4 % ± 24 %), peak memory -60 %" in text
+    assert "INT4 · bfloat16: 2.57× faster decode (significant, 95 % CI " in text
+    assert "first token: not enough data (95 % CI from " in text
+    assert "perplexity: not enough data (95 % CI from 24 % better to 25 % worse), peak memory -60 %" in text
     table = at.dataframe[0].value
     for word in ("window", "stride", "kl top k", "corpus tokens", "baseline perplexity"):
         assert not any(word in m for m in table["metric"]), word
@@ -124,14 +123,16 @@ def test_table_has_intervals_verdicts_and_says_n_too_small(seeded, db):
         table.columns
     )
     tpot = table.loc["TPOT p50 (GenAI-Perf: ITL)"]
-    assert tpot[f"#{fast} verdict"] == "significantly better"
-    assert re.fullmatch(r"0\.\d\dx \(0\.\d\d–0\.\d\d\)", tpot[f"#{fast} ÷ baseline"])
+    assert tpot[f"#{fast} verdict"] == "better (significant)"
+    assert re.fullmatch(r"0\.\d\d× \(95 % CI 0\.\d\d–0\.\d\d\)", tpot[f"#{fast} ÷ baseline"])
     assert re.fullmatch(r"\d+\.\d+–\d+\.\d+", tpot[f"#{fast} 95 % CI"])
     p99 = table.loc["TTFT p99"]
     assert p99[f"run {fast} · INT4 · bfloat16"] == "n too small" and p99[f"#{fast} ÷ baseline"] == "–"
-    assert p99[f"#{fast} verdict"] == "too few (n=6, p99 needs 299)"
-    assert table.loc["TTFT p50", f"#{fast} verdict"] == "no significant difference"
-    assert table.loc["perplexity", f"#{fast} verdict"] == "no significant change"
+    assert p99[f"#{fast} verdict"] == "not enough data (n=6, p99 needs 299)"
+    assert table.loc["TTFT p50", f"#{fast} verdict"] == "not enough data"  # spans 1, wider than ± 5 %
+    assert table.loc["perplexity", f"#{fast} verdict"] == "not enough data"
+    memory = table.loc["peak memory (measured phase)"]
+    assert memory["unit"] == "" and memory[f"run {fast} · INT4 · bfloat16"] == "200.0 MiB"  # the cell says MiB
     assert "n too small" in " ".join(c.value for c in at.caption)
 
 
@@ -183,3 +184,39 @@ def test_the_noise_flags_of_compared_runs_are_shown(db, db_url, monkeypatch):
     at = open_compare(runs=f"{a},{b}")
     warning = " ".join(w.value for w in at.warning)
     assert f"run {a} · float32**: measured under contention: load 3.4 on 2 cores" in warning
+
+
+def test_the_decision_line_opens_the_page_and_one_click_queues_the_repeats(seeded, db):
+    """Issue 34: a decision line per run; where it says to repeat, one click queues every compared spec again
+    with the decision preset, the baseline first, in one go (operators only)."""
+    from storage.jobs import list_jobs
+
+    base, fast = seeded["base"], seeded["fast"]
+    at = open_compare(runs=f"{fast},{base}", baseline=str(base))
+    assert not at.exception
+    assert [s.value for s in at.subheader][:2] == ["Decision", "Summary"]
+    line = at.markdown[0].value
+    assert line.startswith(f"- run {fast} · INT4 · bfloat16: 2.") and "faster decode (significant, 95 % CI " in line
+    assert line.endswith("not enough data to decide on perplexity (measured once): repeat.")
+    button = at.button(key="compare_repeat")
+    assert not button.disabled and button.label == "Queue repeats to decide (2 jobs)"
+    button.click().run()
+    assert not at.exception and at.success and "Queued jobs " in at.success[0].value
+    jobs = sorted(list_jobs(db), key=lambda j: j.id)
+    assert [j.spec["name"] for j in jobs] == [f"FP32 baseline (repeat of run {base})", f"INT4 (repeat of run {fast})"]
+    assert all(j.spec["workload"]["trials"] == 3 and j.status == "queued" for j in jobs)
+
+
+def test_viewers_see_the_decision_but_cannot_queue_repeats(seeded, monkeypatch):
+    from engine.settings import get_settings
+
+    monkeypatch.setenv("LATENCYLAB_VIEWER_MODE", "1")
+    get_settings.cache_clear()
+    try:
+        at = open_compare(runs=f"{seeded['base']},{seeded['fast']}", baseline=str(seeded["base"]))
+        assert not at.exception and at.markdown[0].value.startswith("- run 2 · INT4 · bfloat16: ")
+        assert at.button(key="compare_repeat").disabled
+        assert any("Cannot queue repeats: viewer mode" in c.value for c in at.caption)
+    finally:
+        monkeypatch.delenv("LATENCYLAB_VIEWER_MODE")
+        get_settings.cache_clear()

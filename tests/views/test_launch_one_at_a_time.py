@@ -29,7 +29,9 @@ def test_a_traces_rate_and_lengths_come_from_its_preview():
 
     from ui.launch_estimate import offered
 
-    spec = SimpleNamespace(workload=SimpleNamespace(arrival="batch", rate=None, traffic=SimpleNamespace(scheduled=True)))
+    spec = SimpleNamespace(
+        workload=SimpleNamespace(arrival="batch", rate=None, traffic=SimpleNamespace(scheduled=True))
+    )
     preview = SimpleNamespace(due_s=[0.0, 0.25, 0.5, 10.0], prompt_tokens=[100, 300, 200], output_tokens=[10, 30, 20])
     assert offered(spec, preview) == (0.3, 200, 20)
     assert offered(spec, "no tokenizer here") is None

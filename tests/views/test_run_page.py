@@ -124,7 +124,8 @@ def test_task_scores_in_their_own_units(seeded, db):
     at = open_run(str(make_run(db, name="tasks", quality=real_quality(tasks=tasks))))
     assert not at.exception
     table = at.dataframe[-1].value.set_index("task")
-    assert table.loc["wikitext", "score"] == "21.5" and table.loc["wikitext", "better"] == "lower"
+    # four digits, the trailing zero kept: one format for every place (20.40 beside 20.35, never 20.4)
+    assert table.loc["wikitext", "score"] == "21.50" and table.loc["wikitext", "better"] == "lower"
     assert table.loc["hellaswag", "score"] == "45.7%" and table.loc["hellaswag", "better"] == "higher"
 
 

@@ -48,7 +48,9 @@ def test_a_trace_run_that_fell_behind_leads_with_latency_from_the_due_time(db, d
     assert "requests waited for the engine, not for the client" in bodies
     assert "send minus due: p50 30 s, p99 60 s, max 60 s over 40 requests" in bodies  # the Traffic section
     assert not re.search(r"\d,\d{3}\.\d{2} ms", bodies + warning)  # never 69,066.98 ms
-    assert "trace mooncake.jsonl ×10" in bodies and "?→" not in bodies  # the recipe line names the trace, not "?→8 tokens"
+    assert (
+        "trace mooncake.jsonl ×10" in bodies and "?→" not in bodies
+    )  # the recipe line names the trace, not "?→8 tokens"
 
 
 def test_a_kept_schedule_keeps_the_usual_card(db, db_url, monkeypatch):

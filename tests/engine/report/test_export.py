@@ -171,7 +171,7 @@ def test_exports_carry_intervals_and_never_an_unsupported_percentile(db):
     assert len(data[0]["ci"]["output_tokens_per_s"]) == 2
 
     html = comparison_html(runs, requests, ids["base"])
-    assert "n too small" in html and "95 % CI" in html and "significantly better" in html
+    assert "n too small" in html and "95 % CI" in html and "better (significant)" in html
 
 
 def test_report_opens_with_the_summary_then_environment_charts_and_table(db):

@@ -128,7 +128,7 @@ def test_markdown_junit_and_json(db):
 
 def test_a_significantly_faster_run_says_so_and_no_new_run_is_inconclusive(db):
     (r,) = _check(db, [TPOT_GATE], {"tpot_ms": 15}, {"tpot_ms": 10, "seed": 3})
-    assert r.reason == "significantly better"
+    assert r.reason == "better (significant)"  # the words Compare uses
     run = get_run(db, make_run(db, workload=WORKLOAD, n=30))
     (same,) = check_entries("s", "x", [EntryCheck("e", [Gate(**TPOT_GATE)], run, run)]).results
     assert same.status == INCONCLUSIVE and "no run since the baseline" in same.reason

@@ -92,10 +92,10 @@ def test_a_ten_percent_slower_decode_is_said_with_its_interval():
     verdict = comparison.verdicts[2]["tpot_ms_p50"]
     assert verdict.state == "worse" and verdict.interval.lo > 1.0
     text = comparison.summaries[2]
-    assert "slower decode (95 % CI " in text and "first token" in text
+    assert "slower decode (significant, 95 % CI " in text and "first token" in text
     frame = comparison_frame(comparison, formatted=True).set_index("metric")
-    assert frame.loc["TPOT p50 (GenAI-Perf: ITL)", "#2 verdict"] == "significantly worse"
-    assert frame.loc["TTFT p50", "#2 verdict"] == "no significant difference"  # TTFT has no effect
+    assert frame.loc["TPOT p50 (GenAI-Perf: ITL)", "#2 verdict"] == "worse (significant)"
+    assert frame.loc["TTFT p50", "#2 verdict"] == "no significant difference (within ± 5 %)"  # TTFT has no effect
     numbers = comparison_frame(comparison).set_index("metric")
     assert numbers.loc["TPOT p50 (GenAI-Perf: ITL)", "#2 verdict"] == "worse"
     assert numbers.loc["TPOT p50 (GenAI-Perf: ITL)", "#2 ratio CI low"] > 1.0
@@ -103,10 +103,16 @@ def test_a_ten_percent_slower_decode_is_said_with_its_interval():
     assert compare_runs(runs, 1).verdicts[2]["tpot_ms_p50"].state == "worse"
 
 
-def test_equal_runs_read_no_significant_difference():
-    comparison, _runs = compare_pair(np.random.default_rng(6), 1.0)
+def test_equal_runs_read_no_significant_difference_once_the_interval_is_within_the_margin():
+    """Equal draws: at 400 requests the ratio's interval lies within ± 5 % ("no significant difference");
+    at 200 it spans 1 but reaches past 0.95: "not enough data", never "no change"."""
+    comparison, _runs = compare_pair(np.random.default_rng(6), 1.0, n=400)
     assert comparison.verdicts[2]["tpot_ms_p50"].state == "same"
-    assert "no significant difference in decode (" in comparison.summaries[2]
+    assert "no significant difference in decode (95 % CI from " in comparison.summaries[2]
+    assert "; within ± 5 %)" in comparison.summaries[2]
+    fewer, _runs = compare_pair(np.random.default_rng(6), 1.0, n=200)
+    assert fewer.verdicts[2]["tpot_ms_p50"].state == "unclear"
+    assert "decode: not enough data (95 % CI from 8.8 % faster to 0.91 % slower)" in fewer.summaries[2]
 
 
 def test_too_few_requests_to_tell():
@@ -115,17 +121,20 @@ def test_too_few_requests_to_tell():
     runs = [synthetic_run(1, base, "A"), synthetic_run(2, new, "B")]
     comparison = compare_runs(runs, 1, {1: base, 2: new})
     assert comparison.verdicts[2]["tpot_ms_p50"].state == "thin"
-    assert "decode: too few requests to tell (n=4; p50 needs 6)" in comparison.summaries[2]
-    assert "2.0x slower" not in comparison.summaries[2]  # never claimed
+    assert "decode: not enough data (n=4; p50 needs 6)" in comparison.summaries[2]
+    assert "slower" not in comparison.summaries[2]  # never claimed
     # without samples the stored counts say the same
-    assert "decode: too few requests to tell (n=4; p50 needs 6)" in summarize_against(runs[1], runs[0])
+    assert "decode: not enough data (n=4; p50 needs 6)" in summarize_against(runs[1], runs[0])
 
 
 def test_accuracy_changes_against_two_standard_errors():
     base = {"perplexity": 20.0, "perplexity_stderr": 0.5}
-    near = {"perplexity": 20.6, "perplexity_stderr": 0.5}  # +0.6 < 2 x 0.71
+    near = {"perplexity": 20.6, "perplexity_stderr": 0.5}  # +0.6 < 2 x 0.71, but ± 1.4 is 7 % of 20: unclear
     far = {"perplexity": 23.0, "perplexity_stderr": 0.5}
-    assert accuracy_verdict("quality.perplexity", 20.0, 20.6, base, near).state == "same"
+    assert accuracy_verdict("quality.perplexity", 20.0, 20.6, base, near).state == "unclear"
+    tight = {"perplexity": 20.1, "perplexity_stderr": 0.1}  # 0.1 ± 0.28: within ± 5 % of 20
+    same = accuracy_verdict("quality.perplexity", 20.0, 20.1, {**base, "perplexity_stderr": 0.1}, tight)
+    assert same.state == "same" and same.interval.lo < 1 < same.interval.hi
     assert accuracy_verdict("quality.perplexity", 20.0, 23.0, base, far).state == "worse"
     assert accuracy_verdict("quality.perplexity", 23.0, 20.0, far, base).state == "better"
     task = accuracy_verdict("quality.task:count", 0.5, 0.6, {"task:count:stderr": 0.02}, {"task:count:stderr": 0.02})
@@ -144,4 +153,4 @@ def test_runs_with_several_trials_are_judged_on_intervals_that_include_their_dri
         run.metrics["trials"] = [{"trial": i, "tpot_ms_p50": v} for i, v in enumerate(values)]
         run.metrics["tpot_ms"]["ci"]["p50"] = [min(values) - 5, max(values) + 5]
     verdict = compare_runs([base, new], 1, {1: base_requests, 2: new_requests}).verdicts[2]["tpot_ms_p50"]
-    assert verdict.state == "same", verdict  # no significant difference once the drift is counted
+    assert verdict.state == "unclear", verdict  # not significant once the drift is counted: not enough data

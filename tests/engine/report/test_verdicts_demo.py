@@ -84,12 +84,15 @@ def test_repeats_agree_and_half_the_layers_is_flagged(demo_folder):
     repeats = [tpot[i][1] for i in (1, 2, 3)]
     assert max(lo for lo, _hi in repeats) <= min(hi for _lo, hi in repeats)
     comparison = compare_runs(runs, 1, {r.id: r.requests for r in runs})
+    # never a false alarm; with 16 requests on a shared machine the interval often reaches past ± 5 %,
+    # and then the verdict says "not enough data" rather than "no significant difference"
     for other in (2, 3):
         verdict = comparison.verdicts[other]["tpot_ms_p50"]
-        assert verdict.state == "same", (verdict, comparison.summaries[other])
-        assert "no significant difference in decode" in comparison.summaries[other]
+        assert verdict.state in ("same", "unclear"), (verdict, comparison.summaries[other])
+        said = comparison.summaries[other]
+        assert "no significant difference in decode" in said or "decode: not enough data (95 % CI from " in said
     # 15 of 30 layers dropped: decode significantly faster, said with its interval
     verdict = comparison.verdicts[4]["tpot_ms_p50"]
     print(comparison.summaries[4])
     assert verdict.state == "better" and verdict.interval.hi < 1.0, comparison.summaries[4]
-    assert "faster decode (95 % CI " in comparison.summaries[4]
+    assert "faster decode (significant, 95 % CI " in comparison.summaries[4]

@@ -21,9 +21,13 @@ from engine.measure.metric import COLUMN, COMPARE, EXPLORE, RESULT, SUMMARY, TRI
 from engine.measure.stamps import Phase, cached_share
 
 STATS: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99")
-STORED = frozenset({RESULT, EXPLORE, COLUMN})  # a headline figure: in the result object, Explore and its column
-SHOWN = STORED | {COMPARE}
-ACCURACY_SHOWN = frozenset({COMPARE, EXPLORE, COLUMN})  # accuracy sits in the result's own quality object
+# Where a new figure goes (no SQL column: one needs an Alembic revision, see ARCHITECTURE.md "How to add a metric")
+SHOWN = frozenset({RESULT, EXPLORE, COMPARE})
+# The figures that have their own SQL column of ``runs`` (each added by a revision; tests/storage/test_columns.py
+# checks the migrated schema has exactly these): headline figures in the result, Explore and a column ...
+STORED_COLUMN = frozenset({RESULT, EXPLORE, COLUMN})
+SHOWN_COLUMN = STORED_COLUMN | {COMPARE}  # ... and Compare
+ACCURACY_COLUMN = frozenset({COMPARE, EXPLORE, COLUMN})  # accuracy sits in the result's own quality object
 
 
 @dataclass(frozen=True)
@@ -69,19 +73,19 @@ def _group_samples(key: str) -> Callable[[Phase], list[float]]:
 _P50 = frozenset({COMPARE, TRIALS})
 GROUPS: tuple[Group, ...] = (
     Group(
-        "ttft_ms", "TTFT", "TTFT", 100, _group_samples("ttft_ms"), shown=STORED,
+        "ttft_ms", "TTFT", "TTFT", 100, _group_samples("ttft_ms"), shown=STORED_COLUMN,
         by_stat={"p50": _P50 | {SUMMARY}, "p90": frozenset({COMPARE}), "p99": frozenset({COMPARE})},
     ),
     Group(
-        "tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)", "TPOT", 200, _group_samples("tpot_ms"), shown=STORED,
+        "tpot_ms", "TPOT (GenAI-Perf/AIPerf: ITL)", "TPOT", 200, _group_samples("tpot_ms"), shown=STORED_COLUMN,
         by_stat={"p50": _P50 | {SUMMARY}, "p99": frozenset({COMPARE})}, note=" (GenAI-Perf: ITL)",
     ),
     Group(
-        "itl_ms", "ITL (AIPerf: ICL)", "ITL", 300, _group_samples("itl_ms"), shown=STORED,
+        "itl_ms", "ITL (AIPerf: ICL)", "ITL", 300, _group_samples("itl_ms"), shown=STORED_COLUMN,
         by_stat={"p50": _P50, "p99": frozenset({COMPARE})},
     ),
     Group(
-        "e2el_ms", "E2EL", "E2EL", 400, _group_samples("e2el_ms"), shown=STORED,
+        "e2el_ms", "E2EL", "E2EL", 400, _group_samples("e2el_ms"), shown=STORED_COLUMN,
         by_stat={"p50": _P50, "p99": frozenset({COMPARE})},
     ),
     Group(
@@ -155,7 +159,7 @@ def _bookkeeping(key: str, label: str, shown: frozenset[str], order: int, **how:
 _RUNNER = "the runner: "
 _ACCURACY = "the accuracy phase (engine.accuracy), scored by the recipe's own backend"
 _ENERGY = "the energy meter of the measured phase (engine.measure.energy: NVML or RAPL; None with a reason)"
-_ALL = SHOWN | {TRIALS}
+_ALL = SHOWN_COLUMN | {TRIALS}
 _IN_RESULT = frozenset({RESULT})
 _PER_TRIAL = frozenset({RESULT, TRIALS})
 _EXPLORE = frozenset({EXPLORE})
@@ -174,66 +178,66 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric(
         "tokens_per_s_per_user", "tokens/s per user (1/TPOT)", "tok/s", "higher", "throughput", "tok/s/user",
-        order=1020, shown=SHOWN, interval="mean", compute=_per_user,
+        order=1020, shown=SHOWN_COLUMN, interval="mean", compute=_per_user,
         samples=lambda phase: np.asarray(phase.per_user, dtype=float),
     ),
     Metric(
         "output_tokens_per_s_per_gpu", "output tokens/s per GPU", "tok/s", "higher", "throughput", "tok/s/GPU",
-        order=1030, shown=SHOWN, source=_RUNNER + "output tokens/s over the job's GPUs (None on the CPU)",
+        order=1030, shown=SHOWN_COLUMN, source=_RUNNER + "output tokens/s over the job's GPUs (None on the CPU)",
     ),
     Metric(
         "goodput_requests_per_s", "goodput (requests/s meeting every SLO)", "req/s", "higher", "throughput",
-        "goodput", order=1040, shown=SHOWN, compute=_goodput,
+        "goodput", order=1040, shown=SHOWN_COLUMN, compute=_goodput,
     ),
     Metric(
         "goodput_fraction", "share of requests meeting every SLO", "ratio", "higher", "throughput", "SLO met",
-        order=1050, shown=STORED, compute=_goodput_fraction,
+        order=1050, shown=STORED_COLUMN, compute=_goodput_fraction,
     ),
     Metric(
-        "error_rate", "failed requests", "ratio", "lower", "throughput", "failed", order=1060, shown=SHOWN,
+        "error_rate", "failed requests", "ratio", "lower", "throughput", "failed", order=1060, shown=SHOWN_COLUMN,
         compute=_error_rate, read=error_rate,
     ),
     # memory, load, energy: reported by the phases around the measured one
     Metric(
         "peak_memory_bytes", "peak memory (measured phase)", "bytes", "lower", "memory", "peak mem", order=1100,
-        shown=SHOWN, source=_RUNNER + "CUDA max allocated after a reset, or the sampled RSS of the process tree",
+        shown=SHOWN_COLUMN, source=_RUNNER + "CUDA max allocated after a reset, or the sampled RSS of the process tree",
     ),
     Metric(
         "weights_memory_bytes", "weights memory (as loaded)", "bytes", "lower", "memory", "weights", order=1110,
-        shown=SHOWN, source=_RUNNER + "the backend's load report: parameters and buffers after quantization",
+        shown=SHOWN_COLUMN, source=_RUNNER + "the backend's load report: parameters and buffers after quantization",
     ),
     Metric(
-        "load_s", "model load time", "s", "lower", "latency", "load", order=1120, shown=SHOWN,
+        "load_s", "model load time", "s", "lower", "latency", "load", order=1120, shown=SHOWN_COLUMN,
         source=_RUNNER + "the backend's load report",
     ),
     Metric(
         "energy_per_output_token_j", "energy per output token", "J/token", "lower", "energy", "J/tok", order=1130,
-        shown=SHOWN, source=_ENERGY,
+        shown=SHOWN_COLUMN, source=_ENERGY,
     ),
     Metric(
-        "avg_power_w", "average power (measured phase)", "W", "lower", "energy", "power", order=1140, shown=SHOWN,
+        "avg_power_w", "average power (measured phase)", "W", "lower", "energy", "power", order=1140, shown=SHOWN_COLUMN,
         source=_ENERGY,
     ),
     # accuracy of the same recipe (Compare lists every one a run has)
     Metric(
-        "quality.perplexity", "perplexity", "", "lower", "accuracy", "ppl", order=2000, shown=ACCURACY_SHOWN | {SUMMARY},
+        "quality.perplexity", "perplexity", "", "lower", "accuracy", "ppl", order=2000, shown=ACCURACY_COLUMN | {SUMMARY},
         source=_ACCURACY, aliases=("perplexity",),
     ),
     Metric(
         "quality.kl_mean", "KL mean vs reference", "nats", "lower", "accuracy", "KL", True, order=2010,
-        shown=ACCURACY_SHOWN, source=_ACCURACY, aliases=("kl_mean",),
+        shown=ACCURACY_COLUMN, source=_ACCURACY, aliases=("kl_mean",),
     ),
     Metric(
         "quality.kl_p99", "KL p99 vs reference", "nats", "lower", "accuracy", "KL p99", True, order=2020,
-        shown=ACCURACY_SHOWN, source=_ACCURACY, aliases=("kl_p99",),
+        shown=ACCURACY_COLUMN, source=_ACCURACY, aliases=("kl_p99",),
     ),
     Metric(
         "quality.top1_agreement", "top-1 agreement vs reference", "ratio", "higher", "accuracy", "top-1", True,
-        order=2030, shown=ACCURACY_SHOWN, source=_ACCURACY, aliases=("top1_agreement",),
+        order=2030, shown=ACCURACY_COLUMN, source=_ACCURACY, aliases=("top1_agreement",),
     ),
     Metric(
         "quality.greedy_flip_rate", "greedy flip rate vs reference", "ratio", "lower", "accuracy", "flips", True,
-        order=2040, shown=ACCURACY_SHOWN, source=_ACCURACY, aliases=("greedy_flip_rate",),
+        order=2040, shown=ACCURACY_COLUMN, source=_ACCURACY, aliases=("greedy_flip_rate",),
     ),
     # the client checks itself (the result's "client" group): how late it sent and how late its event loop ran
     _client_lag("send_lag_ms_p50", "client send lag p50 (send minus due or slot)", "send lag p50", 800),

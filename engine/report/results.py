@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.measure import registry
+from engine.measure.metric import RESULT
 from engine.measure.registry import GROUP_LABELS as LABELS
 from engine.measure.registry import LATENCY_GROUPS, N_TOO_SMALL, STATS, human_bytes
 from engine.report.headline import schedule_line, ttft_headline
@@ -119,12 +120,7 @@ def render_table(obj: dict[str, Any]) -> str:
         lines.append(f"note: {obj['error']}")
     lines += _latency_lines(obj)
     lines += _schedule_lines(obj)
-    for key, text in (
-        ("output_tokens_per_s", "output tokens/s"),
-        ("requests_per_s", "requests/s"),
-        ("tokens_per_s_per_user", "tokens/s per user"),
-    ):
-        lines.append(f"{text:<34}{_with_ci(obj, key)}")
+    lines += _scalar_lines(obj)
     lines.append(f"{'weights memory (as loaded)':<34}{human_bytes(obj.get('weights_memory_bytes'))}")
     kind = f"  ({obj['peak_memory_kind']})" if obj.get("peak_memory_kind") else ""
     lines.append(f"{'peak memory':<34}{human_bytes(obj.get('peak_memory_bytes'))}{kind}")
@@ -225,6 +221,35 @@ def _latency_lines(obj: dict[str, Any]) -> list[str]:
             lines.append((f"{'  95 % CI':<34}" + "".join(f"{s:>{COL}}" for s in spans)).rstrip())
     lines.append("")
     return lines
+
+
+# Figures with words of their own below (memory with what it measured, energy with its source, goodput with its
+# SLO, failures with the request counts); every other scalar the registry puts in the result is a line of its own.
+_OWN_WORDS = frozenset(
+    {
+        "weights_memory_bytes",
+        "peak_memory_bytes",
+        "load_s",
+        "energy_per_output_token_j",
+        "avg_power_w",
+        "goodput_requests_per_s",
+        "goodput_fraction",
+        "error_rate",
+    }
+)
+
+
+def _scalar_lines(obj: dict[str, Any]) -> list[str]:
+    """A line per scalar figure of the result the registry declares (throughput first, in display order), with
+    its 95 % interval: a figure declared later is shown without an edit here."""
+    out = []
+    for m in registry.shown_in(RESULT):
+        if m.group is not None or not m.is_metric or m.key in _OWN_WORDS or m.key.startswith("quality."):
+            continue
+        if obj.get(m.key) is None and m.key != "output_tokens_per_s":
+            continue  # not reported by this run (per GPU on the CPU)
+        out.append(f"{m.label + '  ':<34}{_with_ci(obj, m.key)}")
+    return out
 
 
 def _with_ci(obj: dict[str, Any], key: str) -> str:

@@ -54,6 +54,14 @@ def test_save_fills_the_headline_columns(db):
 
 def test_models_match_the_migrated_schema(db):
     with db.engine.connect() as conn:
+        migrated = {c[1] for c in conn.execute(text("PRAGMA table_info(runs)"))}
+    missing = sorted(m.key for m in registry.stored_metrics() if m.column not in migrated)
+    assert not missing, (
+        f"{missing}: declared with their own SQL column (shown holds 'column') but no Alembic revision adds it; "
+        "add one under storage/migrations/versions/ (as 0007_scale.py does), or declare it without a column "
+        "(engine.measure.declarations.SHOWN: Explore then reads it from the metrics JSON)"
+    )
+    with db.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}), Base.metadata)
     assert diff == []
 

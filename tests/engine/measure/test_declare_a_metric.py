@@ -1,5 +1,5 @@
 """A new scalar metric is one declaration: declared only inside this test, it is computed for new runs
-and appears in the result object, Compare (table, ratios, CSV), Explore's axes (listing and the page)
+and appears in the result object, the ``show`` table, Compare (table, ratios, CSV), Explore's axes (listing and the page)
 and the runs CSV export; removed afterwards, it appears nowhere (ARCHITECTURE.md, "How to add a metric")."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import pytest
 from seed_runs import make_run, open_page
 
 from engine.measure import registry
-from engine.measure.metric import COMPARE, EXPLORE, RESULT, Metric
+from engine.measure.declarations import SHOWN
+from engine.measure.metric import Metric
 from engine.measure.stamps import Phase
 from engine.report.compare import compare_runs, comparison_frame
 from engine.report.export import comparison_csv, table_csv
 from engine.report.listing import axis_choices
-from engine.report.results import result_object
+from engine.report.results import render_table, result_object
 from storage.frames import runs_frame
 from storage.runs import get_run
 
@@ -36,7 +37,7 @@ FAKE = Metric(
     "throughput",
     "prompt tok/s",
     order=1015,  # after requests/s
-    shown=frozenset({RESULT, COMPARE, EXPLORE}),  # no COLUMN: that would need an Alembic revision
+    shown=SHOWN,  # the default places; no SQL column (that needs an Alembic revision)
     compute=_prompt_tokens_per_s,
 )
 
@@ -59,6 +60,9 @@ def test_a_declared_metric_is_computed_and_compared(db, two_runs):
     base, new = (get_run(db, i) for i in two_runs)
     assert base.metrics[KEY] == pytest.approx(6 * 32 / base.metrics["duration_s"])  # 6 requests of 32 tokens
     assert result_object(base)[KEY] == base.metrics[KEY]
+    table = render_table(result_object(base)).splitlines()  # `python -m engine show`: its line, after requests/s
+    rows = [line.split("  ")[0] for line in table]
+    assert rows.index("requests/s") < rows.index(FAKE.label) < rows.index("tokens/s per user (1/TPOT)")
     comparison = compare_runs([base, new], base.id)
     keys = comparison.metric_keys()
     assert keys.index("requests_per_s") < keys.index(KEY) < keys.index("tokens_per_s_per_user")

@@ -301,7 +301,7 @@ def test_run_page_accuracy_section_renders():
     at = AppTest.from_function(page, default_timeout=30).run()
     assert not at.exception
     values = [m.value for m in at.metric]
-    assert "20.350" in values and "97.0%" in values and "2.0%" in values
+    assert "20.35" in values and "97.0%" in values and "2.0%" in values
     assert at.dataframe[0].value["task"].tolist() == ["counting"]
     assert "unavailable here" in at.info[0].value
     assert any("Reference: default recipe of this engine (for the demo: the Q4_1 GGUF" in c.value for c in at.caption)

@@ -79,7 +79,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     db = open_db(args)
     db.check_writable()
-    check_submittable(db, spec)
+    traffic = check_submittable(db, spec)
+    print(traffic.words(spec.workload.traffic), file=sys.stderr)  # the schedule up front
     job_id = jobs.submit(db, spec, sweep=args.sweep, timeout_s=args.timeout or 3600.0, submitted_by=cli_actor())
     if args.json:
         emit_json(job_row(jobs.get_job(db, job_id)))

@@ -53,9 +53,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from storage.runs import get_run
 
     spec = spec_from_args(args)
-    runner.preflight(spec)
+    traffic = runner.preflight(spec)
     db = open_db(args)
     db.check_writable()  # a read-only database fails now, not after the whole benchmark ran
+    print(traffic.words(spec.workload.traffic), file=sys.stderr)  # the schedule up front, once all is checked
     log = RunLog(args.verbose)
     try:
         from engine.jobs.ray_load import load_launcher

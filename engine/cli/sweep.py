@@ -139,6 +139,8 @@ def _run_points(name: str, points: list[SweepPoint], specs: list[Any], db: Any, 
             continue
         stderr_log(f"[{name}] {point.label}")
         outcome = run_point(spec.canonical_json(), db.url, name, stderr_log)
+        if not outcome.ok:
+            stderr_log(f"[{name}] {point.label} failed: {outcome.error}")
         rps = outcome.metrics.get("requests_per_s") if outcome.ok else None
         verdict = point_verdict(outcome.saturation, load, rps, swept.previous) if outcome.ok else None
         swept.rows.append(_row(point, outcome, verdict))

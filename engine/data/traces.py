@@ -6,7 +6,8 @@ first row (a skipped row included: seconds of the trace are those a reader of th
 Timestamps must not decrease; rows the trace marks as failed, or that have nothing to send,
 are skipped and counted in ``Trace.skipped``. Only the rows of the requested window (and at
 most ``max_rows`` of them) are kept, so a trace of gigabytes costs the memory of the rows
-replayed; reading stops at the window's end or the row cap, so later rows are not checked.
+replayed; reading stops at the window's end or the row cap. :func:`scan_trace` reads the whole file
+through before anything loads (every row checked, the window's rows counted, the largest gap).
 ``content_hash`` is the sha256 of the whole file, for the run's fingerprint.
 
 :func:`window` and :func:`time_scale` are the same cuts as pure functions over rows.
@@ -15,7 +16,8 @@ replayed; reading stops at the window's end or the row cap, so later rows are no
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +45,8 @@ class Trace:
     rows: list[TraceRow]
     skipped: dict[str, int] = field(default_factory=dict)
     content_hash: str = ""
+    window_rows: int = 0  # rows due in the window, the row cap aside
+    window_span_s: float = 0.0  # the due time of the window's last row
 
 
 def trace_format(fmt: str) -> TraceFormat:
@@ -50,6 +54,26 @@ def trace_format(fmt: str) -> TraceFormat:
     if fmt not in FORMATS:
         raise SpecError(f"trace format {shown(fmt)} is not one of {', '.join(FORMATS)}")
     return FORMATS[fmt]
+
+
+def _timed(spec: TraceFormat, file: Path, skipped: dict[str, int]) -> Iterator[tuple[Entry, float]]:
+    """Every row to replay with its seconds from the trace's first row (a skipped row counts there too), the
+    file read to its end; skipped rows counted by reason; timestamps out of order fail in one line."""
+    first: Entry | None = None
+    before: Entry | None = None
+    for entry in spec.entries(file):
+        if before is None:
+            first = entry
+        elif entry.time < before.time:
+            raise _out_of_order(spec, before, entry)
+        before = entry
+        if entry.skip:
+            skipped[entry.skip] = skipped.get(entry.skip, 0) + 1
+            continue
+        assert first is not None
+        yield entry, (entry.time - first.time) * spec.seconds_per_unit
+    if first is None:
+        raise SpecError(f"trace {file} holds no rows")
 
 
 def read_trace(
@@ -64,9 +88,10 @@ def read_trace(
 
     With ``start_s``/``duration_s`` only the rows due in [start_s, start_s + duration_s) seconds
     of the trace are kept, re-based so that the window starts at 0 (as :func:`window`);
-    ``max_rows`` stops after that many rows are kept. A malformed row, a negative or
+    ``max_rows`` keeps that many rows (the window's others are counted: ``window_rows``). A malformed row, a negative or
     fractional length, timestamps out of order, an empty file, a missing column or a byte that
-    is not UTF-8 fails in one line naming the file, the line and the field.
+    is not UTF-8 fails in one line naming the file, the line and the field (the whole file is checked
+    before any model loads by :func:`scan_trace`).
     """
     spec = trace_format(fmt)
     _check_window(start_s, duration_s)
@@ -76,29 +101,61 @@ def read_trace(
     end_s = math.inf if duration_s is None else start_s + duration_s
     rows: list[TraceRow] = []
     skipped: dict[str, int] = {}
-    first: Entry | None = None
-    before: Entry | None = None
-    for entry in spec.entries(file):
-        if before is None:
-            first = entry
-        elif entry.time < before.time:
-            raise _out_of_order(spec, before, entry)
-        before = entry
-        if entry.skip:
-            skipped[entry.skip] = skipped.get(entry.skip, 0) + 1
-            continue
-        at_s = (entry.time - first.time) * spec.seconds_per_unit
+    in_window, span = 0, 0.0
+    for entry, at_s in _timed(spec, file, skipped):
         if at_s >= end_s:
             break
-        if at_s >= start_s:
+        if at_s < start_s:
+            continue
+        in_window, span = in_window + 1, at_s - start_s  # past the cap: counted, so a run says what it left out
+        if max_rows is None or len(rows) < max_rows:
             rows.append(TraceRow(at_s - start_s, entry.input_tokens, entry.output_tokens, entry.hash_ids, entry.where))
-            if max_rows is not None and len(rows) >= max_rows:
-                break
-    if first is None:
-        raise SpecError(f"trace {file} holds no rows")
     if not rows:
         raise SpecError(_nothing_kept(file, skipped, start_s, duration_s))
-    return Trace(rows, skipped, content_hash(file))
+    return Trace(rows, skipped, content_hash(file), in_window, span)
+
+
+@dataclass
+class TraceScan:
+    """A whole trace file read through, before anything loads: every row of its window (due time and lengths, as
+    compact arrays), the longest input, the largest gap between rows, what was skipped."""
+
+    due_s: array = field(default_factory=lambda: array("d"))  # the window's rows, re-based to its start
+    inputs: array = field(default_factory=lambda: array("q"))
+    outputs: array = field(default_factory=lambda: array("q"))
+    longest_input_where: str = ""
+    gap_s: float = 0.0  # largest gap between consecutive rows of the window
+    gap_where: str = ""
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        return len(self.due_s)
+
+
+def scan_trace(path: Path | str, fmt: str, *, start_s: float = 0.0, duration_s: float | None = None) -> TraceScan:
+    """Read the whole trace (streamed; 24 bytes kept per row of the window) and say what a replay of its window
+    would send; the same one-line errors as :func:`read_trace`, for any row of the file."""
+    spec = trace_format(fmt)
+    _check_window(start_s, duration_s)
+    file = existing_file(path, "trace")
+    end_s = math.inf if duration_s is None else start_s + duration_s
+    out = TraceScan()
+    longest = -1
+    for entry, at_s in _timed(spec, file, out.skipped):
+        if not start_s <= at_s < end_s:
+            continue  # still read: every row of the file is checked
+        due = at_s - start_s
+        if out.due_s and due - out.due_s[-1] > out.gap_s:
+            out.gap_s, out.gap_where = due - out.due_s[-1], entry.where
+        out.due_s.append(due)
+        out.inputs.append(entry.input_tokens)
+        out.outputs.append(entry.output_tokens)
+        if entry.input_tokens > longest:
+            longest, out.longest_input_where = entry.input_tokens, entry.where
+    if not out.rows:
+        raise SpecError(_nothing_kept(file, out.skipped, start_s, duration_s))
+    return out
 
 
 def _out_of_order(spec: TraceFormat, before: Entry, entry: Entry) -> SpecError:

@@ -6,6 +6,8 @@ code lives here, so the Streamlit server can import it without the worker's supe
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from engine.spec import JobSpec
 from storage import Database, jobs
 from storage.job_records import WorkerInfo
@@ -23,8 +25,13 @@ def served_devices(db: Database) -> set[str]:
     return {d for w in live_workers(db) for d in w.devices}
 
 
-def check_submittable(db: Database, spec: JobSpec) -> None:
-    """Everything checked before a job is queued (pre-flight, the device); raises SpecError.
+if TYPE_CHECKING:
+    from engine.run.sources.check import TrafficCheck
+
+
+def check_submittable(db: Database, spec: JobSpec) -> TrafficCheck:
+    """Everything checked before a job is queued (pre-flight, the device); raises SpecError. Returns what the
+    job's traffic would send (its input read through), for the caller to say up front.
 
     The device must exist on this machine or be served by a live worker (any host), and
     a GPU another process is computing on is refused as busy.
@@ -37,7 +44,8 @@ def check_submittable(db: Database, spec: JobSpec) -> None:
     # a GPU served by a worker on another host is checked there when the job starts.
     local_gpus = {d.index for d in here if d.kind == "cuda"}
     local = spec.device == "cpu" or set(gpu_indices(spec.device)) <= local_gpus
-    preflight(spec, runtime=local)
+    traffic = preflight(spec, runtime=local)
     # A GPU busy with one of our own running jobs is fine: the new job queues behind it.
     ours = set(jobs.busy_devices(db))
     check_device(spec.device, devices=here, served=served_devices(db), ignore_busy=spec.device in ours)
+    return traffic

@@ -128,6 +128,10 @@ def facts_lines(facts: Mapping[str, Any] | None) -> list[str]:
         lines.append(f"clipped to the model's context: {f['clipped']:,} requests")
     if f.get("cycled"):
         lines.append(str(f["cycled"]))
+    if f.get("filtered"):
+        lines.append(f"left out by the prompt limits: {f['filtered']:,} rows")
+    if f.get("capped"):
+        lines.append(f"capped by requests: {f['capped']}")
     if f.get("records_read"):
         lines.append(f"records read: {f['records_read']:,}")
     if f.get("cancel_planned"):

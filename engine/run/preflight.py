@@ -13,6 +13,7 @@ import importlib
 from collections.abc import Callable
 
 from engine.run.policy import check_inputs
+from engine.run.sources.check import TrafficCheck, check_traffic
 from engine.spec import JobSpec, SpecError, Workload, engines
 from engine.spec.descriptor import EngineDescriptor
 from engine.weights import models
@@ -26,8 +27,9 @@ def engine_preflight(descriptor: EngineDescriptor) -> Callable[[JobSpec, bool], 
     return getattr(importlib.import_module(module_name), function)
 
 
-def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
-    """Everything that can be checked before loading weights; raises SpecError.
+def preflight(spec: JobSpec, *, runtime: bool = True) -> TrafficCheck:
+    """Everything that can be checked before loading weights; raises SpecError. Returns what the traffic would
+    send (its whole input read through, :mod:`engine.run.sources.check`), for the caller to say up front.
 
     ``runtime=False`` skips the facts of *this* machine (compute capability, installed
     packages, GPU count): a job queued for another host's GPU is checked there, when its
@@ -46,7 +48,7 @@ def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
 
         evaluate.check(spec)
     wl = spec.workload
-    _check_traffic(spec)
+    traffic = check_traffic(spec)
     context = models.declared_context_length(spec.model)
     prompt = wl.traffic.nominal_prompt_tokens()
     if context is not None and prompt is not None and prompt + wl.output_tokens > context:
@@ -54,20 +56,7 @@ def preflight(spec: JobSpec, *, runtime: bool = True) -> None:
             f"prompt ({prompt}) + output ({wl.output_tokens}) tokens exceed the model's context of "
             f"{context} tokens; shorten the prompt or the output"
         )
-
-
-def _check_traffic(spec: JobSpec) -> None:
-    """A dataset's first record, a trace's first rows, a Hub dataset's reachability: bad input fails
-    here, before loading, in one line (the rest of the file is checked while the plan is made, still
-    before anything is stored)."""
-    from engine.run.sources import planner_of
-
-    traffic = spec.workload.traffic
-    if traffic.needs_tokenizer and spec.model.kind == "synthetic":
-        raise SpecError(
-            f"the {traffic.label} source needs a model with a tokenizer; synthetic weights take --prompt-tokens"
-        )
-    planner_of(traffic).check(traffic, spec.workload)
+    return traffic
 
 
 def validate_serving(workload: Workload, engine: str) -> None:

@@ -74,7 +74,11 @@ SPECS = st.fixed_dictionaries(
     {"model": st.one_of(_section(ModelSpec, {"source": MODELS}), MODELS, JSON)},
     optional={
         "recipe": RECIPES,
-        "workload": st.one_of(_section(Workload, {"traffic": _traffic(True)}), _section(Workload, {**FLAT, "traffic": _traffic(True)}), JSON),
+        "workload": st.one_of(
+            _section(Workload, {"traffic": _traffic(True)}),
+            _section(Workload, {**FLAT, "traffic": _traffic(True)}),
+            JSON,
+        ),
         "quality": st.one_of(_section(AccuracySpec, {"metrics": st.lists(st.sampled_from(["ppl", "fidelity"]))}), JSON),
         "device": st.sampled_from(["cpu", "cuda:0", "cuda:0,1", "CPU ", "gpu"]) | VALUE,
         "name": st.text(max_size=30) | JSON,

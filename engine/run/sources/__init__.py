@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from engine.backends.base import Tokenizer
 from engine.run.plan import RequestPlan, with_cancellations
@@ -33,8 +33,11 @@ class Planner(Protocol):
 
     name: str
 
-    def check(self, traffic: TrafficSource, workload: Workload) -> None:
-        """Its input checked before any model loads (the file exists and reads), SpecError in one line."""
+    def check(self, traffic: TrafficSource, workload: Workload, ctx: PlanContext | None) -> dict[str, Any]:
+        """Its whole input checked before any model loads, with the model's light context where there is one
+        (:mod:`engine.run.sources.context`; None: the model's files are not here yet): what the job would send
+        (``requests``, ``duration_s`` where it has a schedule, what it counted), or SpecError in one line naming
+        the file, the line and the field (:mod:`engine.run.sources.check` caches the answer by content)."""
         ...
 
     def plan(self, traffic: TrafficSource, workload: Workload, ctx: PlanContext) -> RequestPlan:

@@ -54,13 +54,25 @@ def sample(
     return chosen, facts
 
 
-def check_conversations(traffic: Conversations) -> None:
-    """The dataset's first record, or a Hub dataset's reachability, before any model loads (one line)."""
+def check_conversations(traffic: Conversations, workload: Workload, ctx: PlanContext | None) -> dict[str, Any]:
+    """The dataset read through before any model loads: with the model's light tokenizer, the job's whole plan
+    (every record, the prompt limits, the context); without one, every record of a local file (a Hub dataset: its
+    first record and reachability, nothing downloaded beyond it). One line naming the record that fails."""
     from engine.data.conversations import check_dataset
+    from engine.run.sources import plan_requests
 
-    check_dataset(
-        traffic.dataset, traffic.dataset_format, traffic.dataset_column if isinstance(traffic, DatasetTraffic) else None
-    )
+    column = traffic.dataset_column if isinstance(traffic, DatasetTraffic) else None
+    check_dataset(traffic.dataset, traffic.dataset_format, column)
+    if ctx is not None and ctx.tokenizer is not None:
+        plan = plan_requests(workload, ctx)
+        return {"requests": len(plan.measured), **{k: v for k, v in plan.facts.items() if k != "dataset"}}
+    if traffic.dataset.startswith("hf:"):
+        return {"requests": workload.requests}
+    stream = read_conversations(traffic.dataset, traffic.dataset_format, column)
+    count = sum(1 for _ in stream)
+    if not count:
+        raise SpecError(f"dataset {traffic.dataset}: no record can be sent ({_skipped(stream.skipped) or 'none read'})")
+    return {"requests": workload.requests, "records_read": stream.read, **_skipped(stream.skipped)}
 
 
 def _skipped(skipped: dict[str, int]) -> dict[str, Any]:
@@ -92,8 +104,8 @@ class DatasetSource:
 
     name = "dataset"
 
-    def check(self, traffic: DatasetTraffic, workload: Workload) -> None:
-        check_conversations(traffic)
+    def check(self, traffic: DatasetTraffic, workload: Workload, ctx: PlanContext | None) -> dict[str, Any]:
+        return check_conversations(traffic, workload, ctx)
 
     def plan(self, traffic: DatasetTraffic, workload: Workload, ctx: PlanContext) -> RequestPlan:
         tokenizer = needs_tokenizer(ctx, f"dataset {traffic.dataset}")

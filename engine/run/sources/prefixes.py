@@ -9,7 +9,7 @@ import numpy as np
 from engine.backends.base import Tokenizer
 from engine.run.plan import RequestPlan, plan_of
 from engine.run.sources import PlanContext
-from engine.run.sources.synthetic import corpus_token_ids, synthetic_prompts
+from engine.run.sources.synthetic import corpus_token_ids, synthetic_facts, synthetic_prompts
 from engine.spec import Workload
 from engine.spec.sources.prefixes import PrefixesTraffic
 
@@ -41,8 +41,9 @@ class PrefixesSource:
 
     name = "prefixes"
 
-    def check(self, traffic: PrefixesTraffic, workload: Workload) -> None:
-        """Nothing to read: synthetic prompts come from the default corpus."""
+    def check(self, traffic: PrefixesTraffic, workload: Workload, ctx: PlanContext | None) -> dict[str, object]:
+        """Nothing to read: synthetic prompts come from the default corpus; their longest must fit the context."""
+        return synthetic_facts(traffic, workload, ctx)
 
     def plan(self, traffic: PrefixesTraffic, workload: Workload, ctx: PlanContext) -> RequestPlan:
         count = workload.warmup + workload.requests

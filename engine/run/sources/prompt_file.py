@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from engine.run.plan import RequestPlan, plan_of
 from engine.run.sources import PlanContext
@@ -46,12 +47,18 @@ class PromptFileSource:
 
     name = "prompt_file"
 
-    def check(self, traffic: PromptFileTraffic, workload: Workload) -> None:
-        """Read the prompt file now (exists, UTF-8, at least one prompt), so a bad one fails before loading."""
+    def check(self, traffic: PromptFileTraffic, workload: Workload, ctx: PlanContext | None) -> dict[str, Any]:
+        """Read the prompt file now (exists, UTF-8, at least one prompt), so a bad one fails before loading; with the
+        model's light tokenizer, the whole plan (a prompt beyond the context refused with strict lengths)."""
         try:
-            read_prompt_file(traffic.prompt_file)
+            texts = read_prompt_file(traffic.prompt_file)
         except (RecursionError, OSError) as exc:
             raise SpecError(f"prompt file {traffic.prompt_file} cannot be read: {type(exc).__name__}") from exc
+        if ctx is not None and ctx.tokenizer is not None:
+            from engine.run.sources import plan_requests
+
+            plan_requests(workload, ctx)  # a prompt beyond the context: refused here, in one line
+        return {"requests": workload.requests, "prompts": len(texts)}
 
     def plan(self, traffic: PromptFileTraffic, workload: Workload, ctx: PlanContext) -> RequestPlan:
         if ctx.tokenizer is None:

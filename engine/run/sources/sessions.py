@@ -26,8 +26,8 @@ class SessionsSource:
 
     name = "sessions"
 
-    def check(self, traffic: SessionsTraffic, workload: Workload) -> None:
-        check_conversations(traffic)
+    def check(self, traffic: SessionsTraffic, workload: Workload, ctx: PlanContext | None) -> dict[str, object]:
+        return check_conversations(traffic, workload, ctx)
 
     def plan(self, traffic: SessionsTraffic, workload: Workload, ctx: PlanContext) -> RequestPlan:
         tokenizer = needs_tokenizer(ctx, f"multi-turn dataset {traffic.dataset}")

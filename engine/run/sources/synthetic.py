@@ -70,13 +70,19 @@ def corpus_token_ids(tokenizer: Tokenizer) -> list[int]:
     return _CACHE[key]
 
 
+def synthetic_facts(traffic: SyntheticLengths, workload: Workload, ctx: PlanContext | None) -> dict[str, object]:
+    """What synthetic prompts send (pre-flight checks their length against the model's context)."""
+    return {"requests": workload.requests}
+
+
 class SyntheticSource:
     """Exact or drawn prompt lengths; every request asks for ``output_tokens``."""
 
     name = "synthetic"
 
-    def check(self, traffic: SyntheticTraffic, workload: Workload) -> None:
-        """Nothing to read: synthetic prompts come from the default corpus."""
+    def check(self, traffic: SyntheticTraffic, workload: Workload, ctx: PlanContext | None) -> dict[str, object]:
+        """Nothing to read: synthetic prompts come from the default corpus; their longest must fit the context."""
+        return synthetic_facts(traffic, workload, ctx)
 
     def plan(self, traffic: SyntheticTraffic, workload: Workload, ctx: PlanContext) -> RequestPlan:
         count = workload.warmup + workload.requests

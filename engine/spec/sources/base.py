@@ -132,7 +132,10 @@ class TrafficSource(_Strict):
         own = self.model_dump(mode="json", exclude={"source"})
         if not self.legacy:
             return {"source": self.source, **own}
-        return {**{k: v for k, v in LEGACY_FLAT_DEFAULTS.items()}, **own, **self.flat_extras()}
+        fields = type(self).model_fields
+        later = {k for k, v in own.items() if k not in LEGACY_FLAT_DEFAULTS and v == fields[k].default}
+        own = {k: v for k, v in own.items() if k not in later}  # options added since: at their default, unsaid
+        return {**LEGACY_FLAT_DEFAULTS, **own, **self.flat_extras()}
 
     def flat_extras(self) -> dict[str, Any]:
         """Flat fields that name this source without being options of it (sessions: ``multi_turn``)."""

@@ -42,9 +42,10 @@ class CountdownTraffic(TrafficSource):
 class CountdownPlanner:
     name = "countdown"
 
-    def check(self, traffic: CountdownTraffic, workload: Workload) -> None:
+    def check(self, traffic: CountdownTraffic, workload: Workload, ctx: PlanContext | None) -> dict[str, int]:
         if any(n < 1 for n in traffic.lengths):
             raise SpecError("countdown: every length must be at least 1")
+        return {"requests": workload.requests}
 
     def plan(self, traffic: CountdownTraffic, workload: Workload, ctx: PlanContext) -> RequestPlan:
         n = workload.warmup + workload.requests

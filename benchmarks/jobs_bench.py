@@ -17,7 +17,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import signal
 import sys
 import tempfile
 import time
@@ -34,19 +33,21 @@ SPEC = parse_job_spec(
 
 def first_progress_s(db_url: str, repeats: int) -> list[float]:
     """Spawn each job exactly as the worker does and time its first progress write."""
-    from engine.jobs.worker import Slot, Worker
+    from engine.jobs.local_placement import LocalPlacement
+    from engine.jobs.worker import Worker
     from storage import jobs, open_database
 
     db = open_database(db_url)
-    worker = Worker(db_url, ["cpu"], worker_id="bench")
+    worker = Worker(db_url, ["cpu"], worker_id="bench")  # for its WorkerInfo (id, host, log folder)
     worker.log_dir.mkdir(parents=True, exist_ok=True)
+    placement = LocalPlacement(["cpu"])
     out = []
     for _ in range(repeats):
         jobs.submit(db, SPEC, timeout_s=600)
         job = jobs.claim(db, "bench", ["cpu"])
-        slot = Slot(device="cpu")
         t0 = time.monotonic()
-        worker._spawn(slot, job)
+        running = placement.start(job, worker.info)
+        jobs.mark_started(db, job.id, "bench")
         while True:
             current = jobs.get_job(db, job.id)
             if current.progress_note is not None:  # written by the job process itself
@@ -56,8 +57,8 @@ def first_progress_s(db_url: str, repeats: int) -> list[float]:
                 out.append(float("nan"))
                 break
             time.sleep(0.005)
-        os.killpg(slot.proc.pid, signal.SIGKILL)
-        slot.proc.wait()
+        placement.force(running)
+        placement.collect(timeout_s=10.0)
         jobs.finish(db, job.id, "bench", "cancelled", error="benchmark")
     return out
 

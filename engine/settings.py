@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     allow_open: bool = False  # serve a non-loopback host without sign-in or viewer mode (warned)
     telemetry_interval_ms: int = 100  # device telemetry beside the measured phase (engine/measure/telemetry.py), <= 100
     # Where `python -m engine worker` runs jobs: "local" (processes on this host) or "ray" (a Ray cluster,
-    # engine/jobs/ray_executor.py); the cluster's address ("auto", "10.0.0.5:6379", "ray://..."), the
+    # engine/jobs/ray_placement.py); the cluster's address ("auto", "10.0.0.5:6379", "ray://..."), the
     # CPUs each job asks of it, and a dashboard the Jobs and Run pages link to (optional).
     executor: str = "local"
     ray_address: str | None = None

@@ -135,9 +135,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _ray_executor(args: argparse.Namespace, db_url: str, devices: list[str] | None, options: dict[str, Any]) -> Any:
-    """The Ray executor, connected (engine/jobs/ray_executor.py); one line and exit 2 when it cannot be."""
+    """The worker with its jobs on Ray (engine/jobs/ray_placement.py), connected; one line and exit 2 when it cannot be."""
     from engine.jobs.ray_cluster import ClusterUnavailable
-    from engine.jobs.ray_executor import RayExecutor
+    from engine.jobs.ray_placement import RayPlacement
+    from engine.jobs.worker import Worker
     from engine.settings import get_settings
 
     settings = get_settings()
@@ -148,19 +149,17 @@ def _ray_executor(args: argparse.Namespace, db_url: str, devices: list[str] | No
     if not isinstance(resources, dict) or not all(isinstance(v, int | float) for v in resources.values()):
         raise UsageError("--ray-resources: a JSON object of resource names to amounts, e.g. '{\"node_a\": 1}'")
     try:
-        executor = RayExecutor(
-            db_url,
+        placement = RayPlacement(
             devices,
             address=args.ray_address or settings.ray_address,
             num_cpus=args.ray_num_cpus if args.ray_num_cpus is not None else settings.ray_num_cpus,
             resources=resources,
             dashboard_url=settings.ray_dashboard_url,
-            **options,
         )
     except ClusterUnavailable as exc:
         raise UsageError(str(exc)) from exc
-    print(f"[worker] {executor.cluster}", file=sys.stderr, flush=True)
-    return executor
+    print(f"[worker] {placement.cluster}", file=sys.stderr, flush=True)
+    return Worker(db_url, placement=placement, **options)
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:

@@ -24,13 +24,16 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
 from engine.report.recipes import recipe_in_words
 from engine.report.values import flat_metrics, flat_supported
+
+if TYPE_CHECKING:
+    from engine.jobs.worker import Worker
 
 RUN_SPECS = 50  # newest fingerprints exported (bounded label cardinality)
 RUNS_SCANNED = 1000  # newest done runs read to find them
@@ -250,9 +253,6 @@ def start_exporter(
     return Exporter(server, thread, registry)
 
 
-def serve_worker(worker: Any, port: int, addr: str = "127.0.0.1") -> Exporter:
-    """The endpoint for a :class:`engine.jobs.worker.Worker` (its id, slots and database); OSError if the port is taken."""
-    slots = [s.device for s in worker.slots]
-    return start_exporter(
-        worker.db_url, worker.id, slots, port, addr, up=lambda: not getattr(worker, "_stopping", False)
-    )
+def serve_worker(worker: Worker, port: int, addr: str = "127.0.0.1") -> Exporter:
+    """The endpoint for a :class:`engine.jobs.worker.Worker` (its id, devices and database); OSError if the port is taken."""
+    return start_exporter(worker.db_url, worker.id, list(worker.devices), port, addr, up=lambda: not worker.stopping)

@@ -1,6 +1,6 @@
 """What runs ON a Ray node for one job: the same job process the local worker starts.
 
-:func:`run_job` is the body of the Ray task (a streaming generator; engine/jobs/ray_executor.py
+:func:`run_job` is the body of the Ray task (a streaming generator; engine/jobs/ray_placement.py
 submits it with the resources the job needs). It first yields where it runs (the node id and
 address, the task id), so the driver knows the node before the job ends, then spawns
 ``python -m engine.jobs.job_process`` in its own session with ``--parent-pid`` its own pid,
@@ -10,7 +10,7 @@ whose tail it writes to the job every 2 s, and finally yields the return code an
 Cancelled (``ray.cancel``): the interrupt stops the wait, the job's group gets SIGTERM and,
 after a grace period, SIGKILL. Killed (a forced cancel, or its node dies): the job process sees
 its parent change and kills its own group (engine/jobs/job_process.py), as under the local worker.
-Imports ray only inside functions: nothing imports this module but the executor.
+Imports ray only inside functions: nothing imports this module but the Ray placement.
 """
 
 from __future__ import annotations

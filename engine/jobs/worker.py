@@ -1,23 +1,22 @@
-"""The worker: claims queued jobs, one slot per device (or device group), and supervises
-each job in its own process.
+"""The worker: one loop that claims queued jobs, runs each where its placement puts it (local
+processes, :mod:`engine.jobs.local_placement`, or Ray tasks, :mod:`engine.jobs.ray_placement`),
+and supervises it until it ends, once.
 
-Each job is spawned (never forked from a server) as ``python -m engine.jobs.job_process``
-in a new session, hence its own process group, with ``CUDA_VISIBLE_DEVICES`` pinned to
-its GPUs, ``LATENCYLAB_PINNED=1``, a timeout, and stdout/stderr written to
-``<data_dir>/logs/job-<id>.log`` whose tail is kept on the job. Cancel and timeout send
-SIGTERM to the group and SIGKILL after a grace period. A crash, a signal, an OOM or a
-timeout ends the job as failed with a one-line reason and a failed run carrying it (linked
-to the job, shown in Runs and history) when the job's process stored none; the worker
-takes the next job.
+Every round the worker heartbeats, recovers lost workers' jobs, queues due suites, stops the jobs a
+user cancelled or whose timeout passed (a soft stop, then a forced one after the grace period),
+collects the jobs that ended and ends each through :func:`engine.jobs.outcomes.end_job` (a crash,
+a signal, an OOM or a timeout ends the job as failed with a one-line reason and a failed run
+carrying it when the job's process stored none), runs its ticks, and claims while its placement
+has room. A job whose place was lost (a Ray node died) goes back to the queue once if it had not
+started measuring, else fails with the placement's reason.
 
-The worker heartbeats every few seconds. Running jobs of a worker whose heartbeat went
-stale (any host) or whose process is gone (same host) are recovered: re-queued once if
-they had not started measuring, else failed with "worker lost" (and a failed run saying
-so); a job whose process had already stored its run ends as that run did. A result the
-job's process sends after its job was recovered is refused by storage (no orphan run),
-and the worker that comes back logs that the job was ended without it. On SIGTERM/SIGINT the
-worker stops its jobs and gives them back to the queue (a cancel requested by a user
-ends as cancelled), marks itself stopped and exits 0.
+Running jobs of a worker whose heartbeat went stale (any host) or whose process is gone (same host)
+are recovered: re-queued once if they had not started measuring, else failed with "worker lost"
+(and a failed run saying so); a job whose process had already stored its run ends as that run did.
+A result the job's process sends after its job was recovered is refused by storage (no orphan run),
+and the worker that comes back logs that the job was ended without it. On SIGTERM/SIGINT the worker
+stops its jobs, forces those still running after the grace period, gives them back to the queue (a
+cancel requested by a user ends as cancelled), marks itself stopped and exits 0.
 """
 
 from __future__ import annotations
@@ -25,26 +24,25 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.jobs.launch import LOG_TAIL_BYTES, job_command, job_env, killpg, read_tail, spawn_job
+from engine.jobs.launch import LOG_TAIL_BYTES, read_tail
+from engine.jobs.local_placement import LocalPlacement
 from engine.jobs.outcomes import WORKER_STOPPED, end_job, failed_run_of, failure_outcome, signal_reason
-from engine.measure.devices import detect_devices, gpu_indices
+from engine.jobs.placing import Ended, Handle, Placement, WorkerInfo, say
 from engine.settings import get_settings
 from storage import StorageError
 
 __all__ = [
     "LOG_TAIL_BYTES",
     "WORKER_STOPPED",
-    "Slot",
+    "Running",
     "Worker",
     "failed_run_of",
     "failure_outcome",
@@ -54,38 +52,31 @@ __all__ = [
 
 SCHEDULES_S = 20.0  # how often a worker looks for due suite schedules
 TICK_S = 2.0  # how often a worker runs its ticks (``python -m engine worker``: advancing studies and SLA searches)
-
-
-def _say(msg: str) -> None:
-    print(f"[worker {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+SHUTDOWN_WAIT_S = 10.0  # past the grace period, how long a shutdown waits for forced jobs to end
 
 
 @dataclass
-class Slot:
-    """One device (or GPU group) and the job it runs, if any."""
+class Running:
+    """A job this worker runs: its placement's handle, and the loop's own state of it."""
 
-    device: str
-    job: Any = None
-    proc: subprocess.Popen | None = None
-    log_path: Path | None = None
-    started: float = 0.0
-    deadline: float = 0.0
+    job: Any
+    handle: Handle
+    deadline: float
     stop_reason: str | None = None  # why we are stopping it: "cancelled", "timed out ...", "shutdown"
-    term_sent: float | None = None
-    last_tail: float = 0.0
-    busy_checked: float = 0.0
-    busy: bool = False
-    finished: list[int] = field(default_factory=list)
+    stop_sent: float | None = None
+    forced: bool = False
 
 
 class Worker:
-    """Serves jobs for ``devices`` from the database at ``db_url`` until stopped."""
+    """Serves jobs from the database at ``db_url`` until stopped: on local slots for ``devices``, or where
+    ``placement`` puts them (a :class:`~engine.jobs.ray_placement.RayPlacement`)."""
 
     def __init__(
         self,
         db_url: str,
-        devices: list[str],
+        devices: list[str] | None = None,
         *,
+        placement: Placement[Any] | None = None,
         worker_id: str | None = None,
         poll_s: float = 0.25,
         heartbeat_s: float = 2.0,
@@ -97,15 +88,19 @@ class Worker:
     ) -> None:
         from storage import open_database
 
+        if placement is not None and devices is not None:
+            raise TypeError("Worker: give devices (local slots) or a placement, not both")
+        self.placement: Placement[Any] = placement or LocalPlacement(devices or [])
         self.db_url = db_url
         self.db = open_database(db_url)
         self.host = socket.gethostname()
-        self.id = worker_id or f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.slots = [Slot(device=d) for d in devices]
+        self.id = self.placement.worker_id_prefix + (worker_id or f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:6]}")
         self.poll_s, self.heartbeat_s = poll_s, heartbeat_s
         self.stale_after_s, self.grace_s = stale_after_s, grace_s
         self.log_dir = log_dir or get_settings().data_dir / "logs"
+        self.info = WorkerInfo(db_url, self.id, self.host, grace_s, self.log_dir)
         self.once = once
+        self.running: dict[int, Running] = {}  # by job id
         # A plain flag: a signal handler must not take locks (Event.set can deadlock there).
         self._stopping = False
         self._last_beat = 0.0
@@ -114,6 +109,16 @@ class Worker:
         # Run every TICK_S with the database; lines to log (engine.cli passes engine.optimize's drivers:
         # recipe studies and SLA searches).
         self.ticks, self._last_tick = list(ticks), float("-inf")
+
+    @property
+    def devices(self) -> list[str]:
+        """The devices this worker serves."""
+        return self.placement.devices
+
+    @property
+    def stopping(self) -> bool:
+        """True once a stop was asked (the exporter's ``latencylab_worker_up`` turns 0)."""
+        return self._stopping
 
     # -- life cycle ---------------------------------------------------------------------
     def request_stop(self, *_args: Any) -> None:
@@ -128,15 +133,15 @@ class Worker:
         if threading.current_thread() is threading.main_thread():
             previous = {sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        jobs.register_worker(self.db, self.id, self.host, os.getpid(), [s.device for s in self.slots])
-        _say(f"{self.id} serving {', '.join(s.device for s in self.slots)} from {self.db_url}")
+        jobs.register_worker(self.db, self.id, self.host, os.getpid(), self.devices)
+        say(f"{self.id} serving {', '.join(self.devices)} from {self.db_url}")
         self.recover()
         try:
             while not self._stopping:
                 try:
                     idle = self.step()
                 except StorageError as exc:  # the database is away for a moment (storage wraps every error)
-                    _say(f"database error, retrying: {str(exc).splitlines()[0]}")
+                    say(f"database error, retrying: {str(exc).splitlines()[0]}")
                     idle = False
                     time.sleep(2.0)
                 if self.once and idle:
@@ -149,29 +154,15 @@ class Worker:
         return 0
 
     def step(self) -> bool:
-        """One round: heartbeat, recovery, supervise, claim. True when nothing runs or waits."""
-        from storage import jobs
-
+        """One round: housekeeping, collect ended jobs, stop what must stop, ticks, claim. True when idle."""
         now = time.monotonic()
-        running = [s for s in self.slots if s.proc is not None]
-        cancel_ids = self._housekeeping(now, [s.job.id for s in running])
-        for slot in running:
-            if slot.job.id in cancel_ids and slot.stop_reason is None:
-                self._terminate(slot, "cancelled")
-        ended = sum(len(s.finished) for s in self.slots)
-        for slot in self.slots:
-            if slot.proc is not None:
-                self._supervise(slot)
-        self._tick(now, ended < sum(len(s.finished) for s in self.slots))
-        claimed_any = False
-        if not self._stopping:
-            for slot in self.slots:
-                if slot.proc is None and not self._device_busy(slot):
-                    job = jobs.claim(self.db, self.id, [slot.device])
-                    if job is not None:
-                        claimed_any = True
-                        self._spawn(slot, job)
-        return not claimed_any and all(s.proc is None for s in self.slots)
+        cancel_ids = self._housekeeping(now, list(self.running))
+        a_job_ended = self._collect() > 0
+        for run in list(self.running.values()):
+            self._watch(run, now, run.job.id in cancel_ids)
+        self._tick(now, a_job_ended)
+        claimed = self._claim()
+        return not claimed and not self.running
 
     def _housekeeping(self, now: float, job_ids: list[int]) -> set[int]:
         """Heartbeat, recovery of lost workers' jobs and due suites; the running jobs a user asked to cancel."""
@@ -187,12 +178,12 @@ class Worker:
         return set(jobs.cancel_requested(self.db, job_ids)) if job_ids else set()
 
     def _tick(self, now: float, a_job_ended: bool) -> None:
-        """Run the ticks every TICK_S, or at once when a job ended (after supervising: a study's next
+        """Run the ticks every TICK_S, or at once when a job ended (before claiming: a study's next
         trial is queued, then claimed in the same round)."""
         if self.ticks and (now - self._last_tick >= TICK_S or a_job_ended):
             self._last_tick = now
             for line in [line for tick in self.ticks for line in tick(self.db)]:
-                _say(line)
+                say(line)
 
     def recover(self) -> None:
         """Recover jobs of lost workers: same-host ones whose process is gone, and stale ones."""
@@ -210,7 +201,7 @@ class Worker:
             exclude_worker=self.id,
             failed_run=failed_run_of,
         ):
-            _say(f"job {r.job_id} of lost worker {r.worker_id}: {r.action}")
+            say(f"job {r.job_id} of lost worker {r.worker_id}: {r.action}")
 
     def _queue_due_suites(self) -> None:
         """Queue the suites whose cron schedule is due (engine/jobs/suites.py claims each due time once)."""
@@ -218,86 +209,106 @@ class Worker:
 
         self._last_schedules = time.monotonic()
         for line in queue_due(self.db):
-            _say(line)
+            say(line)
 
     def shutdown(self) -> None:
-        """Stop running jobs (SIGTERM, then SIGKILL), give them back to the queue, sign off."""
+        """Stop running jobs, force those still running after the grace period, give them back, sign off."""
         from storage import jobs
 
-        for slot in self.slots:
-            if slot.proc is not None and slot.stop_reason is None:
-                self._terminate(slot, "shutdown")
-        deadline = time.monotonic() + self.grace_s
-        while any(s.proc is not None for s in self.slots):
-            for slot in self.slots:
-                if slot.proc is not None and slot.proc.poll() is not None:
-                    self._finalize(slot, slot.proc.returncode)
-                elif slot.proc is not None and time.monotonic() > deadline:
-                    killpg(slot.proc, signal.SIGKILL)
-            time.sleep(0.05)
+        for run in self.running.values():
+            if run.stop_reason is None:
+                self._stop(run, "shutdown")
+        deadline = time.monotonic() + self.grace_s + SHUTDOWN_WAIT_S
+        while self.running and time.monotonic() < deadline:
+            for run in self.running.values():
+                if not run.forced and time.monotonic() - (run.stop_sent or 0.0) > self.grace_s:
+                    self._force(run)
+            self._collect(timeout_s=0.2)
+        for run in list(self.running.values()):  # jobs that did not end in time: ended without their return code
+            del self.running[run.job.id]
+            say(end_job(self.db, run.job, self.id, run.stop_reason, -9, self._stored_tail(run)))
         jobs.stop_worker(self.db, self.id)
-        _say(f"{self.id} stopped")
+        say(f"{self.id} stopped")
 
     # -- one job ------------------------------------------------------------------------
-    def _device_busy(self, slot: Slot) -> bool:
-        """A GPU slot whose GPU another process is computing on is not claimed for (checked every 5 s)."""
-        if slot.device == "cpu":
-            return False
-        now = time.monotonic()
-        if now - slot.busy_checked >= 5.0:
-            slot.busy_checked = now
-            wanted = set(gpu_indices(slot.device))
-            slot.busy = any(d.busy for d in detect_devices() if d.index in wanted)
-        return slot.busy
+    def _claim(self) -> bool:
+        """Claim jobs while the placement has room; True when one was claimed."""
+        from storage import jobs
 
-    def _spawn(self, slot: Slot, job: Any) -> None:
+        claimed = False
+        while not self._stopping and (devices := self.placement.claimable()):
+            job = jobs.claim(self.db, self.id, devices)
+            if job is None:
+                break
+            claimed = True
+            self._start(job)
+        return claimed
+
+    def _start(self, job: Any) -> None:
         from engine.secrets import register_spec
         from storage import jobs
 
         register_spec(job.spec)  # the log tail and reasons this worker stores are scrubbed of its key
-
-        env = job_env(job.device, {"executor": "local", "host": self.host, "worker_id": self.id})
-        slot.log_path = self.log_dir / f"job-{job.id}.log"
-        header = f"attempt {job.attempts} on {self.id}, device {job.device}"
-        slot.proc = spawn_job(job_command(job.id, self.db_url, os.getpid()), env, slot.log_path, header)
-        slot.job, slot.started = job, time.monotonic()
-        slot.deadline = slot.started + job.timeout_s
-        slot.stop_reason, slot.term_sent, slot.last_tail = None, None, slot.started
+        handle = self.placement.start(job, self.info)
+        self.running[job.id] = Running(job=job, handle=handle, deadline=time.monotonic() + job.timeout_s)
         jobs.mark_started(self.db, job.id, self.id)
-        _say(f"job {job.id} started on {job.device} (pid {slot.proc.pid}, log {slot.log_path})")
 
-    def _terminate(self, slot: Slot, reason: str) -> None:
-        slot.stop_reason = reason
-        slot.term_sent = time.monotonic()
-        killpg(slot.proc, signal.SIGTERM)
-
-    def _supervise(self, slot: Slot) -> None:
+    def _watch(self, run: Running, now: float, cancel_asked: bool) -> None:
+        """Stop a job cancelled or past its timeout; force one that ignored its stop; store its log tail."""
         from storage import jobs
 
-        proc = slot.proc
-        rc = proc.poll()
-        now = time.monotonic()
-        if rc is not None:
-            self._finalize(slot, rc)
-            return
-        if slot.stop_reason is None and now > slot.deadline:
-            self._terminate(slot, f"timed out after {slot.job.timeout_s:g} s")
-        elif slot.term_sent is not None and now - slot.term_sent > self.grace_s:
-            killpg(proc, signal.SIGKILL)
-        if now - slot.last_tail >= 2.0 and slot.log_path is not None:
-            slot.last_tail = now
-            jobs.set_log_tail(self.db, slot.job.id, read_tail(slot.log_path))
+        if run.stop_reason is None and cancel_asked:
+            self._stop(run, "cancelled")
+        elif run.stop_reason is None and now > run.deadline:
+            self._stop(run, f"timed out after {run.job.timeout_s:g} s")
+        elif run.stop_sent is not None and not run.forced and now - run.stop_sent > self.grace_s:
+            self._force(run)
+        tail = self.placement.progress(run.handle)
+        if tail is not None:
+            jobs.set_log_tail(self.db, run.job.id, tail)
 
-    def _finalize(self, slot: Slot, returncode: int) -> None:
-        """The job's process has ended: end the job once, by why it ended."""
+    def _stop(self, run: Running, reason: str) -> None:
+        run.stop_reason, run.stop_sent = reason, time.monotonic()
+        self.placement.stop(run.handle)
 
-        job = slot.job
-        tail = read_tail(slot.log_path) if slot.log_path else ""
-        # The process group may still hold grandchildren: make sure nothing outlives the job.
-        killpg(slot.proc, signal.SIGKILL)
-        _say(end_job(self.db, job, self.id, slot.stop_reason, returncode, tail))
-        slot.finished.append(job.id)
-        slot.job, slot.proc, slot.stop_reason, slot.term_sent = None, None, None, None
+    def _force(self, run: Running) -> None:
+        run.forced = True
+        self.placement.force(run.handle)
+
+    def _collect(self, timeout_s: float = 0.0) -> int:
+        """End the jobs the placement says ended; how many."""
+        ended = self.placement.collect(timeout_s)
+        for end in ended:
+            self._end(self.running.pop(end.handle.job_id), end)
+        return len(ended)
+
+    def _end(self, run: Running, end: Ended[Any]) -> None:
+        """End a job once, by why it ended (a lost place: back in the queue once before measuring)."""
+        if end.lost is not None:
+            if self._give_back_lost(run, end.lost):
+                return
+            run.stop_reason = end.lost  # a failure with this reason (job_outcome), and its failed run
+        tail = end.tail if end.tail is not None else self._stored_tail(run)
+        say(end_job(self.db, run.job, self.id, run.stop_reason, end.returncode, tail))
+
+    def _give_back_lost(self, run: Running, reason: str) -> bool:
+        """The rule of a lost worker's job: back in the queue once if it had not started measuring."""
+        from storage import jobs
+
+        current = jobs.get_job(self.db, run.job.id)
+        if current is None or current.measuring_started or (current.attempts or 0) > 1:
+            return False
+        if not jobs.requeue(self.db, run.job.id, self.id, count_attempt=True):
+            return False
+        say(f"job {run.job.id}: {reason} before measuring; back in the queue (one retry)")
+        return True
+
+    def _stored_tail(self, run: Running) -> str:
+        """The log tail the job last stored (a Ray task's log file is on its node)."""
+        from storage import jobs
+
+        current = jobs.get_job(self.db, run.job.id)
+        return (current.log_tail or "") if current is not None else ""
 
 
 def _pid_alive(pid: int) -> bool:

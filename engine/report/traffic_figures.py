@@ -130,6 +130,12 @@ def facts_lines(facts: Mapping[str, Any] | None) -> list[str]:
         lines.append(str(f["cycled"]))
     if f.get("filtered"):
         lines.append(f"left out by the prompt limits: {f['filtered']:,} rows")
+    before = f.get("as_recorded")
+    if isinstance(before, Mapping):
+        lines.append(
+            f"as recorded (before scaling and limits): {before.get('rows', 0):,} rows, prompts median "
+            f"{before.get('prompt_median', 0):,}, outputs median {before.get('output_median', 0):,} tokens"
+        )
     if f.get("capped"):
         lines.append(f"capped by requests: {f['capped']}")
     if f.get("records_read"):

@@ -176,6 +176,12 @@ def _plan_facts(
     }
     if len(all_rows) > left:
         facts["filtered"] = len(all_rows) - left
+    if traffic.input_scale != 1 or traffic.output_scale != 1 or len(all_rows) > left:
+        facts["as_recorded"] = {  # before scaling and filters: what the preview shows beside the replay
+            "rows": len(trace.rows),
+            "prompt_median": int(np.median([r.input_tokens for r in trace.rows])),
+            "output_median": int(np.median([r.output_tokens for r in trace.rows])),
+        }
     window = trace.window_rows - (len(all_rows) - left)
     if len(rows) < window:
         seconds = trace.window_span_s / traffic.time_scale

@@ -93,6 +93,14 @@ def test_length_scale_keeps_the_shape_and_the_shared_blocks(tmp_path) -> None:
     firsts = [p.request.prompt[:153] for p in plan.measured]  # three shared blocks of 51 tokens
     assert all(f == firsts[0] for f in firsts) and plan.measured[0].request.prompt != plan.measured[1].request.prompt
     assert plan.facts["shared_blocks"] == 0.5625  # as unscaled: 9 of 16 hash blocks seen before
+    assert plan.facts["as_recorded"] == {
+        "rows": 4,
+        "prompt_median": 2000,
+        "output_median": 40,
+    }  # the preview's "before"
+    from engine.report.traffic_figures import facts_lines
+
+    assert "as recorded (before scaling and limits): 4 rows, prompts median 2,000" in " ".join(facts_lines(plan.facts))
 
 
 def test_prompt_limits_filter_a_trace_after_scaling_and_say_how_many(tmp_path) -> None:

@@ -263,7 +263,7 @@ def page() -> None:
     why_not = auth.cannot("launch")
     read_only = why_not is not None
     if why_not:
-        st.info(f"{why_not[0].upper()}{why_not[1:]}.", icon=":material/visibility:")
+        st.info(escape_markdown(f"{why_not[0].upper()}{why_not[1:]}."), icon=":material/visibility:")
 
     prefill_from_link()
     left, right = st.columns(2)
@@ -319,7 +319,7 @@ def submit(
 
     why_not = auth.cannot("launch")  # asked again: the button is not the only way here
     if why_not:
-        st.error(f"Nothing was queued: {why_not}")
+        st.error(f"Nothing was queued: {escape_markdown(why_not)}")
         return
     sweep = (sweep_name or f"sweep {datetime.now():%Y-%m-%d %H:%M:%S}") if swept else None
     try:

@@ -6,7 +6,8 @@ with :meth:`json.JSONDecoder.raw_decode` over a bounded buffer, CSV rows come fr
 lines, and the content hash is computed over 256 KiB reads. Every problem is a
 :class:`~engine.spec.SpecError` of one line that names its place the one way this package
 does: ``FILE line N: field 'x': what is wrong`` (:func:`problem`), quoting at most a short
-prefix of the user's value (:func:`shown`).
+prefix of the user's value (:func:`shown`). A message quotes a file's content only as a field name and
+such a value, never a line or a CSV header (any file's first line is taken for one).
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ def shown(value: Any) -> str:
     if len(text) > _SHOWN_CHARS:
         text = text[:_SHOWN_CHARS] + "..."
     return repr(text) if isinstance(value, str) else text
+
+
+def kind_of(value: Any) -> str:
+    """A JSON value's kind in words ("a list", "a string" ...): what a message says of a row instead of quoting it."""
+    names = {list: "a list", str: "a string", bool: "true/false", type(None): "null", dict: "an object"}
+    return names.get(type(value), "a number")
 
 
 def listing(names: Sequence[str], most: int = 12) -> str:
@@ -130,7 +137,7 @@ def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, tuple[st
             raise SpecError(f"{path} has no header row (line 1 is blank)")
         missing = [name for name in columns if name not in header]
         if missing:
-            raise problem(line_place(path, 1), missing[0], f"no such column (the header has {listing(header)})")
+            raise problem(line_place(path, 1), missing[0], no_column(header, missing[0], columns))
         pick = _picker([header.index(name) for name in columns])
         width = len(header)
         start = reader.line_num + 1
@@ -142,6 +149,15 @@ def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, tuple[st
             start = reader.line_num + 1
     except csv.Error as exc:
         raise problem(line_place(path, start), None, f"not CSV ({exc})") from exc
+
+
+def no_column(header: Sequence[str], name: str, columns: Sequence[str]) -> str:
+    """Why a CSV header lacks ``name``, never quoting the header: any text file's first line is taken for one
+    (a trace field given /etc/passwd would echo its first line), so only its size and a near miss are said."""
+    near = next((h for h in header if h.strip().lower() == name.lower()), None)
+    hint = f"; {shown(near)} differs in case" if near is not None else ""
+    fields = f"{len(header)} field" + ("" if len(header) == 1 else "s")
+    return f"no such column (the header, {fields}, does not name it{hint}; the columns read: {', '.join(columns)})"
 
 
 def _picker(indices: list[int]) -> Callable[[list[str]], tuple[str, ...]]:

@@ -3,7 +3,9 @@
 Nothing here loads a file whole: text files are read a line at a time (each line checked as
 UTF-8 on its own, so the error names the line), a JSON array is decoded element by element
 with :meth:`json.JSONDecoder.raw_decode` over a bounded buffer, CSV rows come from those
-lines, and the content hash is computed over 256 KiB reads. Every problem is a
+lines, and the content hash is computed over 256 KiB reads. A record is at most :data:`MAX_RECORD_BYTES`
+long and its JSON nests at most :data:`MAX_JSON_DEPTH` levels (deeper would exhaust the decoder's stack, or
+the stack of whatever walks the value next). Every problem is a
 :class:`~engine.spec.SpecError` of one line that names its place the one way this package
 does: ``FILE line N: field 'x': what is wrong`` (:func:`problem`), quoting at most a short
 prefix of the user's value (:func:`shown`). A message quotes a file's content only as a field name and
@@ -26,6 +28,7 @@ from engine.spec import SpecError
 
 CHUNK_BYTES = 1 << 18
 MAX_RECORD_BYTES = 64 << 20  # one line, JSON element or CSV field; longer is not a record of a data file
+MAX_JSON_DEPTH = 64  # a record nests a few levels (record, messages, a message, its parts); deeper is not data
 _SHOWN_CHARS = 40
 _WHITESPACE = " \t\n\r"
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -117,11 +120,40 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     for number, text in text_lines(path):
         if not text.strip():
             continue
-        try:
-            value = json.loads(text.rstrip("\r\n"))
-        except json.JSONDecodeError as exc:
-            raise problem(line_place(path, number), None, f"not JSON ({exc.msg}, column {exc.colno})") from exc
-        yield number, value
+        yield number, json_line(text, line_place(path, number))
+
+
+def json_line(text: str, where: str) -> Any:
+    """One line's JSON value, its depth bounded; SpecError naming ``where`` (``FILE line N``) otherwise."""
+    try:
+        value = json.loads(text.rstrip("\r\n"))
+    except json.JSONDecodeError as exc:
+        raise problem(where, None, f"not JSON ({exc.msg}, column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise too_deep(where) from exc
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:  # only then can it nest too deeply: walk it
+        check_depth(value, where)
+    return value
+
+
+def too_deep(where: str, field: str | None = None) -> SpecError:
+    """The error of a JSON value that nests deeper than :data:`MAX_JSON_DEPTH` (in ``field``, where known)."""
+    return problem(where, field, f"JSON nested deeper than {MAX_JSON_DEPTH} levels; a record of a data file is flatter")
+
+
+def check_depth(value: Any, where: str, most: int = MAX_JSON_DEPTH) -> None:
+    """Raise :func:`too_deep` (naming the record's field) when lists and objects nest deeper than ``most`` in
+    ``value``; iteratively (no recursion limit), following containers only."""
+    if not isinstance(value, list | dict):
+        return
+    top = value.items() if isinstance(value, dict) else ((f"[{i}]", v) for i, v in enumerate(value))
+    stack = [(child, 2, str(name)) for name, child in top if isinstance(child, list | dict)]
+    while stack:
+        item, level, field = stack.pop()
+        if level > most:
+            raise too_deep(where, field)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, level + 1, field) for child in children if isinstance(child, list | dict))
 
 
 def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, tuple[str, ...]]]:
@@ -259,6 +291,8 @@ class _ArrayCursor:
         while True:
             try:
                 value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except RecursionError as exc:
+                raise too_deep(self.here()) from exc
             except json.JSONDecodeError as exc:
                 if len(self.buf) - self.pos > MAX_RECORD_BYTES:
                     raise problem(self.here(), None, f"a JSON value longer than {_MIB} MiB, or not JSON") from exc
@@ -272,6 +306,8 @@ class _ArrayCursor:
             if end == len(self.buf) and not self.text.eof:
                 self.more(len(self.buf) - self.pos)  # a number or literal may go on in the next chunk
                 continue
+            if self.buf.count("[", self.pos, end) + self.buf.count("{", self.pos, end) > MAX_JSON_DEPTH:
+                check_depth(value, self.here())
             self.advance(end)
             return value
 

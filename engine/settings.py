@@ -13,6 +13,7 @@ import ipaddress
 import os
 import sys
 import tomllib
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -35,8 +36,9 @@ class Settings(BaseSettings):
     cache_path: Path | None = None  # converted models, compile caches; default <data_dir>/cache
     viewer_mode: bool = False
     public_base_url: str = "http://127.0.0.1:8501"
-    # Folders every file a job reads must lie in (os.pathsep-separated; None = anywhere):
-    # models, draft models, prompt files, corpora, calibration and task files.
+    # Folders every file a job reads must lie in (os.pathsep-separated): models, draft models, prompt files,
+    # datasets, traces, corpora, calibration and task files. Unset: the data folder's DEFAULT_INPUT_FOLDERS when
+    # sign-in is on, anywhere when it is off (input_folders below).
     allowed_roots: str | None = None
     allowed_model_roots: str | None = None  # the older name of allowed_roots, still honoured
     # Roles of signed-in users: comma-separated e-mails ("alice@x.com") or domains ("@team.example");
@@ -75,6 +77,40 @@ class Settings(BaseSettings):
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+DEFAULT_INPUT_FOLDERS = ("traces", "datasets", "models", "prompts")  # under data_dir: job inputs with sign-in on
+
+
+@dataclass(frozen=True)
+class InputFolders:
+    """The folders every file a job reads must lie in, and why these: ``configured`` (LATENCYLAB_ALLOWED_ROOTS)
+    or the data folder's defaults because sign-in is on."""
+
+    folders: tuple[Path, ...]
+    configured: bool
+
+    def words(self) -> str:
+        """The folders in a line, with where they come from."""
+        listed = ", ".join(str(f) for f in self.folders)
+        if self.configured:
+            return listed
+        return f"{listed}; LATENCYLAB_ALLOWED_ROOTS names others"
+
+
+def input_folders(settings: Settings | None = None) -> InputFolders | None:
+    """Where jobs may read files: the operator's roots (``LATENCYLAB_ALLOWED_ROOTS``), else, with sign-in on,
+    the data folder's ``traces``, ``datasets``, ``models`` and ``prompts``; None when neither applies (a local,
+    single-user app reads anywhere on its machine). The one rule for submit, pre-flight and Launch."""
+    settings = settings or get_settings()
+    text = settings.input_roots
+    if text:
+        folders = tuple(Path(r.strip()).expanduser() for r in text.split(os.pathsep) if r.strip())
+        if folders:
+            return InputFolders(folders, configured=True)
+    if sign_in_configured():
+        return InputFolders(tuple(settings.data_dir / name for name in DEFAULT_INPUT_FOLDERS), configured=False)
+    return None
 
 
 def database_url(explicit: str | None = None) -> str:

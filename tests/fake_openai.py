@@ -4,7 +4,10 @@ Completions (and chat completions) stream ``max_tokens`` chunks, ``ttft_s`` afte
 ``itl_s`` apart, then a usage chunk and ``[DONE]``. The server keeps what a test checks from the
 outside: every request body, its arrival stamp (``perf_counter_ns``: the same CLOCK_MONOTONIC as the
 client's processes), the most requests it had in flight, and the peer of each connection.
-``/tokenize`` answers with one id per character when ``tokenize`` is on.
+``/tokenize`` answers with one id per character when ``tokenize`` is on. With ``max_model_len`` it is a
+vLLM 0.32 server of that context (:func:`mock_openai.context_refusal`): ``/v1/models`` publishes it (unless
+``publish_context`` is off), a prompt that does not fit is answered HTTP 400 with vLLM's body, and a shorter
+one's output is cut to what fits.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from mock_openai import context_refusal, fitted_tokens
 
 
 @dataclass
@@ -47,7 +52,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
-        self._json(200, {"data": [{"id": "fake"}]})
+        server: FakeServer = self.server  # type: ignore[assignment]
+        published = server.max_model_len if server.publish_context else None
+        self._json(200, {"data": [{"id": "fake", **({"max_model_len": published} if published else {})}]})
 
     def do_POST(self) -> None:
         server: FakeServer = self.server  # type: ignore[assignment]
@@ -65,7 +72,10 @@ class _Handler(BaseHTTPRequestHandler):
             seen.authorizations.append(self.headers.get("Authorization"))
             seen.in_flight += 1
             seen.peak_in_flight = max(seen.peak_in_flight, seen.in_flight)
+        refusal = context_refusal(body, server.max_model_len)
         try:
+            if refusal is not None:
+                return self._json(400, refusal)
             self._stream(server, body, self.path.endswith("/chat/completions"))
         finally:
             with seen.lock:
@@ -81,7 +91,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
 
-        n = int(body.get("max_tokens", 4))
+        n = fitted_tokens(body, int(body.get("max_tokens", 4)), server.max_model_len)
         time.sleep(server.ttft_s)
         for i in range(n):
             if i:
@@ -99,9 +109,17 @@ class FakeServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, ttft_s: float = 0.0, itl_s: float = 0.0, tokenize: bool = False) -> None:
+    def __init__(
+        self,
+        ttft_s: float = 0.0,
+        itl_s: float = 0.0,
+        tokenize: bool = False,
+        max_model_len: int | None = None,
+        publish_context: bool = True,
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.ttft_s, self.itl_s, self.tokenize = ttft_s, itl_s, tokenize
+        self.max_model_len, self.publish_context = max_model_len, publish_context
         self.seen = Seen()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -117,9 +135,15 @@ class FakeServer(ThreadingHTTPServer):
 
 
 @contextmanager
-def fake_server(ttft_s: float = 0.0, itl_s: float = 0.0, tokenize: bool = False) -> Iterator[FakeServer]:
+def fake_server(
+    ttft_s: float = 0.0,
+    itl_s: float = 0.0,
+    tokenize: bool = False,
+    max_model_len: int | None = None,
+    publish_context: bool = True,
+) -> Iterator[FakeServer]:
     """A running :class:`FakeServer` for the block (a thread of this process; stopped after it)."""
-    server = FakeServer(ttft_s, itl_s, tokenize)
+    server = FakeServer(ttft_s, itl_s, tokenize, max_model_len, publish_context)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -14,7 +14,12 @@ Each stream carries its number on the wire: ``"id": "cmpl-<n>"`` in every event,
 the server's prompt count (ours, ``vllm bench serve``) stores it beside its own stamps, and
 ``benchmarks/client_at_scale.py`` matches each client request to its stream in the capture.
 
-    python -m tests.mock_openai [--port 0] [--ttft-ms 100] [--tpot-ms 20] [--tokens 32]
+    python -m tests.mock_openai [--port 0] [--ttft-ms 100] [--tpot-ms 20] [--tokens 32] [--max-model-len N]
+
+With ``--max-model-len N`` it behaves as vLLM 0.32 with that context: ``/v1/models`` publishes
+``max_model_len``, a prompt of N tokens or more (ids counted one each, text one per character) is
+answered HTTP 400 with vLLM's error body (:func:`context_refusal`), and a shorter prompt's output is cut
+to what fits, silently, as vLLM's ``get_max_tokens`` does.
 
 prints ``PORT <n>`` on stdout once it listens (127.0.0.1 only) and stops on SIGTERM or SIGINT.
 :func:`start` runs it as a child process and :func:`stop` ends it by its PID.
@@ -47,6 +52,42 @@ class Shape:
     tpot_ms: float = 20.0
     tokens: int = 32  # 0: the request's max_tokens
     tag_usage: bool = True
+    max_model_len: int | None = None  # vLLM's context: published, long prompts refused (module doc)
+
+
+def prompt_tokens(body: dict) -> int:
+    """A request's prompt length as the mocks count it: token ids one each, text one per character."""
+    prompt = body.get("prompt")
+    if isinstance(prompt, list):
+        return len(prompt)
+    if isinstance(prompt, str):
+        return len(prompt)
+    return sum(len(str(m.get("content") or "")) for m in body.get("messages") or [] if isinstance(m, dict))
+
+
+def context_refusal(body: dict, max_model_len: int | None) -> dict | None:
+    """vLLM 0.32's HTTP 400 body for a prompt beyond ``max_model_len`` (None: the prompt fits, or no limit)."""
+    n = prompt_tokens(body)
+    if max_model_len is None or n < max_model_len:
+        return None
+    if n > max_model_len:  # vllm/renderers/params.py _token_len_check
+        message = (
+            f"This model's maximum context length is {max_model_len} tokens. However, your prompt contains {n} "
+            "input tokens, which exceeds this limit even without any output tokens. Please reduce the length of "
+            f"the input prompt. (parameter=input_tokens, value={n})"
+        )
+    else:  # vllm/v1/engine/input_processor.py: a prompt of exactly max_model_len leaves no room for output
+        message = (
+            f"The decoder prompt (length {n}) plus the number of requested output tokens (at least 1) is longer "
+            f"than the maximum model length of {max_model_len}. Make sure that `max_model_len` is no smaller than "
+            "the number of text tokens (prompt + requested output tokens)."
+        )
+    return {"error": {"message": message, "type": "BadRequestError", "param": "input_tokens", "code": 400}}
+
+
+def fitted_tokens(body: dict, tokens: int, max_model_len: int | None) -> int:
+    """The output a vLLM server gives: ``tokens``, cut to what fits beside the prompt (vLLM's get_max_tokens)."""
+    return tokens if max_model_len is None else min(tokens, max_model_len - prompt_tokens(body))
 
 
 def _chunk(payload: bytes) -> bytes:
@@ -99,11 +140,17 @@ class MockServer:
         length = int(headers.get("content-length") or 0)
         body = await reader.readexactly(length) if length else b""
         if method == "GET" and path.rstrip("/").endswith("/models"):
-            await self._json(writer, 200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+            card = {"id": MODEL, "object": "model"}
+            if self.shape.max_model_len:
+                card["max_model_len"] = self.shape.max_model_len
+            await self._json(writer, 200, {"object": "list", "data": [card]})
         elif method == "POST" and path.rstrip("/").endswith("completions"):
-            await self._stream(
-                writer, json.loads(body or b"{}"), path.rstrip("/").endswith("chat/completions"), arrived
-            )
+            request = json.loads(body or b"{}")
+            refusal = context_refusal(request, self.shape.max_model_len)
+            if refusal is not None:
+                await self._json(writer, 400, refusal)
+            else:
+                await self._stream(writer, request, path.rstrip("/").endswith("chat/completions"), arrived)
         else:
             await self._json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
         return headers.get("connection", "").lower() != "close"
@@ -112,14 +159,14 @@ class MockServer:
         body = json.dumps(obj).encode()
         writer.write(
             b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-            % (status, b"OK" if status == 200 else b"Not Found", len(body), body)
+            % (status, {200: b"OK", 400: b"Bad Request"}.get(status, b"Not Found"), len(body), body)
         )
         await writer.drain()
 
     async def _stream(self, writer: asyncio.StreamWriter, body: dict, chat: bool, arrived: float) -> None:
         self.requests += 1
         n = self.requests
-        tokens = self.shape.tokens or int(body.get("max_tokens") or 16)
+        tokens = fitted_tokens(body, self.shape.tokens or int(body.get("max_tokens") or 16), self.shape.max_model_len)
         one, last, tail = stream_events(n, tokens, chat, self.shape.tag_usage)
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -164,9 +211,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tpot-ms", type=float, default=20.0)
     ap.add_argument("--tokens", type=int, default=32, help="tokens per stream; 0: the request's max_tokens")
     ap.add_argument("--no-tag-usage", action="store_true", help="report prompt_tokens 1, not the stream's number")
+    ap.add_argument("--max-model-len", type=int, default=None, help="vLLM's context: published, long prompts refused")
     args = ap.parse_args(argv)
     _raise_fd_limit()
-    shape = Shape(args.ttft_ms, args.tpot_ms, args.tokens, not args.no_tag_usage)
+    shape = Shape(args.ttft_ms, args.tpot_ms, args.tokens, not args.no_tag_usage, args.max_model_len)
     try:
         import uvloop
 
@@ -188,6 +236,7 @@ def start(shape: Shape = Shape(), timeout_s: float = 30.0) -> Running:
     """Run the mock in a child process (its own interpreter, so it shares no GIL with the client)."""
     cmd = [sys.executable, "-m", "tests.mock_openai", "--ttft-ms", str(shape.ttft_ms), "--tpot-ms", str(shape.tpot_ms)]
     cmd += ["--tokens", str(shape.tokens)] + ([] if shape.tag_usage else ["--no-tag-usage"])
+    cmd += ["--max-model-len", str(shape.max_model_len)] if shape.max_model_len else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + timeout_s

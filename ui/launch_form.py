@@ -16,6 +16,8 @@ from typing import Any, Literal
 import streamlit as st
 
 from engine.spec import SpecError, forms
+from engine.spec.paths import RECIPE_PATH_FIELDS
+from ui.input_folders import folders_note
 from ui.text import escape_markdown
 
 _SCALARS: dict[Any, str] = {bool: "bool", int: "int", float: "float", str: "str"}
@@ -107,13 +109,16 @@ def _number_widget(label: str, kind: str, optional: bool, default: Any, **kw: An
     return st.number_input(label, value=cast(value), step=cast(1) if kind == "int" else None, **kw)
 
 
-def field_widget(name: str, info: Any, default: Any, key: str, disabled: bool = False, always_set: bool = False) -> Any:
+def field_widget(
+    name: str, info: Any, default: Any, key: str, disabled: bool = False, always_set: bool = False, note: str = ""
+) -> Any:
     """One input for a pydantic field, chosen from its type and labelled in words; returns the value (None = unset).
 
-    ``always_set``: an optional number asked as a plain value (its None is said by another field)."""
+    ``always_set``: an optional number asked as a plain value (its None is said by another field); ``note``: more
+    help (a path field's allowed folders)."""
     kind, choices, optional = field_kind(info.annotation)
     label = forms.label(name)
-    help_text = " · ".join(t for t in (info.description, _range_help(info)) if t) or None
+    help_text = " · ".join(t for t in (info.description, _range_help(info), note) if t) or None
     kw: dict[str, Any] = {"key": key, "help": help_text, "disabled": disabled}
     if kind == "literal":
         return _literal_widget(label, choices, optional, default, **kw)
@@ -212,7 +217,8 @@ def section_form(
 ) -> tuple[dict[str, Any], list[str]]:
     """Every field of a spec section (an engine's recipe, 'workload', or a request source's options
     ``source:NAME``): the basic ones at once, the rest in an "Advanced" expander, and a field nothing uses hidden
-    (it submits its default). Returns (values, problems).
+    (it submits its default). Returns (values, problems). A field naming a file the job reads (a source's
+    ``file_field``, a recipe's draft model or calibration file) says in its help where such files may lie.
 
     Which fields show is decided from the values the widgets hold now, so a knob appears in the same run
     its parent is set, whatever the order of the fields. ``traffic`` (the workload's request source) hides the
@@ -224,11 +230,15 @@ def section_form(
     hidden = forms.hidden_fields(section, current, device, traffic)
     values: dict[str, Any] = {}
     problems: list[str] = []
+    paths = {getattr(cls, "file_field", None), *RECIPE_PATH_FIELDS} & set(fields)  # files a job reads
+    note = folders_note() if paths else ""
 
     def draw(names: list[str]) -> None:
         for name in names:
             info = fields[name]
-            value = field_widget(name, info, defaults.get(name), prefix + name, disabled, name in always)
+            value = field_widget(
+                name, info, defaults.get(name), prefix + name, disabled, name in always, note if name in paths else ""
+            )
             problem = field_problem(name, info, value)
             if problem:
                 st.error(escape_markdown(problem), icon=":material/error:")

@@ -118,6 +118,9 @@ def render_run(run: Any, requests: list[Any] | None = None, agg: Any | None = No
             f"{obj.get('warmup_excluded')} warm-up excluded; {_with_ci(obj, 'requests_per_s')}; "
             f"{_with_ci(obj, 'tokens_per_s_per_user')}"
         )
+    note = (run.provenance or {}).get("context_note")  # the server's context was unknown: nothing was clipped
+    if note:
+        st.caption(f"Context: {escape_markdown(note)}.")
     if run.status == "done":
         from ui.accuracy_view import render_accuracy
 

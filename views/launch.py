@@ -23,6 +23,7 @@ from engine.spec.sweep import Axis, SweepPoint, build_grid, grid_size, grid_spec
 from storage import StorageError
 from ui import auth
 from ui.common import database
+from ui.input_folders import folders_caption, folders_note
 from ui.launch_devices import device_picker
 from ui.launch_estimate import estimate_panel
 from ui.launch_form import field_kind, param_value, section_form
@@ -113,7 +114,11 @@ def model_picker(disabled: bool) -> str:
         "gguf": ("GGUF file", "/path/to/model.gguf"),
     }
     label, placeholder = prompts[kind]
-    return st.text_input(label, key=f"model_{kind}", placeholder=placeholder, disabled=disabled).strip()
+    # a hub id is downloaded into the cache; a local folder of that name is held to the same folders
+    note = (
+        folders_note() if kind != "hf" else f"Downloaded into the cache. A local folder of that name: {folders_note()}"
+    )
+    return st.text_input(label, key=f"model_{kind}", placeholder=placeholder, disabled=disabled, help=note).strip()
 
 
 def accuracy_picker(source: str, disabled: bool) -> dict[str, Any] | None:
@@ -138,6 +143,7 @@ def accuracy_picker(source: str, disabled: bool) -> dict[str, Any] | None:
         key="quality_task",
         disabled=disabled,
         placeholder="a local .jsonl task file or an lm-evaluation-harness task name",
+        help=f"A task file: {folders_note()}",
     ).strip()
     if not metrics and not task:
         return None
@@ -146,7 +152,7 @@ def accuracy_picker(source: str, disabled: bool) -> dict[str, Any] | None:
         value="default",
         key="quality_corpus",
         disabled=disabled,
-        help="default (standard-library docstrings, offline), a text file, or hf:<dataset>",
+        help=f"default (standard-library docstrings, offline), a text file, or hf:<dataset>. A text file: {folders_note()}",
     )
     budget = st.number_input(  # no client-side bounds (they hide a typed value): the spec checks 16..10,000,000
         "Token budget (tokens)", value=2048, step=256, key="quality_budget", disabled=disabled, help="16 to 10,000,000"
@@ -257,13 +263,14 @@ def _what(specs: list[JobSpec]) -> str:
 
 def page() -> None:
     st.title("Launch a benchmark")
+    folders_caption()  # where the file fields may point (the allowed folders), or that sign-in is off
     db = database()
     if db is None:
         return
     why_not = auth.cannot("launch")
     read_only = why_not is not None
     if why_not:
-        st.info(f"{why_not[0].upper()}{why_not[1:]}.", icon=":material/visibility:")
+        st.info(escape_markdown(f"{why_not[0].upper()}{why_not[1:]}."), icon=":material/visibility:")
 
     prefill_from_link()
     left, right = st.columns(2)
@@ -319,7 +326,7 @@ def submit(
 
     why_not = auth.cannot("launch")  # asked again: the button is not the only way here
     if why_not:
-        st.error(f"Nothing was queued: {why_not}")
+        st.error(f"Nothing was queued: {escape_markdown(why_not)}")
         return
     sweep = (sweep_name or f"sweep {datetime.now():%Y-%m-%d %H:%M:%S}") if swept else None
     try:

@@ -84,11 +84,11 @@ def read_params(hardware_keys: list[str]) -> tuple[dict[str, Any], list[str]]:
         else:
             values[key] = v
     if values["engine"] not in ENGINES:
-        problems.append(f"unknown engine '{values['engine']}' (choose {', '.join(ENGINES)})")
+        problems.append(f"unknown engine {shown(str(values['engine']))} (choose {', '.join(ENGINES)})")
         values["engine"] = DEFAULTS["engine"]
     for key, allowed in (("dtype", WEIGHT_DTYPES), ("kv", KV_DTYPES)):
         if values[key] not in allowed:
-            problems.append(f"unknown precision '{values[key]}' for {key} (choose {', '.join(allowed)})")
+            problems.append(f"unknown precision {shown(str(values[key]))} for {key} (choose {', '.join(allowed)})")
             values[key] = DEFAULTS[key]
     raw_hw = qp.get("hw")
     default_hw = list(DEFAULT_COMPARISON) + [k for k in hardware_keys if k.startswith("local:")]

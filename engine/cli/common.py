@@ -173,6 +173,7 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--served-model", dest="model_name", help="openai: the model name the server knows")
     e.add_argument("--endpoint", help="openai/vllm-server: completions | chat")
     e.add_argument("--api-key-env", help="openai: NAME of the environment variable holding the API key")
+    e.add_argument("--max-model-len", type=positive_int, metavar="N", help="openai/vllm: the server's context (tokens)")
     e.add_argument("--max-num-seqs", type=int_arg, help="vllm: most sequences batched per step")
     e.add_argument("--kv-cache-dtype", help="vllm: auto | fp8 | fp8_e4m3 | fp8_e5m2 | bfloat16")
     e.add_argument("--enable-prefix-caching", action="store_true", default=None, help="vllm: prefix caching on")
@@ -259,6 +260,7 @@ _SERVER_OPTIONS = (  # applied after --knob, as before
     "model_name",
     "endpoint",
     "api_key_env",
+    "max_model_len",
     "max_num_seqs",
     "kv_cache_dtype",
     "enable_prefix_caching",

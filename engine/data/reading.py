@@ -3,10 +3,13 @@
 Nothing here loads a file whole: text files are read a line at a time (each line checked as
 UTF-8 on its own, so the error names the line), a JSON array is decoded element by element
 with :meth:`json.JSONDecoder.raw_decode` over a bounded buffer, CSV rows come from those
-lines, and the content hash is computed over 256 KiB reads. Every problem is a
+lines, and the content hash is computed over 256 KiB reads. A record is at most :data:`MAX_RECORD_BYTES`
+long and its JSON nests at most :data:`MAX_JSON_DEPTH` levels (deeper would exhaust the decoder's stack, or
+the stack of whatever walks the value next). Every problem is a
 :class:`~engine.spec.SpecError` of one line that names its place the one way this package
 does: ``FILE line N: field 'x': what is wrong`` (:func:`problem`), quoting at most a short
-prefix of the user's value (:func:`shown`).
+prefix of the user's value (:func:`shown`). A message quotes a file's content only as a field name and
+such a value, never a line or a CSV header (any file's first line is taken for one).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from engine.spec import SpecError
 
 CHUNK_BYTES = 1 << 18
 MAX_RECORD_BYTES = 64 << 20  # one line, JSON element or CSV field; longer is not a record of a data file
+MAX_JSON_DEPTH = 64  # a record nests a few levels (record, messages, a message, its parts); deeper is not data
 _SHOWN_CHARS = 40
 _WHITESPACE = " \t\n\r"
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -38,6 +42,12 @@ def shown(value: Any) -> str:
     if len(text) > _SHOWN_CHARS:
         text = text[:_SHOWN_CHARS] + "..."
     return repr(text) if isinstance(value, str) else text
+
+
+def kind_of(value: Any) -> str:
+    """A JSON value's kind in words ("a list", "a string" ...): what a message says of a row instead of quoting it."""
+    names = {list: "a list", str: "a string", bool: "true/false", type(None): "null", dict: "an object"}
+    return names.get(type(value), "a number")
 
 
 def listing(names: Sequence[str], most: int = 12) -> str:
@@ -110,11 +120,40 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     for number, text in text_lines(path):
         if not text.strip():
             continue
-        try:
-            value = json.loads(text.rstrip("\r\n"))
-        except json.JSONDecodeError as exc:
-            raise problem(line_place(path, number), None, f"not JSON ({exc.msg}, column {exc.colno})") from exc
-        yield number, value
+        yield number, json_line(text, line_place(path, number))
+
+
+def json_line(text: str, where: str) -> Any:
+    """One line's JSON value, its depth bounded; SpecError naming ``where`` (``FILE line N``) otherwise."""
+    try:
+        value = json.loads(text.rstrip("\r\n"))
+    except json.JSONDecodeError as exc:
+        raise problem(where, None, f"not JSON ({exc.msg}, column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise too_deep(where) from exc
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:  # only then can it nest too deeply: walk it
+        check_depth(value, where)
+    return value
+
+
+def too_deep(where: str, field: str | None = None) -> SpecError:
+    """The error of a JSON value that nests deeper than :data:`MAX_JSON_DEPTH` (in ``field``, where known)."""
+    return problem(where, field, f"JSON nested deeper than {MAX_JSON_DEPTH} levels; a record of a data file is flatter")
+
+
+def check_depth(value: Any, where: str, most: int = MAX_JSON_DEPTH) -> None:
+    """Raise :func:`too_deep` (naming the record's field) when lists and objects nest deeper than ``most`` in
+    ``value``; iteratively (no recursion limit), following containers only."""
+    if not isinstance(value, list | dict):
+        return
+    top = value.items() if isinstance(value, dict) else ((f"[{i}]", v) for i, v in enumerate(value))
+    stack = [(child, 2, str(name)) for name, child in top if isinstance(child, list | dict)]
+    while stack:
+        item, level, field = stack.pop()
+        if level > most:
+            raise too_deep(where, field)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, level + 1, field) for child in children if isinstance(child, list | dict))
 
 
 def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, tuple[str, ...]]]:
@@ -130,7 +169,7 @@ def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, tuple[st
             raise SpecError(f"{path} has no header row (line 1 is blank)")
         missing = [name for name in columns if name not in header]
         if missing:
-            raise problem(line_place(path, 1), missing[0], f"no such column (the header has {listing(header)})")
+            raise problem(line_place(path, 1), missing[0], no_column(header, missing[0], columns))
         pick = _picker([header.index(name) for name in columns])
         width = len(header)
         start = reader.line_num + 1
@@ -142,6 +181,15 @@ def csv_rows(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, tuple[st
             start = reader.line_num + 1
     except csv.Error as exc:
         raise problem(line_place(path, start), None, f"not CSV ({exc})") from exc
+
+
+def no_column(header: Sequence[str], name: str, columns: Sequence[str]) -> str:
+    """Why a CSV header lacks ``name``, never quoting the header: any text file's first line is taken for one
+    (a trace field given /etc/passwd would echo its first line), so only its size and a near miss are said."""
+    near = next((h for h in header if h.strip().lower() == name.lower()), None)
+    hint = f"; {shown(near)} differs in case" if near is not None else ""
+    fields = f"{len(header)} field" + ("" if len(header) == 1 else "s")
+    return f"no such column (the header, {fields}, does not name it{hint}; the columns read: {', '.join(columns)})"
 
 
 def _picker(indices: list[int]) -> Callable[[list[str]], tuple[str, ...]]:
@@ -243,6 +291,8 @@ class _ArrayCursor:
         while True:
             try:
                 value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except RecursionError as exc:
+                raise too_deep(self.here()) from exc
             except json.JSONDecodeError as exc:
                 if len(self.buf) - self.pos > MAX_RECORD_BYTES:
                     raise problem(self.here(), None, f"a JSON value longer than {_MIB} MiB, or not JSON") from exc
@@ -256,6 +306,8 @@ class _ArrayCursor:
             if end == len(self.buf) and not self.text.eof:
                 self.more(len(self.buf) - self.pos)  # a number or literal may go on in the next chunk
                 continue
+            if self.buf.count("[", self.pos, end) + self.buf.count("{", self.pos, end) > MAX_JSON_DEPTH:
+                check_depth(value, self.here())
             self.advance(end)
             return value
 

@@ -25,6 +25,7 @@ from engine.data.reading import (
     first_line,
     json_elements,
     json_lines,
+    kind_of,
     listing,
     problem,
 )
@@ -77,7 +78,7 @@ def _objects(path: Path, values: Iterator[tuple[int, Any]]) -> Iterator[Record]:
     for line, value in values:
         where = f"{path} line {line}"
         if not isinstance(value, dict):
-            raise problem(where, None, f"a record must be a JSON object, not {_kind(value)}")
+            raise problem(where, None, f"a record must be a JSON object, not {kind_of(value)}")
         yield where, value
 
 
@@ -128,8 +129,3 @@ def _chained(first: Iterator[Record], rest: list[Path], columns: tuple[str, ...]
     yield from first
     for path in rest:
         yield from file_records(existing_file(path, "dataset"), columns)
-
-
-def _kind(value: Any) -> str:
-    names = {list: "a list", str: "a string", bool: "true/false", type(None): "null", dict: "an object"}
-    return names.get(type(value), "a number")

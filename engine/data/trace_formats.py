@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from engine.data.reading import csv_rows, json_lines, line_place, problem, shown
+from engine.data.reading import csv_rows, json_lines, kind_of, line_place, problem, shown
 
 MOONCAKE_BLOCK_TOKENS = 512
 NO_INPUT = "0 input tokens"
@@ -152,7 +152,7 @@ def mooncake_entries(path: Path) -> Iterator[Entry]:
     for line, value in json_lines(path):
         where = line_place(path, line)
         if not isinstance(value, dict):
-            raise problem(where, None, f"a row must be a JSON object, not {shown(value)}")
+            raise problem(where, None, f"a row must be a JSON object, not {kind_of(value)}")
         at = timestamp(where, "timestamp", value.get("timestamp", _MISSING))
         prompt = count(where, "input_length", value.get("input_length", _MISSING))
         output = count(where, "output_length", value.get("output_length", _MISSING))

@@ -151,6 +151,9 @@ def render_table(obj: dict[str, Any]) -> str:
             + (f", stopped: {obj['stopped_because']}" if obj.get("stopped_because") else "")
         )
     lines += [f"{'noise: ' + f['flag']:<34}{f['detail']}" for f in obj.get("noise_flags") or []]
+    note = (obj.get("provenance") or {}).get("context_note")  # a server whose context the run did not know
+    if note:
+        lines.append(f"{'context':<34}{note}")
     lines.extend(_accuracy_lines(obj.get("quality")))
     return "\n".join(lines)
 

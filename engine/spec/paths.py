@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from engine.spec.job import JobSpec
 
 
+# Recipe knobs that name a file or folder (any engine's recipe that has them): Launch notes the allowed folders.
+RECIPE_PATH_FIELDS = ("assistant_model", "speculative_model", "gptq_calibration_file")
+
+
 @dataclass(frozen=True)
 class InputPath:
     """One file or folder a job reads: the spec field (as users name it) and its value."""

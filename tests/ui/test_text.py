@@ -40,3 +40,23 @@ def test_streamlit_directives_and_math_are_escaped_but_plain_words_stay_readable
     assert escape_markdown("HTTP 401: max_num_seqs (SIGKILL)") == "HTTP 401: max_num_seqs (SIGKILL)"
     assert escape_markdown("two\nlines") == "two lines" and escape_markdown(None) == ""
     assert code_span("a`b") == "`` a`b ``" and code_span("ab") == "`ab`"
+
+
+# Streamlit's remark-emoji replaces these in the parsed text (after escapes are undone), so the escape must break them.
+# Its names hold a letter, but for +1, -1, 100 and 1234.
+EMOJI = __import__("re").compile(r":[+-]1:|:100:|:1234:|:[0-9_-]*[A-Za-z][A-Za-z0-9_-]*:")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["root:x:0:0:root:/root:/bin/bash", ":smile: :+1: :-1: :100:", "a :_x_: b", ":heavy_check_mark:", "x:ok:y"],
+)
+def test_emoji_shortcodes_render_literally(text):
+    rendered = MD.render(escape_markdown(text))
+    inner = html.unescape(rendered.strip().removeprefix("<p>").removesuffix("</p>"))
+    assert not EMOJI.search(inner)  # nothing left for remark-emoji to turn into a picture
+    assert inner.replace("\u2060", "") == text  # and the text is the same once the invisible joiners go
+
+
+def test_times_and_ratios_keep_their_colons():
+    assert escape_markdown("12:30:45 and 1:2:3") == "12:30:45 and 1:2:3"

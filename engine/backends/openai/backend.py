@@ -46,6 +46,7 @@ from engine.backends.base import (
 from engine.backends.openai.client_settings import api_key
 from engine.backends.openai.deadlines import Deadlines
 from engine.backends.openai.http import Client, ConnectFailed, Exchange, HttpError
+from engine.backends.openai.served import Context, Served, context_of, probe_models
 from engine.backends.openai.sse import EventStream, RequestFailed, http_reason
 from engine.measure.records import RequestRecord
 
@@ -76,7 +77,8 @@ class OpenAIBackend(Backend):
         self._tokenizer: Any = None
         self._path = "/completions"
         self._headers: dict[str, str] = {}
-        self._server_models: list[str] | None = None
+        self._served: Served | None = None  # what /models said (None: no answer)
+        self._context = Context(None, "unknown")  # what the run plans against (served.py)
         self._counts = {"usage": 0, "tokenizer": 0, "chunks": 0}
         self._base_url = ""
         self._model_name = ""
@@ -90,7 +92,8 @@ class OpenAIBackend(Backend):
 
     # -- lifecycle -----------------------------------------------------------------
     def load(self, model: ResolvedModel, recipe: EngineRecipe, device: str, progress: Progress) -> LoadReport:
-        """Read the API key from its variable, load the tokenizer, probe ``/models`` (not fatal)."""
+        """Read the API key from its variable, load the tokenizer, probe ``/models`` (not fatal) for the served
+        model and its context (or the recipe's ``max_model_len``)."""
         from engine.backends.openai.recipe import OpenAIRecipe
 
         if not isinstance(recipe, OpenAIRecipe):  # the registry hands each engine its own recipe class
@@ -108,22 +111,22 @@ class OpenAIBackend(Backend):
         )
         self._tokenizer = self._load_tokenizer(model, progress)
         progress(f"probing {self._base_url}/models", None)
-        self.run(self._probe_models())
+        self.run(self._probe_models(recipe.max_model_len))
         return LoadReport(
             load_s=time.perf_counter() - t0,
             device_name=REMOTE_DEVICE,
             applied={"endpoint": self._endpoint, "model_name": self._model_name},
             vocab_size=(len(self._tokenizer) or None) if self._tokenizer is not None else None,
+            context_length=self._context.length,
         )
 
     def _load_tokenizer(self, model: ResolvedModel, progress: Progress) -> Any | None:
         """The model's tokenizer.json (tokenizers), else the server's /tokenize; None for synthetic weights."""
         from engine.backends.openai.server_tokenizer import probe
-        from engine.backends.openai.tokenizer import load_tokenizer
+        from engine.backends.openai.tokenizer import FastTokenizer, load_tokenizer
 
         if model.path is not None:
             progress("loading tokenizer", None)
-        from engine.backends.openai.tokenizer import FastTokenizer
 
         headers = {k: v for k, v in self._headers.items() if k == "Authorization"}
         try:
@@ -208,15 +211,10 @@ class OpenAIBackend(Backend):
             raise BackendError("the OpenAI client is not configured: load() first")
         return self._http
 
-    async def _probe_models(self) -> None:
-        try:
-            async with asyncio.timeout(10):
-                status, body = await self.http.fetch("GET", "/models")
-            if status == 200:
-                data = json.loads(body)
-                self._server_models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
-        except (TimeoutError, HttpError, ValueError, AttributeError):
-            self._server_models = None  # requests will say why they fail
+    async def _probe_models(self, max_model_len: int | None = None) -> None:
+        """The served models and their context (:mod:`engine.backends.openai.served`), with the recipe's."""
+        self._served = await probe_models(self.http)  # None: requests will say why they fail
+        self._context = context_of(self._served, self._model_name, max_model_len)
 
     def tokenizer(self) -> Tokenizer | None:
         return self._tokenizer
@@ -233,7 +231,8 @@ class OpenAIBackend(Backend):
             "base_url": self._base_url,
             "served_model": self._model_name,
             "endpoint": self._endpoint,
-            "server_models": self._server_models,
+            "server_models": self._served.models if self._served is not None else None,
+            **self._context.facts(),  # the context planned against, where from; unknown: a note saying so
             "output_tokens_source": dict(self._counts),
             "http_client": "latencylab (HTTP/1.1, a stamp per network read"
             + (", the kernel's receive stamps)" if self.traits().kernel_stamps else ")"),

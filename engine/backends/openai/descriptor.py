@@ -23,7 +23,9 @@ DESCRIPTOR = EngineDescriptor(
             "api_key_env": "API key environment variable (its name)",
             "send_ignore_eos": "Send ignore_eos (fixed output lengths)",
             "timeout_s": "Request timeout (s)",
+            "max_model_len": "Server's context length (tokens)",
         },
     ),
+    fingerprint_defaults={"max_model_len": None},  # runs stored before the knob keep their fingerprints
     whatif=WhatIf(calibrates=False, left_out="served over HTTP"),
 )

@@ -26,6 +26,13 @@ class OpenAIRecipe(EngineRecipe):
     endpoint: Literal["completions", "chat"] = Field(default="completions", description="API endpoint measured")
     api_key_env: str | None = Field(default=None, description="Name of the environment variable holding the API key")
     send_ignore_eos: bool = Field(default=True, description="Send vLLM's ignore_eos extension for fixed lengths")
+    max_model_len: int | None = Field(
+        default=None,
+        ge=16,
+        le=10_000_000,
+        description="The server's context in tokens, where its /v1/models gives no max_model_len (prompts are "
+        "clipped, or refused with strict lengths, against it)",
+    )
     timeout_s: float = Field(
         default=600.0,
         gt=0,

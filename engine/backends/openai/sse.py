@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine.backends.base import RequestError
+from engine.backends.openai.served import REFUSED, refused_for_length
 from engine.measure.records import RequestRecord
 from engine.secrets import scrub
 
@@ -112,7 +113,8 @@ class EventStream:
 
 
 def http_reason(status: int, text: str) -> str:
-    """``HTTP 404: <the server's message>`` in one line."""
+    """``HTTP 404: <the server's message>`` in one line; a prompt beyond the server's context is said so first
+    (``refused by the server: prompt beyond its context (HTTP 400: ...)``)."""
     msg = text.strip()
     try:
         data = json.loads(msg)
@@ -126,4 +128,5 @@ def http_reason(status: int, text: str) -> str:
     except ValueError:
         pass
     msg = " ".join((scrub(msg) or "").split())[:300]  # scrubbed before it is cut
-    return f"HTTP {status}: {msg}" if msg else f"HTTP {status}"
+    reason = f"HTTP {status}: {msg}" if msg else f"HTTP {status}"
+    return f"{REFUSED} ({reason})" if refused_for_length(status, msg) else reason

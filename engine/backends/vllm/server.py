@@ -190,7 +190,7 @@ class VllmServerBackend(OpenAIBackend):
         try:
             self.configure(self._server.base_url, SERVED_MODEL, recipe.endpoint, None)
             self._tokenizer = self._load_tokenizer(model, progress)  # tokenizer.json, else the server's /tokenize
-            self.run(self._probe_models())
+            self.run(self._probe_models(recipe.max_model_len))  # the served context: /v1/models' max_model_len
         except BaseException:
             self.unload()
             raise
@@ -199,6 +199,7 @@ class VllmServerBackend(OpenAIBackend):
             device_name=self._device_name,
             applied={"server_args": self._server.args[3:], "endpoint": recipe.endpoint},
             vocab_size=(len(self._tokenizer) or None) if self._tokenizer is not None else None,
+            context_length=self._context.length,  # prompts are clipped against it as for the in-process engine
         )
 
     def info(self) -> dict[str, Any]:

@@ -120,8 +120,14 @@ def test_csv_rows_give_the_line_each_row_starts_on(tmp_path):
 def test_csv_errors_name_the_line_and_column(tmp_path):
     path = tmp_path / "a.csv"
     path.write_text("a,b\n1,2\n3\n")
-    with pytest.raises(SpecError, match=r"a.csv line 1: field 'c': no such column \(the header has 'a', 'b'\)"):
+    with pytest.raises(
+        SpecError, match=r"a.csv line 1: field 'c': no such column \(the header, 2 fields, does not name"
+    ):
         list(reading.csv_rows(path, ("a", "c")))
+    with pytest.raises(
+        SpecError, match=r"field 'A': no such column \(.*'a' differs in case; the columns read: A, b\)$"
+    ):
+        list(reading.csv_rows(path, ("A", "b")))
     with pytest.raises(SpecError, match=r"a.csv line 3: 1 fields, the header has 2$"):
         list(reading.csv_rows(path, ("a",)))
     path.write_text('a,b\n1,"never closed\n')
@@ -160,3 +166,23 @@ def test_existing_file_says_what_is_wrong(tmp_path):
         reading.existing_file(tmp_path / "empty.csv", "trace")
     with pytest.raises(SpecError, match=r"is not a file"):
         reading.existing_file(tmp_path, "trace")
+
+
+def test_no_message_quotes_a_line_or_a_header_of_the_file(tmp_path):
+    """Any file given as a CSV trace or dataset (here a passwd-like one) is refused without echoing its lines."""
+    from engine.data.traces import read_trace
+
+    secret = "zorro:x:0:0:zorro:/zorro:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/sh\n"
+    path = tmp_path / "passwd"
+    path.write_text(secret)
+    for fmt in ("azure", "burstgpt", "mooncake"):
+        with pytest.raises(SpecError) as err:
+            read_trace(path, fmt)
+        message = str(err.value)
+        assert "zorro" not in message and "alice" not in message and "\n" not in message, message
+    with pytest.raises(SpecError) as err:
+        list(reading.csv_rows(path, ("prompt",)))
+    assert "zorro" not in str(err.value) and "header, 1 field," in str(err.value)
+    (tmp_path / "rows.jsonl").write_text('["zorro:x:0:0:zorro"]\n')
+    with pytest.raises(SpecError, match=r"rows.jsonl line 1: a row must be a JSON object, not a list$"):
+        read_trace(tmp_path / "rows.jsonl", "mooncake")

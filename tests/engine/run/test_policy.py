@@ -189,3 +189,84 @@ def test_a_job_queued_before_the_roots_changed_is_refused_when_it_starts(tree, d
     with pytest.raises(SpecError, match="prompt_file .* is outside"):
         run_benchmark(spec, db=db, log=lambda _m: None)
     assert runs.list_runs(db) == []
+
+
+@pytest.fixture
+def signed_in(tmp_path, monkeypatch, session_dir):
+    """Sign-in configured (an [auth] section Streamlit reads), no roots set: the data folder's defaults apply."""
+    from engine.settings import get_settings
+
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text('[auth]\nredirect_uri = "http://127.0.0.1:1/oauth2callback"\ncookie_secret = "s"\n')
+    monkeypatch.setenv("STREAMLIT_SECRETS_FILES", str(secrets))
+    monkeypatch.delenv("LATENCYLAB_ALLOWED_ROOTS", raising=False)
+    monkeypatch.delenv("LATENCYLAB_ALLOWED_MODEL_ROOTS", raising=False)
+    get_settings.cache_clear()
+    yield get_settings().data_dir
+    get_settings.cache_clear()
+
+
+def _trace(path: object) -> dict:
+    return {"model": {"source": "demo"}, "workload": {"trace": str(path), "trace_format": "azure"}}
+
+
+def test_with_sign_in_on_inputs_default_to_the_data_folders(signed_in, tmp_path):
+    from engine.run.policy import check_inputs
+    from engine.settings import DEFAULT_INPUT_FOLDERS, input_folders
+
+    data = signed_in
+    folders = input_folders()
+    assert folders is not None and not folders.configured
+    assert folders.folders == tuple(data / name for name in DEFAULT_INPUT_FOLDERS)
+    with pytest.raises(SpecError) as err:
+        check_inputs(parse_job_spec(_trace("/etc/passwd")))
+    message = str(err.value)
+    assert message.startswith("trace /etc/passwd is outside the folders this app reads with sign-in on (")
+    assert f"{data / 'traces'}, {data / 'datasets'}, {data / 'models'}, {data / 'prompts'}" in message
+    assert "LATENCYLAB_ALLOWED_ROOTS names others" in message and "\n" not in message
+    (data / "traces").mkdir(exist_ok=True)
+    inside = data / "traces" / "t.csv"
+    inside.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,10,4\n")
+    check_inputs(parse_job_spec(_trace(inside)))  # inside a default folder: allowed
+    (data / "traces" / "out.csv").symlink_to(tmp_path / "elsewhere.csv")
+    with pytest.raises(SpecError, match="outside the folders"):
+        check_inputs(parse_job_spec(_trace(data / "traces" / "out.csv")))
+
+
+def test_with_sign_in_on_the_operators_roots_replace_the_defaults(signed_in, tree):
+    from engine.run.policy import check_inputs
+
+    root, outside = tree
+    with pytest.raises(SpecError, match=f"is outside the folders the operator allows \\({root}\\)"):
+        check_inputs(parse_job_spec(_trace(signed_in / "traces" / "t.csv")))
+
+
+def test_without_sign_in_a_local_app_reads_anywhere(monkeypatch, tmp_path):
+    from engine.run.policy import check_inputs
+    from engine.settings import get_settings, input_folders
+
+    monkeypatch.setenv("STREAMLIT_SECRETS_FILES", str(tmp_path / "none.toml"))
+    monkeypatch.delenv("LATENCYLAB_ALLOWED_ROOTS", raising=False)
+    get_settings.cache_clear()
+    assert input_folders() is None
+    check_inputs(parse_job_spec(_trace("/etc/passwd")))  # nothing raised: the file is read (and judged) later
+
+
+def test_with_sign_in_on_submit_refuses_a_trace_outside_and_queues_nothing(signed_in, db, db_url, capsys):
+    from engine.cli.main import main
+    from storage import jobs
+
+    code = main(["submit", "--model", "demo", "--trace", "/etc/passwd", "--trace-format", "azure", "--db", db_url])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "trace /etc/passwd is outside the folders this app reads with sign-in on" in err and "/bin/" not in err
+    assert jobs.list_jobs(db) == []
+
+
+def test_with_sign_in_on_the_jobs_own_preflight_refuses_before_anything_is_stored(signed_in, db):
+    from engine.run.runner import run_benchmark
+    from storage import runs
+
+    with pytest.raises(SpecError, match="trace /etc/passwd is outside the folders this app reads with sign-in on"):
+        run_benchmark(parse_job_spec(_trace("/etc/passwd")), db=db, log=lambda _m: None)
+    assert runs.list_runs(db) == []

@@ -237,6 +237,39 @@ def test_openai_engine_end_to_end_against_the_managed_server(managed, db) -> Non
     assert stored.status == "failed" and "does not exist" in stored.error  # a run that completed nothing is failed
 
 
+def test_the_servers_context_reaches_the_openai_engine(managed, db, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 33: vLLM publishes max_model_len on /v1/models; the openai engine plans against it (a trace row beyond
+    it clipped, refused with strict lengths), and a prompt beyond it sent anyway is refused by the server, said so."""
+    import json
+
+    from engine.backends.base import Request
+    from engine.backends.openai.served import REFUSED
+    from engine.backends.openai.sse import RequestFailed
+    from engine.measure.records import RequestRecord
+    from engine.run.runner import run_benchmark
+    from engine.spec import SpecError
+
+    assert managed.info()["context_length"] == 1024 and managed.info()["context_length_source"] != "unknown"
+    rows = [{"timestamp": 200 * i, "input_length": n, "output_length": 8} for i, n in enumerate((30, 1500))]
+    (tmp_path / "long.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = {
+        "model": {"source": "demo"},
+        "recipe": {"engine": "openai", "base_url": managed._base_url, "model_name": "latencylab"},
+        "workload": {"trace": str(tmp_path / "long.jsonl"), "warmup_requests": 0},
+    }
+    result = run_benchmark(parse_job_spec(spec), db=db, log=lambda _m: None)
+    assert result.metrics["completed"] == 2 and result.provenance["context_length"] == 1024
+    assert result.provenance["request_source"]["clipped"] == 1 and "context_note" not in result.provenance
+    spec["workload"]["strict_lengths"] = True
+    with pytest.raises(SpecError, match="context of 1024"):
+        run_benchmark(parse_job_spec(spec), db=db, log=lambda _m: None)
+    prompt = managed.tokenizer().encode("the quick brown fox " * 400, add_special_tokens=False)  # ~1,600 tokens
+    record = RequestRecord(index=0, arrival_ns=0, send_ns=0, prompt_tokens=len(prompt))
+    with pytest.raises(RequestFailed) as err:  # vLLM 0.32's own HTTP 400 body, read as a refusal for length
+        managed.run(managed.stream([Request(prompt=prompt, max_new_tokens=4)], [record]))
+    assert str(err.value).startswith(f"{REFUSED} (HTTP 400: ") and "1024" in str(err.value), str(err.value)
+
+
 def test_openai_scoring_via_echo_logprobs(managed) -> None:  # type: ignore[no-untyped-def]
     ids = managed.tokenizer().encode("The quick brown fox jumps over the lazy dog.", add_special_tokens=False)
     scores = managed.score([ids])

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.measure.devices import gpu_indices
-from engine.settings import REPO_ROOT
+from engine.settings import REPO_ROOT, input_folders
 
 LOG_TAIL_BYTES = 6000
 
@@ -59,6 +59,9 @@ def job_env(device: str, placement: Mapping[str, str], gpus: Sequence[str] | Non
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     for key, value in placement.items():
         env[f"LATENCYLAB_JOB_{key.upper()}"] = str(value)
+    folders = input_folders()  # a job on another node may lack the secrets file that turns sign-in's limits on
+    if folders is not None and not folders.configured:
+        env["LATENCYLAB_ALLOWED_ROOTS"] = os.pathsep.join(str(f) for f in folders.folders)
     return env
 
 

@@ -24,7 +24,7 @@ only first turns are counted.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.spec import JobSpec, ModelSpec, SpecError, Workload
@@ -128,6 +128,9 @@ def preview(spec_or_workload: JobSpec | Workload, model: ModelSpec | str | None 
         workload = spec_or_workload
     model = ModelSpec(source=model) if isinstance(model, str) else model or ModelSpec(source="demo")
     ctx, no_tokenizer = plan_context(model)
+    limit = spec_or_workload.recipe.context_limit() if isinstance(spec_or_workload, JobSpec) else None
+    if limit is not None and (ctx.context_length is None or limit < ctx.context_length):
+        ctx = replace(ctx, context_length=limit)  # an endpoint's declared context: clipped as the job clips
     traffic = workload.traffic
     if no_tokenizer and traffic.needs_tokenizer:
         raise PreviewUnavailable(f"previewing the {traffic.words()} needs the model's tokenizer: {no_tokenizer}")

@@ -49,7 +49,8 @@ def preflight(spec: JobSpec, *, runtime: bool = True) -> TrafficCheck:
         evaluate.check(spec)
     wl = spec.workload
     traffic = check_traffic(spec)
-    context = models.declared_context_length(spec.model)
+    declared = (models.declared_context_length(spec.model), spec.recipe.context_limit())
+    context = min((c for c in declared if c), default=None)
     prompt = wl.traffic.nominal_prompt_tokens()
     if context is not None and prompt is not None and prompt + wl.output_tokens > context:
         raise SpecError(

@@ -52,6 +52,11 @@ class EngineRecipe(_Strict):
         """What the model's declared config (``config.json``) forbids with this recipe on ``device``."""
         return []
 
+    def context_limit(self) -> int | None:
+        """The context a served model is declared to have by the recipe (an endpoint's ``max_model_len``), None: the
+        model's own config says (pre-flight and the light plan context take the smaller)."""
+        return None
+
     def world_size(self, device: str) -> int:
         """Processes one run of the recipe needs on ``device`` (tensor-parallel ranks the job launches; else 1)."""
         return 1

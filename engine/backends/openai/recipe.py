@@ -70,3 +70,6 @@ class OpenAIRecipe(EngineRecipe):
     def describe(self) -> str:
         """The endpoint in words (never the key)."""
         return f"openai {self.endpoint} {self.model_name} @ {self.base_url}"
+
+    def context_limit(self) -> int | None:
+        return self.max_model_len

@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,9 @@ def check_traffic(spec: JobSpec) -> TrafficCheck:
             f"the {traffic.label} source needs a model with a tokenizer; synthetic weights take --prompt-tokens"
         )
     ctx, _no_tokenizer = plan_context(spec.model)
+    limit = spec.recipe.context_limit()  # an endpoint declared smaller than the model's config: clipped as the job is
+    if limit is not None and (ctx.context_length is None or limit < ctx.context_length):
+        ctx = replace(ctx, context_length=limit)
     key = _key(spec, ctx)
     found = _read(key) if key else None
     if found is not None:

@@ -3,43 +3,13 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
+from engine.data.prompts import read_prompts
 from engine.run.plan import RequestPlan, plan_of
 from engine.run.sources import PlanContext
 from engine.spec import SpecError, Workload
 from engine.spec.sources.prompt_file import PromptFileTraffic
-
-
-def read_prompt_file(path: str) -> list[str]:
-    """One prompt per line, or JSONL objects with a ``prompt`` (or ``text``) field."""
-    file = Path(path).expanduser()
-    if file.is_dir():
-        raise SpecError(f"prompt file {file} is a folder, not a file")
-    if not file.is_file():
-        raise SpecError(f"prompt file {file} does not exist")
-    try:
-        lines = [ln for ln in file.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"prompt file {file} is not UTF-8 text") from exc
-    prompts = []
-    for number, ln in enumerate(lines, start=1):
-        if ln.lstrip().startswith("{"):
-            try:
-                obj = json.loads(ln)
-            except json.JSONDecodeError as exc:
-                raise SpecError(f"prompt file {file}: a line starting with '{{' is not valid JSON") from exc
-            text = obj.get("prompt") or obj.get("text") if isinstance(obj, dict) else None
-            if not isinstance(text, str):
-                raise SpecError(f"prompt file {file}: JSON lines need a 'prompt' string (prompt {number})")
-            prompts.append(text)
-        else:
-            prompts.append(ln)
-    if not prompts:
-        raise SpecError(f"prompt file {file} holds no prompts")
-    return prompts
 
 
 class PromptFileSource:
@@ -50,10 +20,7 @@ class PromptFileSource:
     def check(self, traffic: PromptFileTraffic, workload: Workload, ctx: PlanContext | None) -> dict[str, Any]:
         """Read the prompt file now (exists, UTF-8, at least one prompt), so a bad one fails before loading; with the
         model's light tokenizer, the whole plan (a prompt beyond the context refused with strict lengths)."""
-        try:
-            texts = read_prompt_file(traffic.prompt_file)
-        except (RecursionError, OSError) as exc:
-            raise SpecError(f"prompt file {traffic.prompt_file} cannot be read: {type(exc).__name__}") from exc
+        texts = read_prompts(traffic.prompt_file)  # bounded, streamed, every line checked (engine/data/prompts.py)
         if ctx is not None and ctx.tokenizer is not None:
             from engine.run.sources import plan_requests
 
@@ -63,7 +30,7 @@ class PromptFileSource:
     def plan(self, traffic: PromptFileTraffic, workload: Workload, ctx: PlanContext) -> RequestPlan:
         if ctx.tokenizer is None:
             raise SpecError("a prompt file needs a model with a tokenizer (synthetic weights have none)")
-        texts = read_prompt_file(traffic.prompt_file)
+        texts = read_prompts(traffic.prompt_file, most=workload.warmup + workload.requests)
         encoded = [ctx.tokenizer.encode(t, add_special_tokens=False) for t in texts]
         count = workload.warmup + workload.requests
         prompts = [encoded[i % len(encoded)] for i in range(count)]

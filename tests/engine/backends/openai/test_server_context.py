@@ -122,8 +122,11 @@ def test_rows_beyond_the_served_context_are_clipped_or_refused_with_strict(tmp_p
     assert max(sent) <= 64 and result.provenance["request_source"]["clipped"] == 1
     assert result.provenance["context_length"] == 64 and "context_note" not in result.provenance
     before = len(runs.list_runs(db))
+    with pytest.raises(SpecError, match="beyond the model's context of 8,192"):  # pre-flight: the model's own
+        run_benchmark(_spec("http://127.0.0.1:9/v1", trace, strict_lengths=True), db=db, log=lambda _m: None)
+    served = _trace(tmp_path, [20, 200, 30])  # within the model's context, beyond the server's: refused once it says
     with fake_server(max_model_len=64) as server, pytest.raises(SpecError, match="context of 64"):
-        run_benchmark(_spec(server.base_url, trace, strict_lengths=True), db=db, log=lambda _m: None)
+        run_benchmark(_spec(server.base_url, served, strict_lengths=True), db=db, log=lambda _m: None)
     assert len(runs.list_runs(db)) == before  # refused before anything was stored
 
 

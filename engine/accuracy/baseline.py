@@ -11,19 +11,22 @@ import hashlib
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 
 from engine.accuracy.context import PhaseContext, Progress
 from engine.accuracy.scoring import AccuracyError, Window, baseline_top_k, greedy_continuations
 from engine.backends.base import Backend
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.spec import JobSpec, canonical_json, engines
+from engine.spec.recipes import EngineRecipe
 
 QUALITY_VERSION = 1
+_Recipe = TypeVar("_Recipe", bound=EngineRecipe)
 
 
-def reference_recipe(recipe: Any) -> Any:
+def reference_recipe(recipe: _Recipe) -> _Recipe:
     """The engine's default recipe: native precision, nothing else changed."""
     return type(recipe)()
 
@@ -39,7 +42,7 @@ def _digest(arrays: list[list[int]]) -> str:
 def baseline_key(
     spec: JobSpec,
     resolved_path: str | None,
-    engine_info: dict[str, Any],
+    engine_info: JSONMapping,
     windows: list[Window],
     flip_prompts: list[list[int]],
 ) -> str:
@@ -119,7 +122,7 @@ class Acquired:
 
 
 def acquire(
-    ctx: PhaseContext, windows: list[Window], flip_prompts: list[list[int]], stack: ExitStack, out: dict[str, Any]
+    ctx: PhaseContext, windows: list[Window], flip_prompts: list[list[int]], stack: ExitStack, out: JSONObject
 ) -> Acquired:
     """The cached baseline, or compute it (under the file lock held by ``stack``).
 

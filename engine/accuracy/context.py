@@ -5,19 +5,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from engine.backends.base import Backend
 from engine.spec import JobSpec
 
+if TYPE_CHECKING:
+    from engine.weights.models import ResolvedModel
+
 Log = Callable[[str], None]
+
+
+class PhaseState(Protocol):
+    """The job's live state the phase writes its progress into (the runner's ProgressState)."""
+
+    tokens_done: int
+    tokens_total: int
+    note: str
 
 
 @dataclass
 class Progress:
     """Writes the phase's progress into the job's live state (when there is one)."""
 
-    state: Any
+    state: PhaseState | None
 
     def set(self, done: int, total: int, note: str) -> None:
         if self.state is None:
@@ -35,7 +46,7 @@ class PhaseContext:
 
     spec: JobSpec
     backend: Backend
-    resolved: Any
+    resolved: ResolvedModel | None
     prompts: list[list[int]]
     progress: Progress
     log: Log

@@ -47,7 +47,7 @@ import json
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.accuracy import baseline as baselines
 from engine.accuracy import recipe_pass, tasks
@@ -57,7 +57,12 @@ from engine.accuracy.scoring import BASELINE_TOP_K, AccuracyError, make_windows
 from engine.accuracy.sources import check_corpus, corpus_text, same_file
 from engine.backends.base import Backend, BackendError
 from engine.data.corpus import calibration_source
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.spec import JobSpec, SpecError
+
+if TYPE_CHECKING:
+    from engine.accuracy.context import PhaseState
+    from engine.weights.models import ResolvedModel
 
 __all__ = [
     "BASELINE_TOP_K",
@@ -94,13 +99,13 @@ def check(spec: JobSpec) -> None:
 def evaluate(
     spec: JobSpec,
     backend: Backend,
-    resolved: Any,
+    resolved: ResolvedModel | None,
     prompts: list[list[int]],
-    state: Any = None,
+    state: PhaseState | None = None,
     log: Log = print,
     context_length: int | None = None,
     load_reference: Callable[[], Backend] | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Run the accuracy phase with an already loaded ``backend``; returns the quality dict.
 
     ``prompts`` are the workload's measured prompts (for greedy flips). ``load_reference``
@@ -116,7 +121,7 @@ def evaluate(
         return {"notes": {"accuracy": KV_CACHE_NOT_MEASURED}, "timings_s": {}}
     ctx = PhaseContext(spec, backend, resolved, prompts, Progress(state), log, context_length, load_reference)
     q = spec.quality
-    result: dict[str, Any] = {"reference": reference_label(spec)} if "fidelity" in q.metrics else {}
+    result: JSONObject = {"reference": reference_label(spec)} if "fidelity" in q.metrics else {}
     timings: dict[str, float] = {}
     if "ppl" in q.metrics or "fidelity" in q.metrics:
         t0 = time.perf_counter()
@@ -142,7 +147,7 @@ def reference_label(spec: JobSpec) -> str:
     return "default recipe of this engine (every knob at its default: the model's native precision)"
 
 
-def _calibration(ctx: PhaseContext) -> dict[str, Any]:
+def _calibration(ctx: PhaseContext) -> JSONObject:
     """Which text a GPTQ recipe was calibrated on; a note where that is the scored corpus."""
     recipe, corpus = ctx.spec.recipe, ctx.spec.quality.corpus
     if getattr(recipe, "quantization", None) != "gptq":
@@ -155,9 +160,9 @@ def _calibration(ctx: PhaseContext) -> dict[str, Any]:
     return {"calibration": calibration_source(file)}
 
 
-def _task_figures(ctx: PhaseContext, timings: dict[str, float]) -> dict[str, Any]:
+def _task_figures(ctx: PhaseContext, timings: dict[str, float]) -> JSONObject:
     q = ctx.spec.quality
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for name in q.tasks:
         t0 = time.perf_counter()
         ctx.progress.set(0, 0, f"task {name}")
@@ -169,7 +174,7 @@ def _task_figures(ctx: PhaseContext, timings: dict[str, float]) -> dict[str, Any
     return out
 
 
-def _corpus_figures(ctx: PhaseContext) -> dict[str, Any]:
+def _corpus_figures(ctx: PhaseContext) -> JSONObject:
     q = ctx.spec.quality
     text, description = corpus_text(q.corpus)
     ids = ctx.backend.tokenizer().encode(text, add_special_tokens=False)[: q.budget_tokens]
@@ -178,7 +183,7 @@ def _corpus_figures(ctx: PhaseContext) -> dict[str, Any]:
     windows = make_windows(ids, window, stride)
     if not windows:
         raise AccuracyError(f"corpus {description} has fewer than 2 tokens")
-    out: dict[str, Any] = {"corpus": description, "corpus_tokens": len(ids), "window": window, "stride": stride}
+    out: JSONObject = {"corpus": description, "corpus_tokens": len(ids), "window": window, "stride": stride}
     want_fid = "fidelity" in q.metrics
     flip_prompts = _flip_prompts(ctx, window) if want_fid else []
     with ExitStack() as stack:
@@ -194,9 +199,7 @@ def _corpus_figures(ctx: PhaseContext) -> dict[str, Any]:
     return out
 
 
-def _fidelity_plan(
-    ctx: PhaseContext, plan: recipe_pass.Plan, stack: ExitStack, out: dict[str, Any]
-) -> recipe_pass.Plan:
+def _fidelity_plan(ctx: PhaseContext, plan: recipe_pass.Plan, stack: ExitStack, out: JSONObject) -> recipe_pass.Plan:
     """The plan with the reference's baseline (or where to build it); no fidelity if unavailable."""
     try:
         got = baselines.acquire(ctx, plan.windows, plan.flip_prompts, stack, out)
@@ -216,7 +219,7 @@ def _flip_prompts(ctx: PhaseContext, window: int) -> list[list[int]]:
     ]
 
 
-def summary_line(quality: dict[str, Any] | None) -> str:
+def summary_line(quality: JSONMapping | None) -> str:
     """A short text summary of a quality dict (for logs and tables)."""
     if not quality:
         return "no accuracy measured"
@@ -239,6 +242,6 @@ def summary_line(quality: dict[str, Any] | None) -> str:
     return ", ".join(parts) or "no accuracy measured"
 
 
-def dumps(quality: dict[str, Any]) -> str:
+def dumps(quality: JSONMapping) -> str:
     """Stable JSON of a quality dict."""
     return json.dumps(quality, sort_keys=True, default=float)

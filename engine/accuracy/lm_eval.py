@@ -11,14 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.accuracy.names import is_lm_eval_yaml, task_key
 from engine.accuracy.scoring import AccuracyError, continuation_ids, encode, greedy_ids, make_windows
 from engine.backends.base import Backend
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.spec import SpecError
+
+if TYPE_CHECKING:
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.model import LM
 
 Progress = Callable[[int, int, str], None]
 
@@ -68,7 +73,7 @@ class _Requests:
             total += float(sc.token_logprobs[w.skip :].sum())
         return total
 
-    def generate(self, context: str, kwargs: dict[str, Any]) -> str:
+    def generate(self, context: str, kwargs: JSONMapping) -> str:
         until = kwargs.get("until") or []
         until = [until] if isinstance(until, str) else list(until)
         max_tokens = int(kwargs.get("max_gen_toks", 256))
@@ -85,28 +90,28 @@ class _Requests:
         return text
 
 
-def engine_lm(backend: Backend, progress: Progress | None) -> Any:
+def engine_lm(backend: Backend, progress: Progress | None) -> LM:
     """An lm-evaluation-harness ``LM`` whose every request goes through ``backend.score``."""
     from lm_eval.api.model import LM
 
     answer = _Requests(backend, progress)
 
     class EngineLM(LM):
-        def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        def loglikelihood(self, requests: list[Instance], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
             out = []
             for i, req in enumerate(requests):
                 out.append(answer.loglikelihood(*req.args))
                 answer.tick(i, len(requests), "lm-eval loglikelihood")
             return out
 
-        def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
+        def loglikelihood_rolling(self, requests: list[Instance], disable_tqdm: bool = False) -> list[float]:
             out = []
             for i, req in enumerate(requests):
                 out.append(answer.rolling(req.args[0]))
                 answer.tick(i, len(requests), "lm-eval rolling loglikelihood")
             return out
 
-        def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
+        def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
             out = []
             for i, req in enumerate(requests):
                 out.append(answer.generate(*req.args))
@@ -118,7 +123,7 @@ def engine_lm(backend: Backend, progress: Progress | None) -> Any:
 
 def run(
     name: str, backend: Backend | None = None, limit: int | None = None, progress: Progress | None = None
-) -> dict[str, Any]:
+) -> JSONObject:
     """One lm-evaluation-harness task through the engine; data it cannot reach is a AccuracyError."""
     try:
         from lm_eval import simple_evaluate
@@ -153,7 +158,7 @@ def run(
     return _figures(name, results["results"][task_name], n)
 
 
-def _figures(name: str, scores: dict[str, Any], n: int | None) -> dict[str, Any]:
+def _figures(name: str, scores: JSONMapping, n: int | None) -> JSONObject:
     """The task's primary metric, its stderr, examples and kind, under ``task:<name>``."""
     metric = next((f"{m},none" for m in _PRIMARY_METRICS if f"{m},none" in scores), None)
     if metric is None:

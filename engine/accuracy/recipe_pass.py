@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -24,7 +23,8 @@ from engine.accuracy.scoring import (
     stderr_of_mean,
     text_digest,
 )
-from engine.backends.base import BackendError
+from engine.backends.base import BackendError, TokenScores
+from engine.jsonvalue import JSONObject
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class _Scores:
     built: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
 
-def run(ctx: PhaseContext, plan: Plan) -> dict[str, Any]:
+def run(ctx: PhaseContext, plan: Plan) -> JSONObject:
     """Score every window with the recipe; perplexity and (where asked) fidelity figures."""
     scores = _score_windows(ctx, plan)
     lp = np.concatenate(scores.lp).astype(np.float64)
@@ -90,7 +90,7 @@ def _score_windows(ctx: PhaseContext, plan: Plan) -> _Scores:
     return scores
 
 
-def _score_window(ctx: PhaseContext, tokens: list[int], top_k: int, scores: _Scores) -> Any:
+def _score_window(ctx: PhaseContext, tokens: list[int], top_k: int, scores: _Scores) -> TokenScores:
     """Score one window, asking for the full distribution only while the engine gives it."""
     if scores.full:
         try:
@@ -107,7 +107,7 @@ def _score_window(ctx: PhaseContext, tokens: list[int], top_k: int, scores: _Sco
     return sc
 
 
-def _take(ctx: PhaseContext, plan: Plan, scores: _Scores, sc: Any, w: Window, row: int) -> int:
+def _take(ctx: PhaseContext, plan: Plan, scores: _Scores, sc: TokenScores, w: Window, row: int) -> int:
     """Add one window's scores; returns how many targets it scored."""
     lp = sc.token_logprobs[w.skip :]
     scores.lp.append(lp)
@@ -134,7 +134,7 @@ def _take(ctx: PhaseContext, plan: Plan, scores: _Scores, sc: Any, w: Window, ro
     return n
 
 
-def _perplexity(lp: np.ndarray) -> dict[str, Any]:
+def _perplexity(lp: np.ndarray) -> JSONObject:
     nll = -lp
     nll_mean = float(nll.mean())
     nll_se = stderr_of_mean(nll)
@@ -148,8 +148,8 @@ def _perplexity(lp: np.ndarray) -> dict[str, Any]:
     }
 
 
-def _fidelity(ctx: PhaseContext, plan: Plan, scores: _Scores, baseline: Baseline) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def _fidelity(ctx: PhaseContext, plan: Plan, scores: _Scores, baseline: Baseline) -> JSONObject:
+    out: JSONObject = {
         "baseline_perplexity": float(math.exp(-float(baseline.token_logprobs.astype(np.float64).mean())))
     }
     if scores.kl and len(scores.kl) == len(plan.windows):
@@ -172,7 +172,7 @@ def _fidelity(ctx: PhaseContext, plan: Plan, scores: _Scores, baseline: Baseline
     return out
 
 
-def _flips(ctx: PhaseContext, prompts: list[list[int]], greedy: np.ndarray) -> dict[str, Any]:
+def _flips(ctx: PhaseContext, prompts: list[list[int]], greedy: np.ndarray) -> JSONObject:
     if not prompts or greedy.size == 0:
         return {"greedy_flip_tokens": 0}
     ctx.progress.set(0, 0, "greedy flips")

@@ -31,13 +31,13 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from engine.accuracy import lm_eval
 from engine.accuracy.lm_eval import Progress
 from engine.accuracy.names import is_lm_eval_yaml, is_local, task_key
 from engine.accuracy.scoring import AccuracyError, continuation_ids, encode, greedy_ids
 from engine.backends.base import Backend, Tokenizer
+from engine.jsonvalue import JSONObject, JSONValue
 from engine.spec import SpecError
 
 __all__ = ["check_task", "continuation_ids", "is_lm_eval_yaml", "is_local", "load_local_task", "run_task", "task_key"]
@@ -76,7 +76,7 @@ def load_local_task(path: str, limit: int | None = None) -> list[Example]:
     return examples
 
 
-def _example(obj: Any, where: str) -> Example:
+def _example(obj: JSONValue, where: str) -> Example:
     if not isinstance(obj, dict):
         raise SpecError(f"{where}: each line must be a JSON object")
     prompt = obj.get("prompt", obj.get("question"))
@@ -108,7 +108,7 @@ def check_task(name: str) -> None:
     lm_eval.check(name)
 
 
-def run_task(backend: Backend, name: str, limit: int | None, progress: Progress | None = None) -> dict[str, Any]:
+def run_task(backend: Backend, name: str, limit: int | None, progress: Progress | None = None) -> JSONObject:
     """Accuracy of the loaded recipe on one task: ``{"task:<name>": acc, ...}``."""
     if not is_local(name):
         return lm_eval.run(name, backend, limit, progress)

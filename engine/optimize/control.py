@@ -7,15 +7,18 @@ those trials as failed ("cancelled").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from storage import jobs, studies
 from storage.studies import PAUSED, PENDING, RUNNING, STOPPED, StudyInfo
 
+if TYPE_CHECKING:
+    from storage import Database
+
 ACTIONS: dict[str, str] = {"pause": PAUSED, "resume": RUNNING, "stop": STOPPED}
 
 
-def change(db: Any, study: StudyInfo, action: str, *, by: str | None = None) -> tuple[StudyInfo, str]:
+def change(db: Database, study: StudyInfo, action: str, *, by: str | None = None) -> tuple[StudyInfo, str]:
     """Apply ``pause``, ``resume`` or ``stop``; (the study after it, one line saying what happened)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown action {action!r}; use pause, resume or stop")

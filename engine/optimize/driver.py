@@ -28,23 +28,32 @@ import os
 import random
 import socket
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
+from engine.jsonvalue import JSONObject
 from engine.measure import registry
 from engine.optimize import sampling
 from engine.optimize.evaluate import evaluate, figures
 from engine.optimize.predict import PREDICTED, Predictor, does_not_fit, predictor
 from engine.optimize.space import Space, build_space, trial_spec
-from engine.optimize.study import PPL_INCREASE, StudyDefinition
+from engine.optimize.study import PPL_INCREASE, Params, StudyDefinition
 from engine.spec import JobSpec, SpecError, canonical_json
 from storage import jobs, studies
 from storage.runs import get_run
 from storage.studies import COMPLETE, DUPLICATE, FAILED, PENDING, PRUNED, RUNNING, StudyInfo, TrialInfo
 
+if TYPE_CHECKING:
+    import optuna
+
+    from storage import Database
+    from storage.runs import RunDetail
+
 MAX_ASKS_PER_CALL = 50  # pruned and duplicate asks cost no measurement; bound one call anyway
 RETRIES_AFTER_WORKER_LOST = 1
+JobState = tuple[str, int | None, str | None]  # a trial's job: its status, run id and error (studies.job_statuses)
 
 
 @dataclass
@@ -62,7 +71,7 @@ class Advanced:
 
 @dataclass
 class _Context:
-    db: Any
+    db: Database
     study: StudyInfo
     definition: StudyDefinition
     base: JobSpec
@@ -72,7 +81,7 @@ class _Context:
     exhausted: bool = False  # every recipe of the space was tried
     _predict: Predictor | None = None
 
-    def predict(self, spec: JobSpec) -> dict[str, Any]:
+    def predict(self, spec: JobSpec) -> JSONObject:
         if self._predict is None:
             self._predict = predictor(self.db, self.base)
         return self._predict(spec)
@@ -86,7 +95,7 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
-def advance(db: Any, key: str | int, *, owner: str | None = None) -> Advanced:
+def advance(db: Database, key: str | int, *, owner: str | None = None) -> Advanced:
     """One round of a study (by name or id); ValueError when there is none."""
     study = studies.get_study(db, key)
     if study is None:
@@ -100,7 +109,7 @@ def advance(db: Any, key: str | int, *, owner: str | None = None) -> Advanced:
         studies.unlock(db, study.id, owner)
 
 
-def _advance(db: Any, study: StudyInfo) -> Advanced:
+def _advance(db: Database, study: StudyInfo) -> Advanced:
     definition = StudyDefinition.model_validate(study.definition)
     trials = studies.list_trials(db, study.id)
     out = Advanced(study.name, study.status)
@@ -121,7 +130,7 @@ def _advance(db: Any, study: StudyInfo) -> Advanced:
 
 
 # -- seeding ----------------------------------------------------------------------------------
-def _seed(ctx: _Context, ostudy: Any) -> None:
+def _seed(ctx: _Context, ostudy: optuna.Study) -> None:
     """Trial 0 is the base recipe; then the grid (grid studies) or the estimator's best one-knob changes."""
     base = ctx.space.base_params()
     if ctx.definition.sampler == "grid":
@@ -140,7 +149,7 @@ def predicted_figure(objective: str) -> tuple[str, bool] | None:
     return (figure, metric.minimise) if metric.is_metric and figure in PREDICTED else None
 
 
-def _estimator_picks(ctx: _Context, base: dict[str, Any], count: int) -> list[dict[str, Any]]:
+def _estimator_picks(ctx: _Context, base: Params, count: int) -> list[Params]:
     """The one-knob changes of the base the estimator predicts best on the first objective."""
     order = predicted_figure(ctx.definition.objective_keys[0])
     if order is None or count <= 0:
@@ -161,7 +170,7 @@ def _estimator_picks(ctx: _Context, base: dict[str, Any], count: int) -> list[di
 
 
 # -- settling finished trials -------------------------------------------------------------------
-def _settle_all(ctx: _Context, ostudy: Any) -> int:
+def _settle_all(ctx: _Context, ostudy: optuna.Study) -> int:
     pending = [t for t in ctx.trials if t.status == PENDING]
     states = studies.job_statuses(ctx.db, [t.job_id for t in pending if t.job_id is not None])
     told = 0
@@ -173,7 +182,7 @@ def _settle_all(ctx: _Context, ostudy: Any) -> int:
     return told
 
 
-def _settle(ctx: _Context, ostudy: Any, trial: TrialInfo, states: dict[int, Any]) -> TrialInfo | None:
+def _settle(ctx: _Context, ostudy: optuna.Study, trial: TrialInfo, states: dict[int, JobState]) -> TrialInfo | None:
     """Tell one pending trial if its run is there (or its job failed); None when it must wait."""
     run_id = trial.run_id
     if trial.job_id is not None:
@@ -216,7 +225,7 @@ def _needs_base(definition: StudyDefinition) -> bool:
     return c.max_ppl_increase_pct is not None or PPL_INCREASE in definition.objective_keys
 
 
-def _base_figures(ctx: _Context, trial: TrialInfo, run: Any) -> dict[str, Any] | None:
+def _base_figures(ctx: _Context, trial: TrialInfo, run: RunDetail) -> Mapping[str, float | None] | None:
     """The yardstick of relative figures: the base trial's; {} when none is needed or it cannot come."""
     if trial.number == 0:
         return figures(run, None)
@@ -239,13 +248,13 @@ def _base_usable(ctx: _Context) -> bool:
     return False
 
 
-def _fail(ctx: _Context, ostudy: Any, trial: TrialInfo, reason: str, **fields: Any) -> TrialInfo | None:
+def _fail(ctx: _Context, ostudy: optuna.Study, trial: TrialInfo, reason: str, **fields: object) -> TrialInfo | None:
     sampling.tell(ostudy, ctx.db.url, trial.number, "fail")
     ctx.say(f"trial {trial.number} failed: {reason}")
     return studies.update_trial(ctx.db, trial.id, status=FAILED, reason=reason, **fields)
 
 
-def _fail_orphans(ctx: _Context, ostudy: Any) -> None:
+def _fail_orphans(ctx: _Context, ostudy: optuna.Study) -> None:
     """Optuna trials asked by a caller that died before recording them: told FAIL, once."""
     known = {t.number for t in ctx.trials}
     for number in sorted(sampling.running_numbers(ostudy) - known):
@@ -271,7 +280,7 @@ def budget_spent(definition: StudyDefinition, study: StudyInfo, trials: list[Tri
     return None
 
 
-def _ask_new(ctx: _Context, ostudy: Any) -> int:
+def _ask_new(ctx: _Context, ostudy: optuna.Study) -> int:
     asked = 0
     while (
         asked < MAX_ASKS_PER_CALL and not ctx.exhausted and budget_spent(ctx.definition, ctx.study, ctx.trials) is None
@@ -288,7 +297,7 @@ def _ask_new(ctx: _Context, ostudy: Any) -> int:
     return asked
 
 
-def _start(ctx: _Context, ostudy: Any, number: int, params: dict[str, Any]) -> TrialInfo:
+def _start(ctx: _Context, ostudy: optuna.Study, number: int, params: Params) -> TrialInfo:
     """Record trial ``number``: pruned, a duplicate, a reused run, or a queued job."""
     from engine.jobs.submission import check_submittable
 
@@ -331,7 +340,7 @@ def _start(ctx: _Context, ostudy: Any, number: int, params: dict[str, Any]) -> T
     return trial
 
 
-def _explore(ctx: _Context, ostudy: Any, number: int, params: dict[str, Any]) -> None:
+def _explore(ctx: _Context, ostudy: optuna.Study, number: int, params: Params) -> None:
     """The sampler proposed a recipe it has (TPE settles on its best): enqueue an untried point of
     the space instead, picked at random; none left means the space is exhausted."""
     tried = {canonical_json(t.params) for t in ctx.trials} | {canonical_json(params)}
@@ -342,12 +351,14 @@ def _explore(ctx: _Context, ostudy: Any, number: int, params: dict[str, Any]) ->
         ctx.exhausted = True
 
 
-def _prune(ctx: _Context, ostudy: Any, number: int, params: dict[str, Any], reason: str, **fields: Any) -> TrialInfo:
+def _prune(
+    ctx: _Context, ostudy: optuna.Study, number: int, params: Params, reason: str, **fields: object
+) -> TrialInfo:
     sampling.tell(ostudy, ctx.db.url, number, "pruned", constraints={"runs": 1.0})
     return studies.add_trial(ctx.db, ctx.study.id, number, params, status=PRUNED, reason=reason, **fields)
 
 
-def _maybe_done(ctx: _Context, ostudy: Any) -> str:
+def _maybe_done(ctx: _Context, ostudy: optuna.Study) -> str:
     """End a running study whose budget is spent (or grid exhausted) with nothing in flight."""
     current = studies.get_study(ctx.db, ctx.study.id)
     status = current.status if current else ctx.study.status
@@ -365,7 +376,7 @@ def _maybe_done(ctx: _Context, ostudy: Any) -> str:
     return studies.DONE
 
 
-def advance_all(db: Any) -> list[str]:
+def advance_all(db: Database) -> list[str]:
     """The worker's hook: advance every study that is running, paused, or has trials in flight.
 
     A study that cannot be advanced (its definition no longer reads, Optuna refuses) keeps the

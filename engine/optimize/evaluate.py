@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
+from engine.jsonvalue import JSONMapping
 from engine.measure import registry
 from engine.optimize.study import PPL_INCREASE, StudyDefinition
 from engine.report.values import flat_metrics
+
+if TYPE_CHECKING:
+    from engine.report.runlike import Measured
 
 # The figures every trial shows, besides its objectives and constraints.
 SHOWN: tuple[str, ...] = (
@@ -48,13 +52,24 @@ class Bound:
         return f"{metric.label} {'<=' if self.at_most else '>='} {metric.format(self.bound)}"
 
 
+class Check(TypedDict):
+    """One constraint on a trial's run (stored as the trial's ``constraints[name]``): its figure and bound, whether
+    it holds, Optuna's violation (<= 0: met, scaled by the bound) and the constraint in words."""
+
+    value: float | None
+    bound: float
+    ok: bool
+    violation: float
+    words: str
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What a trial's run says: objective values (None: one is missing), figures, constraints."""
 
     values: list[float] | None
     measured: dict[str, float | None]
-    constraints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    constraints: dict[str, Check] = field(default_factory=dict)
     missing: str | None = None  # the objective that was not measured
 
     @property
@@ -71,7 +86,7 @@ class Outcome:
         return {name: float(c["violation"]) for name, c in self.constraints.items()}
 
 
-def bounds(definition: StudyDefinition, quality: Mapping[str, Any] | None = None) -> list[Bound]:
+def bounds(definition: StudyDefinition, quality: JSONMapping | None = None) -> list[Bound]:
     """Every constraint of the study as a bound on a flat key (tasks: one per task of the base spec)."""
     c = definition.constraints
     out = []
@@ -89,7 +104,7 @@ def bounds(definition: StudyDefinition, quality: Mapping[str, Any] | None = None
     return out
 
 
-def figures(run: Any, base_figures: Mapping[str, float | None] | None) -> dict[str, float | None]:
+def figures(run: Measured, base_figures: Mapping[str, float | None] | None) -> dict[str, float | None]:
     """A run's flat figures plus the perplexity increase over the base's (None without both)."""
     flat = flat_metrics(run)
     gpu = flat.get("output_tokens_per_s_per_gpu")
@@ -101,7 +116,7 @@ def figures(run: Any, base_figures: Mapping[str, float | None] | None) -> dict[s
     return flat
 
 
-def _check(bound: Bound, value: float | None) -> dict[str, Any]:
+def _check(bound: Bound, value: float | None) -> Check:
     scale = max(abs(bound.bound), 1e-9)
     if value is None:
         return {
@@ -123,7 +138,7 @@ def _check(bound: Bound, value: float | None) -> dict[str, Any]:
     }
 
 
-def evaluate(definition: StudyDefinition, run: Any, base_figures: Mapping[str, float | None] | None) -> Outcome:
+def evaluate(definition: StudyDefinition, run: Measured, base_figures: Mapping[str, float | None] | None) -> Outcome:
     """The outcome of a trial's done run; ``base_figures``: the base trial's :func:`figures` (itself for trial 0)."""
     flat = figures(run, base_figures)
     keys = definition.objective_keys

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import plotly.graph_objects as go
 
-from engine.optimize.summary import metric_label
+from engine.optimize.summary import FrontPoint, metric_label
 
 
-def front_figure(points: list[dict[str, Any]]) -> go.Figure:
+def front_figure(points: list[FrontPoint]) -> go.Figure:
     """Measured trials (first objective against the accuracy axis): feasible as dots, infeasible as
     crosses, the feasible front as a line; hover names the trial, its recipe and what it broke."""
     fig = go.Figure()

@@ -10,19 +10,23 @@ calibrate``) gets none.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.spec import JobSpec, engines
 from engine.whatif.admit import admit
 from engine.whatif.calibrate import calibrate
 from engine.whatif.estimate import GB, EstimateError, EstimateRecipe, EstimateWorkload, estimate, model_shape
 from engine.whatif.hardware import catalog, local_key
 
-Predictor = Callable[[JobSpec], dict[str, Any]]
+if TYPE_CHECKING:
+    from storage import Database
+
+Predictor = Callable[[JobSpec], JSONObject]  # the estimator's word on a trial: figures, the fit, or a note
 PREDICTED: tuple[str, ...] = ("ttft_ms", "tpot_ms", "output_tokens_per_s")  # the figures a prediction holds
 
 
-def predictor(db: Any, base: JobSpec) -> Predictor:
+def predictor(db: Database, base: JobSpec) -> Predictor:
     """A function predicting each trial of a study on ``base``'s device (calibrated on the stored runs)."""
     hardware = catalog(db).get(local_key(base.device))
     try:
@@ -35,7 +39,7 @@ def predictor(db: Any, base: JobSpec) -> Predictor:
         return lambda _spec: {"note": note}
     cal = calibrate(db)
 
-    def predict(spec: JobSpec) -> dict[str, Any]:
+    def predict(spec: JobSpec) -> JSONObject:
         data = spec.model_dump(mode="json")
         modelled = admit(data, {}, hardware.kind)
         if isinstance(modelled, str):
@@ -68,7 +72,7 @@ def predictor(db: Any, base: JobSpec) -> Predictor:
     return predict
 
 
-def does_not_fit(prediction: dict[str, Any]) -> str | None:
+def does_not_fit(prediction: JSONMapping) -> str | None:
     """``does not fit: needs 81.2 GB, 71.3 GB usable`` when the estimator says so; None otherwise."""
     if prediction.get("fits") is not False:
         return None

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
-from engine.optimize.study import StudyDefinition
+from engine.optimize.study import Params, StudyDefinition
 from storage import StorageError, open_database
 from storage.db import safe_url
 
@@ -41,7 +40,7 @@ def rdb_storage(url: str) -> optuna.storages.RDBStorage:
     with _LOCK:
         storage = _STORAGES.get(url)
         if storage is None:
-            kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {}
+            kwargs: dict[str, object] = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {}
             try:
                 with open_database(url).schema_lock():
                     storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
@@ -88,7 +87,7 @@ def is_seeded(study: optuna.Study) -> bool:
     return bool(study.user_attrs.get(SEEDED))
 
 
-def seed(study: optuna.Study, first: list[dict[str, Any]]) -> None:
+def seed(study: optuna.Study, first: list[Params]) -> None:
     """Enqueue the first trials (the base recipe first), once per study."""
     for params in first:
         study.enqueue_trial(params, skip_if_exists=True)

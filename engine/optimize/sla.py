@@ -22,10 +22,11 @@ boundary probes.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.optimize.bisect import Step, bracket, next_step
 from engine.optimize.slo import Bound, judge, per_request_limits, slo_words
 from engine.spec import JobSpec, SpecError, parse_job_spec
@@ -33,6 +34,10 @@ from engine.spec.sweep import build_grid, concurrency_axis, grid_specs, rate_axi
 from storage import StorageError, jobs
 from storage import sla as store
 from storage.runs import get_run
+
+if TYPE_CHECKING:
+    from storage import Database
+    from storage.job_records import JobInfo
 
 ADVANCE_S = 2.0  # how often a worker advances the running searches
 UNITS = {"rate": "req/s", "concurrency": "concurrent requests"}
@@ -43,7 +48,7 @@ class SlaDefinition(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    base: dict[str, Any]  # the serving job spec; each probe sets its load
+    base: dict[str, object]  # the serving job spec as JSON (each probe's spec validates it); each probe sets its load
     axis: Literal["rate", "concurrency"] = "rate"
     slo_name: str = "custom"
     slo: list[Bound] = Field(min_length=1)
@@ -63,7 +68,7 @@ class SlaDefinition(BaseModel):
         return f"{slo_words(self.slo)}{at}"
 
 
-def new_definition(base: JobSpec, slo_name: str, slo: list[Bound], **fields: Any) -> SlaDefinition:
+def new_definition(base: JobSpec, slo_name: str, slo: list[Bound], **fields: object) -> SlaDefinition:
     """A validated definition from a base serving spec; SpecError with one line when it cannot be searched.
 
     The SLO's per-request limits are written into the base workload (so each probe stores its
@@ -100,13 +105,13 @@ def sweep_name(search_name: str) -> str:
     return f"sla:{search_name}"
 
 
-def start(db: Any, name: str, definition: SlaDefinition, submitted_by: str | None = None) -> store.SlaSearch:
+def start(db: Database, name: str, definition: SlaDefinition, submitted_by: str | None = None) -> store.SlaSearch:
     """Store a new search and queue its first probe."""
     search = store.create(db, name, definition.model_dump(mode="json"), submitted_by=submitted_by)
     return advance(db, search.id) or search
 
 
-def advance(db: Any, search_id: int) -> store.SlaSearch | None:
+def advance(db: Database, search_id: int) -> store.SlaSearch | None:
     """Judge the probe whose job ended, then queue the next one or write the answer (idempotent)."""
     search = store.get_search(db, search_id)
     for _ in range(4):  # at most: judge, decide, and a lost race or two
@@ -116,7 +121,7 @@ def advance(db: Any, search_id: int) -> store.SlaSearch | None:
     return search
 
 
-def advance_running(db: Any) -> list[str]:
+def advance_running(db: Database) -> list[str]:
     """Advance every running search once; one line per change (the worker logs them)."""
     lines = []
     for search_id in store.running_ids(db):
@@ -135,7 +140,7 @@ def advance_running(db: Any) -> list[str]:
     return lines
 
 
-def _step(db: Any, search: store.SlaSearch) -> bool:
+def _step(db: Database, search: store.SlaSearch) -> bool:
     """One change to ``search``; False when there is nothing to do yet (its probe is still running)."""
     try:
         definition = SlaDefinition.model_validate(search.definition)
@@ -165,7 +170,7 @@ def _step(db: Any, search: store.SlaSearch) -> bool:
     return True  # queued, or another caller changed the search first: read it again
 
 
-def _verdict(db: Any, definition: SlaDefinition, job: Any) -> dict[str, Any]:
+def _verdict(db: Database, definition: SlaDefinition, job: JobInfo | None) -> JSONObject:
     """A probe's outcome from its ended job: passed / failed (with reasons) / error (no verdict)."""
     if job is None:
         return {"status": "error", "reasons": ["its job is gone"]}
@@ -180,7 +185,7 @@ def _verdict(db: Any, definition: SlaDefinition, job: Any) -> dict[str, Any]:
     return {"status": "passed" if passed else "failed", "run_id": run.id, **verdict}
 
 
-def _results(probes: list[dict[str, Any]]) -> list[tuple[float, bool]]:
+def _results(probes: list[JSONObject]) -> list[tuple[float, bool]]:
     return [(float(p["load"]), p["status"] == "passed") for p in probes if p.get("status") in ("passed", "failed")]
 
 
@@ -188,7 +193,7 @@ def _integer(definition: SlaDefinition) -> bool:
     return definition.axis == "concurrency"
 
 
-def answer_of(definition: SlaDefinition, probes: list[dict[str, Any]], step: Step | None) -> dict[str, Any]:
+def answer_of(definition: SlaDefinition, probes: list[JSONObject], step: Step | None) -> JSONObject:
     """The answer: the bracket, whether it converged, its sentence and the boundary probes."""
     low, high = bracket(_results(probes))
     converged = bool(step and step.converged)
@@ -227,7 +232,7 @@ def answer_text(definition: SlaDefinition, low: float | None, high: float | None
     return f"{low:g} {unit} (between {low:g} and {high:g}{tail}){at}"
 
 
-def boundary_words(answer: dict[str, Any]) -> str:
+def boundary_words(answer: JSONMapping) -> str:
     """``highest passing 2 req/s (run 5, goodput 96.7 %, 95 % CI 83-99.9 %); lowest failing ...``."""
     parts = []
     for side, words in (("low", "highest passing"), ("high", "lowest failing")):
@@ -261,7 +266,7 @@ def progress_line(search: store.SlaSearch) -> str:
     return "; ".join(parts)
 
 
-def report(search: store.SlaSearch) -> dict[str, Any]:
+def report(search: store.SlaSearch) -> JSONObject:
     """A search as one JSON object (``sla --json``, the page)."""
     return {
         "name": search.name,

@@ -22,10 +22,11 @@ requests among measured ones.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure import registry
 
 Group = Literal["ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"]
@@ -116,7 +117,7 @@ def per_request_limits(bounds: list[Bound]) -> dict[str, float]:
     return out
 
 
-def goodput_ci(metrics: dict[str, Any], confidence: float = 0.95) -> list[float] | None:
+def goodput_ci(metrics: JSONMapping, confidence: float = 0.95) -> list[float] | None:
     """The exact binomial interval of the goodput fraction (None without a goodput or requests)."""
     fraction = metrics.get("goodput_fraction")
     n = int(metrics.get("completed") or 0) + int(metrics.get("failed") or 0)
@@ -131,9 +132,9 @@ def goodput_ci(metrics: dict[str, Any], confidence: float = 0.95) -> list[float]
     return [lo, hi]
 
 
-def judge(bounds: list[Bound], goodput: float | None, metrics: dict[str, Any]) -> dict[str, Any]:
+def judge(bounds: list[Bound], goodput: float | None, metrics: JSONMapping) -> JSONObject:
     """The verdict on one probe run: ``{"passed", "reasons", "values", "goodput_ci"}`` (see the module doc)."""
-    values: dict[str, Any] = {}
+    values: JSONObject = {}
     reasons: list[str] = []
     for b in bounds:
         value = (metrics.get(b.metric) or {}).get(b.percentile)

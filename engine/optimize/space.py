@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import itertools
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from engine.optimize.study import StudyDefinition, knob_value
+from engine.jsonvalue import JSONMapping, JSONObject
+from engine.optimize.study import KnobValue, Params, StudyDefinition, knob_value
 from engine.spec import JobSpec, SpecError, engines
 from engine.spec.forms import options
 from engine.spec.sweep import build_grid, field_axis, grid_specs
@@ -30,7 +31,7 @@ from engine.spec.sweep import build_grid, field_axis, grid_specs
 class Suggests(Protocol):
     """What a trial offers the space: Optuna's ``Trial.suggest_categorical``."""
 
-    def suggest_categorical(self, name: str, choices: Any) -> Any: ...
+    def suggest_categorical(self, name: str, choices: Sequence[KnobValue]) -> KnobValue: ...
 
 
 @dataclass(frozen=True)
@@ -38,39 +39,39 @@ class Knob:
     """One searched knob: its values (the base's first), whether it depends on another, what was left out."""
 
     name: str
-    values: tuple[Any, ...]
-    used: Callable[[Mapping[str, Any]], bool] | None = None  # None: always used
+    values: tuple[KnobValue, ...]
+    used: Callable[[JSONMapping], bool] | None = None  # None: always used
     enabler: str = ""
-    left_out: tuple[tuple[Any, str], ...] = ()
+    left_out: tuple[tuple[KnobValue, str], ...] = ()
 
 
 @dataclass(frozen=True)
 class Space:
     """The knobs of a study with their values; suggests a trial's recipe and enumerates the grid."""
 
-    base_recipe: dict[str, Any]
+    base_recipe: JSONObject
     knobs: tuple[Knob, ...]
 
-    def _fill(self, pick: Callable[[Knob], Any]) -> dict[str, Any]:
-        params: dict[str, Any] = {}
+    def _fill(self, pick: Callable[[Knob], KnobValue]) -> Params:
+        params: Params = {}
         for knob in [k for k in self.knobs if k.used is None] + [k for k in self.knobs if k.used is not None]:
             if knob.used is None or knob.used({**self.base_recipe, **params}):
                 params[knob.name] = pick(knob)
         return params
 
-    def suggest(self, trial: Suggests) -> dict[str, Any]:
+    def suggest(self, trial: Suggests) -> Params:
         """A trial's recipe overrides, suggested knob by knob (dependent knobs only when their parent is set)."""
         return self._fill(lambda knob: trial.suggest_categorical(knob.name, list(knob.values)))
 
-    def base_params(self) -> dict[str, Any]:
+    def base_params(self) -> Params:
         """The base recipe's own values of the searched knobs: trial 0."""
         return self._fill(lambda knob: self.base_recipe[knob.name])
 
-    def grid(self) -> list[dict[str, Any]]:
+    def grid(self) -> list[Params]:
         """Every combination, dependent knobs expanded only where their parent is set (base first)."""
         independent = [k for k in self.knobs if k.used is None]
         dependent = [k for k in self.knobs if k.used is not None]
-        out: list[dict[str, Any]] = []
+        out: list[Params] = []
         for combo in itertools.product(*(k.values for k in independent)):
             params = dict(zip((k.name for k in independent), combo, strict=True))
             recipe = {**self.base_recipe, **params}
@@ -84,7 +85,7 @@ class Space:
         return [f"{k.name}={value}: {why}" for k in self.knobs for value, why in k.left_out]
 
 
-def _candidates(definition: StudyDefinition, name: str) -> tuple[Any, ...]:
+def _candidates(definition: StudyDefinition, name: str) -> tuple[KnobValue, ...]:
     """A knob's candidate values: the study's, else a closed set (Literal, bool), else the engine's (its ``Search``)."""
     info = type(definition.base.recipe).model_fields[name]
     searched = engines.get(definition.base.recipe.engine).search.values
@@ -100,7 +101,7 @@ def _candidates(definition: StudyDefinition, name: str) -> tuple[Any, ...]:
     raise SpecError(f"knob {name} takes open values; give them, e.g. --values {name}=A,B")
 
 
-def _coerced(annotation: Any, name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
+def _coerced(annotation: object, name: str, values: tuple[object, ...]) -> tuple[KnobValue, ...]:
     """``values`` as the knob's type; SpecError naming a value it cannot take."""
     try:
         return tuple(knob_value(annotation, name, value) for value in values)
@@ -108,7 +109,7 @@ def _coerced(annotation: Any, name: str, values: tuple[Any, ...]) -> tuple[Any, 
         raise SpecError(str(exc)) from exc
 
 
-def _one_knob_problem(base: JobSpec, name: str, value: Any) -> str | None:
+def _one_knob_problem(base: JobSpec, name: str, value: KnobValue) -> str | None:
     """Why the base spec cannot take ``name=value`` alone (the spec's own validators), or None."""
     try:
         trial_spec(base, {name: value})
@@ -128,8 +129,8 @@ def build_space(definition: StudyDefinition) -> Space:
     for name in definition.knobs:
         info = type(base.recipe).model_fields[name]
         excluded = _coerced(info.annotation, name, definition.exclude.get(name, ()))
-        values: list[Any] = [recipe[name]]
-        left: list[tuple[Any, str]] = []
+        values: list[KnobValue] = [recipe[name]]
+        left: list[tuple[KnobValue, str]] = []
         for value in _candidates(definition, name):
             if value in values or value in excluded:
                 continue
@@ -155,7 +156,7 @@ def check_searchable(space: Space, device: str) -> None:
             raise SpecError(f"knob {knob.name} has a single value on {device} ({why})")
 
 
-def trial_spec(base: JobSpec, params: dict[str, Any], name: str | None = None) -> JobSpec:
+def trial_spec(base: JobSpec, params: Mapping[str, KnobValue], name: str | None = None) -> JobSpec:
     """The base spec with a trial's recipe overrides (unused dependent knobs back at their defaults),
     validated by the spec itself; SpecError with the reason when the combination cannot run."""
     data = base.model_dump(mode="json")

@@ -20,10 +20,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
+from engine.jsonvalue import JSONMapping, JSONScalar
 from engine.measure import registry
 from engine.spec import JobSpec, SpecError, parse_job_spec
 from engine.spec.base import _Strict
@@ -32,10 +33,12 @@ PPL_INCREASE = "ppl_increase_pct"  # derived: perplexity over the base recipe's,
 DEFAULT_OBJECTIVE = "tpot_ms_p50"
 KNOB_ALIASES: dict[str, str] = {"attention": "attn_implementation", "attn": "attn_implementation"}
 Sampler = Literal["tpe", "nsga2", "random", "grid"]
+KnobValue: TypeAlias = JSONScalar  # a searched recipe knob's value (Optuna's categorical choices are these)
+Params: TypeAlias = dict[str, KnobValue]  # a trial's recipe overrides, knob by knob
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:+-]{0,199}$")
 
 
-def knob_value(annotation: Any, name: str, value: Any) -> Any:
+def knob_value(annotation: object, name: str, value: object) -> KnobValue:
     """``value`` as a knob of type ``annotation`` (``"4"`` -> 4, ``"none"`` -> None where the knob has no
     ``"none"`` choice); ValueError naming a value the knob cannot take."""
     adapter = TypeAdapter(annotation)
@@ -83,7 +86,7 @@ class Constraints(_Strict):
 
     @field_validator("slo", mode="before")
     @classmethod
-    def _one_spelling(cls, value: Any) -> Any:
+    def _one_spelling(cls, value: object) -> object:
         """SLO keys in any spelling (``ttft_p99``, ``ttft_ms.p99``) read as metric keys."""
         return {registry.canonical(k): v for k, v in value.items()} if isinstance(value, dict) else value
 
@@ -125,9 +128,9 @@ class StudyDefinition(_Strict):
     sampler: Sampler = "tpe"
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     knobs: tuple[str, ...] = ()
-    values: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
-    exclude: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
-    pin: dict[str, Any] = Field(default_factory=dict)
+    values: dict[str, tuple[object, ...]] = Field(default_factory=dict)  # any value: knob_value coerces it
+    exclude: dict[str, tuple[object, ...]] = Field(default_factory=dict)
+    pin: dict[str, object] = Field(default_factory=dict)
     reuse: bool = Field(default=True, description="a recipe already measured (same fingerprint) reuses its run")
     timeout_s: float = Field(default=3600.0, gt=0, le=7 * 24 * 3600)
 
@@ -141,7 +144,7 @@ class StudyDefinition(_Strict):
 
     @field_validator("knobs", mode="before")
     @classmethod
-    def _split_knobs(cls, value: Any) -> Any:
+    def _split_knobs(cls, value: object) -> object:
         if isinstance(value, str):
             value = [v for v in value.split(",")]
         if isinstance(value, (list, tuple)):
@@ -152,7 +155,7 @@ class StudyDefinition(_Strict):
 
     @field_validator("values", "exclude", "pin", mode="before")
     @classmethod
-    def _alias_keys(cls, value: Any) -> Any:
+    def _alias_keys(cls, value: object) -> object:
         if isinstance(value, dict):
             return {KNOB_ALIASES.get(k, k): v for k, v in value.items()}
         return value
@@ -230,7 +233,7 @@ class StudyDefinition(_Strict):
             raise ValueError(f"the base recipe cannot run: {exc}") from exc
 
 
-def parse_definition(data: dict[str, Any]) -> StudyDefinition:
+def parse_definition(data: JSONMapping) -> StudyDefinition:
     """Validate a study definition; SpecError with one line."""
     from pydantic import ValidationError
 

@@ -8,13 +8,17 @@ e.g. "INT8 weight-only (torchao) + static cache: 1.4x faster decode (TPOT p50 12
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure import registry
 from engine.optimize.study import PPL_INCREASE, StudyDefinition, minimise
 from engine.report.naming import knob_value_words
 from engine.report.pareto import pareto_mask
 from engine.report.recipes import changed_recipe_knobs
+
+if TYPE_CHECKING:
+    from storage.studies import TrialInfo
 
 # What a faster first objective means, per latency group.
 _FASTER = {
@@ -25,10 +29,25 @@ _FASTER = {
 }
 
 
+class FrontPoint(TypedDict):
+    """A measured trial as a point of the study's front (first objective against the accuracy axis)."""
+
+    trial: int
+    recipe: str
+    x_key: str
+    y_key: str | None
+    x: float | None
+    y: float | None
+    feasible: bool
+    on_front: bool
+    run_id: int | None
+    why: str | None
+
+
 def recipe_words(
-    params: dict[str, Any],
-    base_params: dict[str, Any],
-    base_recipe: dict[str, Any] | None = None,
+    params: JSONMapping,
+    base_params: JSONMapping,
+    base_recipe: JSONMapping | None = None,
     order: Sequence[str] = (),
 ) -> str:
     """What a trial changes from the base, joined by ``+`` in the study's knob ``order``
@@ -43,7 +62,7 @@ def recipe_words(
     return " + ".join(knob_value_words(k, v, params) for k, v in changed.items())
 
 
-def trial_count_words(definition: StudyDefinition, trials: Sequence[Any]) -> str:
+def trial_count_words(definition: StudyDefinition, trials: Sequence[TrialInfo]) -> str:
     """``2 of 2 trials · 1 more pruned before running``: the trials the budget counts (in flight, complete,
     failed) against it, then those it does not (pruned by the estimator or the rules, duplicates)."""
     counted = {"pending", "complete", "failed"}
@@ -66,7 +85,7 @@ def format_value(key: str, value: float | None) -> str:
     return f"{value:+.1f} %" if key == PPL_INCREASE else registry.lookup(key).format(value)
 
 
-def trial_rows(definition: StudyDefinition, trials: Sequence[Any]) -> list[dict[str, Any]]:
+def trial_rows(definition: StudyDefinition, trials: Sequence[TrialInfo]) -> list[JSONObject]:
     """One row per trial: recipe in words, status, measured and predicted figures, feasibility."""
     base = next((t for t in trials if t.number == 0), None)
     base_params = base.params if base else {}
@@ -96,7 +115,7 @@ def trial_rows(definition: StudyDefinition, trials: Sequence[Any]) -> list[dict[
     return rows
 
 
-def accuracy_axis(definition: StudyDefinition, trials: Sequence[Any]) -> str | None:
+def accuracy_axis(definition: StudyDefinition, trials: Sequence[TrialInfo]) -> str | None:
     """The front's second axis: the second objective, else the perplexity increase or KL when measured."""
     keys = definition.objective_keys
     if len(keys) > 1:
@@ -107,7 +126,7 @@ def accuracy_axis(definition: StudyDefinition, trials: Sequence[Any]) -> str | N
     return None
 
 
-def front_rows(definition: StudyDefinition, trials: Sequence[Any]) -> list[dict[str, Any]]:
+def front_rows(definition: StudyDefinition, trials: Sequence[TrialInfo]) -> list[FrontPoint]:
     """Measured trials as points (first objective vs the accuracy axis), feasible ones marked on the front."""
     x_key, y_key = definition.objective_keys[0], accuracy_axis(definition, trials)
     done = [t for t in trials if t.status == "complete"]
@@ -133,7 +152,7 @@ def front_rows(definition: StudyDefinition, trials: Sequence[Any]) -> list[dict[
     ]
 
 
-def best_trial(definition: StudyDefinition, trials: Sequence[Any]) -> Any | None:
+def best_trial(definition: StudyDefinition, trials: Sequence[TrialInfo]) -> TrialInfo | None:
     """The feasible measured trial best on the first objective (the lowest number on a tie)."""
     key = definition.objective_keys[0]
     feasible = [t for t in trials if t.status == "complete" and t.feasible and (t.measured or {}).get(key) is not None]
@@ -152,7 +171,7 @@ def _speed_clause(key: str, best: float, base: float) -> str:
     return f"{best / base:.2g}x the {label} {both}" if base else both
 
 
-def best_sentence(definition: StudyDefinition, trials: Sequence[Any]) -> str:
+def best_sentence(definition: StudyDefinition, trials: Sequence[TrialInfo]) -> str:
     """The best feasible recipe so far in one sentence, against the base recipe (trial 0)."""
     measured = [t for t in trials if t.status == "complete"]
     best = best_trial(definition, trials)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -35,6 +35,11 @@ from engine.report.values import flat_metrics, flat_supported, interval, ratio, 
 from engine.report.verdict_words import ratio_words, table_words
 from engine.report.verdicts import Verdict, run_samples, verdicts_between
 
+if TYPE_CHECKING:
+    from engine.measure.records import RequestRecord
+    from engine.measure.registry import Metric
+    from engine.report.runlike import RunLike
+
 __all__ = [
     "SAME_WITHIN",
     "Comparison",
@@ -52,6 +57,7 @@ __all__ = [
     "spec_difference",
     "summarize_against",
 ]
+Cell = str | float | None  # one cell of the side-by-side table
 
 
 def compare_keys(present: Iterable[str] = (), hints: Mapping[str, str] | None = None) -> list[str]:
@@ -102,9 +108,9 @@ class Comparison:
 
 
 def compare_runs(
-    runs: list[Any],
+    runs: Sequence[RunLike],
     baseline_id: int | None = None,
-    requests: Mapping[int, Sequence[Any]] | None = None,
+    requests: Mapping[int, Sequence[RequestRecord]] | None = None,
 ) -> Comparison:
     """Compare runs with the baseline (default: :func:`engine.report.naming.default_baseline`, the run at its
     engine's defaults, else the fewest changed knobs, else the oldest); ``requests`` by run id give verdicts."""
@@ -146,7 +152,7 @@ def compare_runs(
     )  # fmt: skip
 
 
-def _value_cells(comparison: Comparison, run_id: int, key: str, metric: Any, formatted: bool) -> dict[str, Any]:
+def _value_cells(comparison: Comparison, run_id: int, key: str, metric: Metric, formatted: bool) -> dict[str, Cell]:
     name = comparison.labels[run_id] + (" (baseline)" if run_id == comparison.baseline_id else "")
     value = comparison.values[run_id].get(key)
     ok = comparison.supported.get(run_id, {}).get(key, True)
@@ -160,7 +166,7 @@ def _value_cells(comparison: Comparison, run_id: int, key: str, metric: Any, for
     return {name: value if ok else None, f"#{run_id} CI low": lo, f"#{run_id} CI high": hi}
 
 
-def _ratio_cells(comparison: Comparison, run_id: int, key: str, formatted: bool) -> dict[str, Any]:
+def _ratio_cells(comparison: Comparison, run_id: int, key: str, formatted: bool) -> dict[str, Cell]:
     both = (comparison.supported.get(i, {}).get(key, True) for i in (run_id, comparison.baseline_id))
     r = comparison.ratios[run_id].get(key) if all(both) else None  # no ratio of figures that are "n too small"
     verdict = comparison.verdicts.get(run_id, {}).get(key)
@@ -191,7 +197,7 @@ def comparison_frame(comparison: Comparison, formatted: bool = False) -> pd.Data
             continue
         metric = registry.lookup(key, comparison.hints.get(key))
         unit = "" if formatted and metric.unit == "bytes" else metric.display_unit  # each cell says KiB, MiB or GiB
-        row: dict[str, Any] = {"metric": metric.label, "unit": unit, "better": metric.better}
+        row: dict[str, Cell] = {"metric": metric.label, "unit": unit, "better": metric.better}
         baseline_first = sorted(comparison.run_ids, key=lambda i: i != comparison.baseline_id)  # stable
         for run_id in baseline_first:
             row.update(_value_cells(comparison, run_id, key, metric, formatted))

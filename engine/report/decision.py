@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.measure import registry
 from engine.report.naming import run_name
@@ -31,12 +31,17 @@ from engine.report.values import flat_metrics, run_hints
 from engine.report.verdict_words import phrase
 from engine.report.verdicts import Verdict, verdicts_between
 
+if TYPE_CHECKING:
+    from engine.report.runlike import Measured, RunLike
+    from engine.spec import JobSpec
+
 SPEED_HEADLINES: tuple[tuple[str, str], ...] = (
     ("tpot_ms_p50", "decode"),
     ("ttft_ms_p50", "first token"),
     ("output_tokens_per_s", "throughput"),
 )
 REPEAT_PRESET = "decision"  # engine.spec.workload.MEASUREMENT_PRESETS
+Values = Mapping[str, float | None]  # a run's flat figures (engine.report.values.flat_metrics)
 
 
 @dataclass(frozen=True)
@@ -49,17 +54,17 @@ class Decision:
     repeat: bool  # repeats (the decision preset) would help
 
 
-def _trials(run: Any) -> int:
+def _trials(run: Measured) -> int:
     return max(1, len((getattr(run, "metrics", None) or {}).get("trials") or []))
 
 
-def _contended(run: Any) -> bool:
+def _contended(run: Measured) -> bool:
     flags = (getattr(run, "metrics", None) or {}).get("noise_flags") or []
     return any(isinstance(f, dict) and f.get("kind") == "machine" for f in flags)
 
 
 def _headline(
-    keys: Sequence[tuple[str, str]], v: Mapping[str, Any], b: Mapping[str, Any], verdicts: Mapping[str, Verdict]
+    keys: Sequence[tuple[str, str]], v: Values, b: Values, verdicts: Mapping[str, Verdict]
 ) -> tuple[str, Verdict] | None:
     """The first of ``keys`` both runs have, with its verdict (a plain "none" one when it has none)."""
     for key, what in keys:
@@ -69,12 +74,12 @@ def _headline(
     return None
 
 
-def _quality_keys(v: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _quality_keys(v: Values) -> list[tuple[str, str]]:
     tasks = sorted(k for k in v if k.startswith("quality.task:"))
     return [("quality.perplexity", "perplexity"), *((k, registry.label(k)) for k in tasks[:1])]
 
 
-def evidence(runs: Sequence[Any], headlines: Sequence[tuple[str, Verdict]]) -> tuple[str, str, bool]:
+def evidence(runs: Sequence[Measured], headlines: Sequence[tuple[str, Verdict]]) -> tuple[str, str, bool]:
     """(grade, words, repeat) for runs judged on ``headlines`` ((what, verdict) pairs): how far the
     decision line can be trusted (module doc)."""
     contended = any(_contended(r) for r in runs)
@@ -92,7 +97,7 @@ def evidence(runs: Sequence[Any], headlines: Sequence[tuple[str, Verdict]]) -> t
 
 
 def decision_line(
-    run: Any, base: Any, verdicts: Mapping[str, Verdict] | None = None, label: str | None = None
+    run: RunLike, base: RunLike, verdicts: Mapping[str, Verdict] | None = None, label: str | None = None
 ) -> Decision:
     """The decision line of ``run`` against ``base`` (module doc); ``verdicts`` as Compare computed them
     (:func:`engine.report.verdicts.verdicts_between`), else judged here on the stored intervals."""
@@ -120,7 +125,7 @@ def decision_line(
     return Decision(run.id, f"{label}: {', '.join(parts)}; {words}.", grade, repeat)
 
 
-def repeat_specs(runs: Sequence[Any], baseline_id: int | None = None) -> list[Any]:
+def repeat_specs(runs: Sequence[RunLike], baseline_id: int | None = None) -> list[JobSpec]:
     """The jobs that would make the comparison decision-grade (module doc): one :class:`JobSpec` per run,
     the baseline first, each with the ``decision`` measurement preset. Raises SpecError for a stored spec
     that no longer validates (one line, naming the run)."""

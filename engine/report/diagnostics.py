@@ -16,9 +16,10 @@ severe first:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from engine.jsonvalue import JSONMapping
 from engine.measure.gpu_telemetry import SLOWDOWN_MASK, THERMAL_MASK, throttle_names
 from engine.report.diagnostics_base import (
     Finding,
@@ -34,6 +35,10 @@ from engine.report.diagnostics_base import (
 from engine.report.diagnostics_memory import memory_growth
 from engine.report.diagnostics_spikes import STEAL_PCT, p99_spikes
 
+if TYPE_CHECKING:
+    from engine.measure.records import RequestRecord
+    from storage.runs import RunDetail
+
 HOT_C = 85.0
 CLOCK_DROP = 0.85  # SM clock below this share of the run's highest, while busy
 BUSY_PCT = 50.0
@@ -42,10 +47,10 @@ __all__ = ["Finding", "diagnose", "contention", "throttling"]
 
 
 def diagnose(
-    run: Any,
-    requests: Sequence[Any] | None,
-    telemetry: Mapping[str, Any] | None,
-    server_metrics: Mapping[str, Any] | None = None,
+    run: RunDetail,
+    requests: Sequence[RequestRecord] | None,
+    telemetry: JSONMapping | None,
+    server_metrics: JSONMapping | None = None,
 ) -> list[Finding]:
     """Every finding of a run (most severe first); [] for a run with nothing to say or no evidence."""
     metrics = getattr(run, "metrics", None) or {}
@@ -57,7 +62,7 @@ def diagnose(
     return sort_findings(findings)
 
 
-def _gpu_throttling(tele: Mapping[str, Any]) -> tuple[list[bool], list[str], list[str]]:
+def _gpu_throttling(tele: JSONMapping) -> tuple[list[bool], list[str], list[str]]:
     """(hit per sample, reason names, detail lines) from the GPU fields."""
     t_s = times(tele)
     n = len(t_s)
@@ -89,7 +94,7 @@ def _gpu_throttling(tele: Mapping[str, Any]) -> tuple[list[bool], list[str], lis
     return hits, sorted(names), details
 
 
-def throttling(tele: Mapping[str, Any] | None) -> list[Finding]:
+def throttling(tele: JSONMapping | None) -> list[Finding]:
     """Thermal or power throttling of the GPU (clocks-event reasons, temperature, clocks down) or a hot CPU."""
     if not tele or not times(tele):
         return []
@@ -130,7 +135,7 @@ def throttling(tele: Mapping[str, Any] | None) -> list[Finding]:
     ]
 
 
-def _telemetry_contention(tele: Mapping[str, Any] | None) -> tuple[list[str], list[list[float]]]:
+def _telemetry_contention(tele: JSONMapping | None) -> tuple[list[str], list[list[float]]]:
     if not tele or not times(tele):
         return [], []
     t_s, cores = times(tele), tele.get("cpu_cores") or 1
@@ -153,7 +158,7 @@ def _telemetry_contention(tele: Mapping[str, Any] | None) -> tuple[list[str], li
 
 
 def contention(
-    tele: Mapping[str, Any] | None, flags: Sequence[Mapping[str, Any]] | None, noise: Mapping[str, Any] | None = None
+    tele: JSONMapping | None, flags: Sequence[JSONMapping] | None, noise: JSONMapping | None = None
 ) -> list[Finding]:
     """Other processes on the machine or the GPU, steal, or a load above the core count."""
     machine = [f for f in flags or [] if f.get("kind") == "machine"]

@@ -9,9 +9,11 @@ telemetry (both start as the measured phase starts).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from engine.jsonvalue import JSONMapping, JSONObject
 
 Severity = Literal["critical", "warning", "info"]
 SEVERITY_ORDER: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
@@ -30,14 +32,14 @@ class Finding:
     kind: str  # "throttling" | "memory_growth" | "p99_spikes" | "contention"
     severity: Severity
     title: str
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: JSONObject = field(default_factory=dict)
     suggestion: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)
 
 
-def values(series: Mapping[str, Any] | None, name: str) -> list[float | None]:
+def values(series: JSONMapping | None, name: str) -> list[float | None]:
     """A field's values ([] when the series or the field is absent)."""
     if not series:
         return []
@@ -45,16 +47,16 @@ def values(series: Mapping[str, Any] | None, name: str) -> list[float | None]:
     return list(got) if isinstance(got, list) else []
 
 
-def times(series: Mapping[str, Any] | None) -> list[float]:
+def times(series: JSONMapping | None) -> list[float]:
     return [float(t) for t in (series or {}).get("t_s") or []]
 
 
-def present(series: Mapping[str, Any] | None, name: str) -> list[tuple[int, float]]:
+def present(series: JSONMapping | None, name: str) -> list[tuple[int, float]]:
     """(sample index, value) of a field's answered samples."""
     return [(i, float(v)) for i, v in enumerate(values(series, name)) if v is not None]
 
 
-def offset_s(series: Mapping[str, Any] | None, t0_ns: int | None) -> float:
+def offset_s(series: JSONMapping | None, t0_ns: int | None) -> float:
     """Seconds to add to a series' ``t_s`` to put it on the timeline that starts at ``t0_ns``."""
     own = (series or {}).get("t0_ns")
     if own is None or t0_ns is None:
@@ -82,7 +84,7 @@ def in_window(t_s: Sequence[float], start: float, end: float, pad: float = 0.0) 
     return [i for i, t in enumerate(t_s) if start - pad <= t <= end + pad]
 
 
-def sample_rows(series: Mapping[str, Any], indices: Sequence[int], names: Sequence[str]) -> list[dict[str, Any]]:
+def sample_rows(series: JSONMapping, indices: Sequence[int], names: Sequence[str]) -> list[JSONObject]:
     """Telemetry rows for evidence: ``{"t_s": ..., name: value}`` for each index."""
     t_s = times(series)
     cols = {n: values(series, n) for n in names}

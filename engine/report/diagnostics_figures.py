@@ -7,13 +7,17 @@ windows shaded, so a spike, a hot stretch and a memory climb line up by eye.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from engine.jsonvalue import JSONMapping
 from engine.report.diagnostics_base import NS, Finding, times, values
+
+if TYPE_CHECKING:
+    from engine.measure.records import RequestRecord
 
 ROWS: tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...] = (
     (
@@ -33,7 +37,7 @@ FINDING_COLOURS = {
 }
 
 
-def in_flight(requests: Sequence[Any], t0_ns: int) -> tuple[list[float], list[int]]:
+def in_flight(requests: Sequence[RequestRecord], t0_ns: int) -> tuple[list[float], list[int]]:
     """A step curve of measured requests in flight (sent, last token not yet back) over time."""
     events: list[tuple[float, int]] = []
     for r in requests:
@@ -51,7 +55,7 @@ def in_flight(requests: Sequence[Any], t0_ns: int) -> tuple[list[float], list[in
 
 
 def telemetry_figure(
-    series: Mapping[str, Any], requests: Sequence[Any] | None = None, findings: Sequence[Finding] = ()
+    series: JSONMapping, requests: Sequence[RequestRecord] | None = None, findings: Sequence[Finding] = ()
 ) -> go.Figure:
     """The run's telemetry over time (rows for the fields present), requests in flight, finding windows shaded."""
     t_s = times(series)

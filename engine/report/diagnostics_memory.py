@@ -26,11 +26,11 @@ the same function.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from typing import Protocol, TypedDict
 
 import numpy as np
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure.registry import human_bytes
 from engine.report.diagnostics_base import Finding, present, sample_rows, times, values
 
@@ -52,7 +52,25 @@ RULE = (
 )
 
 
-def _fit(x: list[float], y: list[float]) -> Any | None:
+class Line(Protocol):
+    """A least-squares line as scipy's ``linregress`` gives it (the figures read here)."""
+
+    slope: float
+    intercept: float
+    stderr: float
+    rvalue: float
+    pvalue: float
+
+
+class _Trend(TypedDict):
+    fit: Line
+    ci: list[float]
+    rho: float
+    floor_rise_bytes: float
+    span_s: float
+
+
+def _fit(x: list[float], y: list[float]) -> Line | None:
     """scipy's linregress, or None when x does not vary."""
     from scipy import stats
 
@@ -61,7 +79,7 @@ def _fit(x: list[float], y: list[float]) -> Any | None:
     return stats.linregress(x, y)
 
 
-def slope_interval(x: list[float], y: list[float], fit: Any) -> tuple[float, float, float]:
+def slope_interval(x: list[float], y: list[float], fit: Line) -> tuple[float, float, float]:
     """(low, high) of the slope's 95 % interval widened for autocorrelated residuals, and the lag-1 correlation ρ."""
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     resid = ys - (fit.intercept + fit.slope * xs)
@@ -84,7 +102,7 @@ def floor_rise(x: list[float], y: list[float]) -> tuple[float, float]:
     return min(last) - min(first), 3 * quarter
 
 
-def _trend(rows: list[tuple[int, float, float]], t_s: list[float]) -> dict[str, Any] | None:
+def _trend(rows: list[tuple[int, float, float]], t_s: list[float]) -> _Trend | None:
     """The line of memory against requests when it passes rules 1-4 (module doc): its figures, else None."""
     x, y = [r for _, r, _ in rows], [v for _, _, v in rows]
     span_s = t_s[rows[-1][0]] - t_s[rows[0][0]] if t_s else 0.0
@@ -98,7 +116,7 @@ def _trend(rows: list[tuple[int, float, float]], t_s: list[float]) -> dict[str, 
     return {"fit": fit, "ci": [low, high], "rho": rho, "floor_rise_bytes": rise, "span_s": span_s}
 
 
-def _growth(series: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+def _growth(series: JSONMapping, name: str) -> JSONObject | None:
     """The tests of one memory field (module doc); the evidence when it grows, else None."""
     pairs = [(i, v) for i, v in present(series, name)]
     done = values(series, "requests_done")
@@ -135,7 +153,7 @@ def _growth(series: Mapping[str, Any], name: str) -> dict[str, Any] | None:
     }
 
 
-def memory_growth(series: Mapping[str, Any] | None) -> list[Finding]:
+def memory_growth(series: JSONMapping | None) -> list[Finding]:
     """One finding per memory field that grows with the requests served (module doc)."""
     if not series:
         return []

@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
+from engine.jsonvalue import JSONMapping
 from engine.measure.gpu_telemetry import SLOWDOWN_MASK
 from engine.report.diagnostics_base import NS, Finding, in_window, offset_s, times, values
+
+if TYPE_CHECKING:
+    from engine.measure.records import RequestRecord
 
 P99_FROM = 50
 MIN_REQUESTS = 10
@@ -53,11 +57,36 @@ SUGGESTIONS: dict[str, str] = {
 }
 
 
-def _e2el_s(r: Any) -> float | None:
+class _Context(TypedDict):
+    """What every spike is checked against: the requests' spans, the usual load, the long prompts, the series."""
+
+    spans: list[tuple[int, int]]
+    median_flight: float
+    long: list[RequestRecord]
+    tele: JSONMapping | None
+    server: JSONMapping | None
+    shift: float
+
+
+class _SpikeRow(TypedDict):
+    """One spike request's evidence row and what coincided with it."""
+
+    index: int
+    window_s: list[float]
+    e2el_ms: float
+    ttft_ms: float
+    queue_ms: float
+    prompt_tokens: int
+    in_flight_at_send: int
+    long_prompts_in_window: list[int]
+    coincided: list[str]
+
+
+def _e2el_s(r: RequestRecord) -> float | None:
     return (r.chunk_ns[-1] - r.send_ns) / NS if r.chunk_ns else None
 
 
-def _measured(requests: Sequence[Any]) -> list[Any]:
+def _measured(requests: Sequence[RequestRecord]) -> list[RequestRecord]:
     return [r for r in requests if not r.warmup and r.ok and r.chunk_ns]
 
 
@@ -72,14 +101,14 @@ def _in_flight_at(t_ns: int, spans: list[tuple[int, int]]) -> int:
     return sum(1 for a, b in spans if a <= t_ns < b)
 
 
-def _telemetry_causes(tele: Mapping[str, Any] | None, start: float, end: float) -> list[str]:
+def _telemetry_causes(tele: JSONMapping | None, start: float, end: float) -> list[str]:
     if not tele:
         return []
     idx = in_window(times(tele), start, end, pad=(tele.get("interval_ms") or 100) / 1000)
     out = []
     mask, gtemp, ctemp = values(tele, "gpu_throttle_mask"), values(tele, "gpu_temp_c"), values(tele, "cpu_temp_c")
 
-    def hit(col: list[Any], test: Any) -> bool:
+    def hit(col: list[float | None], test: Callable[[float], object]) -> bool:
         return any(i < len(col) and col[i] is not None and test(col[i]) for i in idx)
 
     if (
@@ -95,7 +124,7 @@ def _telemetry_causes(tele: Mapping[str, Any] | None, start: float, end: float) 
     return out
 
 
-def _server_causes(server: Mapping[str, Any] | None, shift: float, start: float, end: float) -> list[str]:
+def _server_causes(server: JSONMapping | None, shift: float, start: float, end: float) -> list[str]:
     if not server:
         return []
     t_s = [t + shift for t in times(server)]
@@ -117,12 +146,12 @@ def _server_causes(server: Mapping[str, Any] | None, shift: float, start: float,
     return out
 
 
-def _at(series: Mapping[str, Any], name: str, i: int) -> float | None:
+def _at(series: JSONMapping, name: str, i: int) -> float | None:
     col = values(series, name)
     return None if i >= len(col) or col[i] is None else float(col[i])
 
 
-def _row(r: Any, t0_ns: int, ctx: dict[str, Any]) -> dict[str, Any]:
+def _row(r: RequestRecord, t0_ns: int, ctx: _Context) -> _SpikeRow:
     """One spike's evidence row and what coincided with it."""
     start, end = (r.send_ns - t0_ns) / NS, (r.chunk_ns[-1] - t0_ns) / NS
     e2el, queue = end - start, (r.send_ns - r.arrival_ns) / NS
@@ -149,7 +178,7 @@ def _row(r: Any, t0_ns: int, ctx: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _context(ok: list[Any], tele: Mapping[str, Any] | None, server: Mapping[str, Any] | None, t0: int) -> dict:
+def _context(ok: list[RequestRecord], tele: JSONMapping | None, server: JSONMapping | None, t0: int) -> _Context:
     spans = [(r.send_ns, r.chunk_ns[-1]) for r in ok]
     lengths = [r.prompt_tokens for r in ok]
     long_from = max(float(np.percentile(lengths, 90)), LONG_RATIO * statistics.median(lengths))
@@ -164,7 +193,7 @@ def _context(ok: list[Any], tele: Mapping[str, Any] | None, server: Mapping[str,
 
 
 def p99_spikes(
-    requests: Sequence[Any], tele: Mapping[str, Any] | None = None, server: Mapping[str, Any] | None = None
+    requests: Sequence[RequestRecord], tele: JSONMapping | None = None, server: JSONMapping | None = None
 ) -> list[Finding]:
     """One finding listing the spike requests and what coincided with them (module doc); [] when none."""
     ok = _measured(requests)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 
+from engine.jsonvalue import JSONMapping
 from engine.measure.aggregates import Aggregates, cdf_points, histogram
 from engine.measure.metrics import NS_PER_MS, itl_gaps_ns, tpot_ns, ttft_ns
 from engine.measure.records import RequestRecord
@@ -25,6 +25,10 @@ from engine.measure.stats import min_samples
 from engine.report.figures import PALETTE
 from engine.spec.sources.flat import stored_traffic
 from engine.spec.workload import flat_workload
+
+# One metric's samples (ms), or what was drawn of them already: order statistics ``{"n", "ranks", "values"}``
+# (engine.measure.aggregates.cdf_points) or a histogram ``{"n", "counts", "edges"}`` (aggregates.histogram).
+MetricSamples = Sequence[float] | np.ndarray | JSONMapping
 
 
 def latency_samples(requests: Sequence[RequestRecord]) -> dict[str, list[float]]:
@@ -37,13 +41,13 @@ def latency_samples(requests: Sequence[RequestRecord]) -> dict[str, list[float]]
     }
 
 
-def latency_samples_of(agg: Aggregates) -> dict[str, Any]:
+def latency_samples_of(agg: Aggregates) -> dict[str, MetricSamples]:
     """:func:`latency_samples` from a run's aggregates: TTFT and TPOT per request (ms arrays), ITL as its
     stored order statistics (``{"n", "ranks", "values"}``) and histogram (``itl_hist``)."""
     return {"ttft_ms": agg.ms("ttft"), "tpot_ms": agg.ms("tpot"), "itl_ms": agg.itl["cdf"], "itl_hist": agg.itl["hist"]}
 
 
-def cdf_figure(series: Mapping[str, Any], metric: str, max_points: int = 2000) -> go.Figure:
+def cdf_figure(series: Mapping[str, MetricSamples], metric: str, max_points: int = 2000) -> go.Figure:
     """Empirical CDFs of one metric (ms), one line per named series (overlaid for Compare).
 
     A series is its samples, or their order statistics already drawn (``{"n", "ranks", "values"}``,
@@ -87,7 +91,7 @@ def count_step(top: float, ticks: int = 6) -> int:
     return max(1, math.ceil(max(top, 1.0) / ticks))
 
 
-def histogram_figure(values: Sequence[float] | Mapping[str, Any], metric: str, bins: int = 30) -> go.Figure:
+def histogram_figure(values: MetricSamples, metric: str, bins: int = 30) -> go.Figure:
     """Histogram of one metric's samples in ms (or of its bins already counted: ``{"n", "counts", "edges"}``,
     :func:`engine.measure.aggregates.histogram`); the count axis has whole-number ticks."""
     name = GROUP_LABELS.get(metric, metric)
@@ -124,7 +128,7 @@ class Requested:
     spread: float = 0.0
 
     @classmethod
-    def from_spec(cls, spec: Mapping[str, Any] | None) -> Requested:
+    def from_spec(cls, spec: JSONMapping | None) -> Requested:
         w = flat_workload((spec or {}).get("workload"))
         traffic = stored_traffic(w)
         return cls(

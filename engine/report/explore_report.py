@@ -13,10 +13,11 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from engine.jsonvalue import JSONMapping
 from engine.measure import registry
 from engine.report.decision import decision_line
 from engine.report.figures import explore_scatter, figure_words, frame_hints, metric_name
@@ -26,6 +27,9 @@ from engine.report.naming import default_baseline, frame_run_names
 from engine.report.report_html import decision_html, figures_html, meta, noise_html, page
 from engine.report.verdict_words import NOT_SEPARATED, TIED, VERDICT_NOTE
 
+if TYPE_CHECKING:
+    from engine.report.runlike import RunLike
+
 CI_WORDS = (
     "95 % CI: each figure's confidence interval within its run (order statistics for percentiles, bootstrap over "
     "requests for throughput, ± 1.96 standard errors for accuracy)."
@@ -34,17 +38,17 @@ PAIRED_WORDS = (
     " A run's own perplexity interval is the sampling of the scored text; runs that scored the same text are "
     "compared paired (the same blocks of text), which is many times narrower: the verdicts use that."
 )
-Record = tuple[Mapping[str, Any], Mapping[str, Any]]
+Record = tuple[JSONMapping, JSONMapping]
 
 
-def _present(value: Any) -> bool:
+def _present(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and value != value)
 
 
-def _runs(rows: pd.DataFrame, records: Mapping[int, Record], names: Mapping[int, str]) -> dict[int, Any]:
+def _runs(rows: pd.DataFrame, records: Mapping[int, Record], names: Mapping[int, str]) -> dict[int, RunLike]:
     """Run-like objects (what the verdicts and naming read) from a frame's rows and their stored records."""
     knob_cols = [c for c in rows.columns if c.startswith("recipe.")]
-    out = {}
+    out: dict[int, RunLike] = {}
     for _, row in rows.iterrows():
         run_id = int(row["run_id"])
         recipe = {c.removeprefix("recipe."): row[c] for c in knob_cols if _present(row[c])}

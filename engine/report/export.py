@@ -11,7 +11,7 @@ import html
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -27,6 +27,12 @@ from engine.report.timeseries import throughput_overlay
 from engine.report.verdict_words import VERDICT_NOTE
 from engine.spec import engines
 
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from storage import Database
+    from storage.runs import RunDetail
+
 REPORT_CDF_POINTS = 150  # order statistics per CDF line in a report: 8 runs stay well under 5 MB
 
 CI_NOTE = (
@@ -36,7 +42,7 @@ CI_NOTE = (
 )
 
 
-def permalink(base_url: str, url_path: str, params: Mapping[str, Any]) -> str:
+def permalink(base_url: str, url_path: str, params: Mapping[str, object]) -> str:
     """``base_url/url_path?params`` with list values repeated (``?model=a&model=b``); empty values dropped."""
     clean: list[tuple[str, str]] = []
     for key, value in params.items():
@@ -46,7 +52,7 @@ def permalink(base_url: str, url_path: str, params: Mapping[str, Any]) -> str:
     return url + ("?" + urlencode(clean) if clean else "")
 
 
-def load_runs(db: Any, run_ids: Sequence[int]) -> tuple[list[Any], list[int]]:
+def load_runs(db: Database, run_ids: Sequence[int]) -> tuple[list[RunDetail], list[int]]:
     """The stored runs for ``run_ids`` in order, and the ids that do not exist."""
     from storage.runs import get_run
 
@@ -57,14 +63,14 @@ def load_runs(db: Any, run_ids: Sequence[int]) -> tuple[list[Any], list[int]]:
     return found, missing
 
 
-def load_requests(db: Any, run_ids: Sequence[int]) -> dict[int, list[RequestRecord]]:
+def load_requests(db: Database, run_ids: Sequence[int]) -> dict[int, list[RequestRecord]]:
     """Raw per-request stamps for each run id."""
     from storage.runs import get_requests
 
     return {run_id: get_requests(db, run_id) for run_id in run_ids}
 
 
-def environment_frame(runs: Sequence[Any]) -> pd.DataFrame:
+def environment_frame(runs: Sequence[RunDetail]) -> pd.DataFrame:
     """One row per run: where and when it ran, on what software, and who ran it (run provenance)."""
     rows = []
     for r in runs:
@@ -88,11 +94,13 @@ def environment_frame(runs: Sequence[Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _cores(count: Any) -> str:
+def _cores(count: object) -> str:
     return f"({count} cores)" if count else ""
 
 
-def _report_figures(runs: Sequence[Any], labels: Mapping[int, str], requests_by_id: Mapping[int, Any]) -> list:
+def _report_figures(
+    runs: Sequence[RunDetail], labels: Mapping[int, str], requests_by_id: Mapping[int, Sequence[RequestRecord]]
+) -> list[go.Figure]:
     """The report's charts: TTFT, TPOT and ITL CDFs (thinned) and output tokens/s over the run."""
     names = {r.id: f"#{r.id} {labels[r.id]}" for r in runs}
     samples = {r.id: latency_samples(requests_by_id.get(r.id, [])) for r in runs}
@@ -105,7 +113,7 @@ def _report_figures(runs: Sequence[Any], labels: Mapping[int, str], requests_by_
 
 
 def comparison_html(
-    runs: Sequence[Any],
+    runs: Sequence[RunDetail],
     requests_by_id: Mapping[int, Sequence[RequestRecord]],
     baseline_id: int | None = None,
     link: str | None = None,
@@ -149,7 +157,7 @@ def table_csv(frame: pd.DataFrame) -> str:
 
 
 def comparison_csv(
-    runs: Sequence[Any],
+    runs: Sequence[RunDetail],
     baseline_id: int | None = None,
     requests_by_id: Mapping[int, Sequence[RequestRecord]] | None = None,
 ) -> str:
@@ -161,7 +169,7 @@ def comparison_csv(
     return table_csv(comparison_frame(compare_runs(list(runs), baseline_id, requests_by_id), formatted=False))
 
 
-def runs_json(runs: Sequence[Any], requests_by_id: Mapping[int, Sequence[RequestRecord]]) -> str:
+def runs_json(runs: Sequence[RunDetail], requests_by_id: Mapping[int, Sequence[RequestRecord]]) -> str:
     """A JSON array: each run's result object (with intervals) plus ``requests`` with every raw stamp."""
     out = []
     for run in runs:

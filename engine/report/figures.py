@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 import plotly.graph_objects as go
 
+from engine.jsonvalue import JSONObject
 from engine.measure import registry
 from engine.measure.metric import format_with_ci
 from engine.measure.registry import LATENCY_GROUPS, Kind
@@ -22,6 +23,9 @@ from engine.report.front_verdicts import interval_columns
 from engine.report.fronts import Fronts, pareto_fronts
 from engine.report.naming import frame_run_names
 from engine.report.pareto import pareto_front
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PERCENTILE_KEYS: tuple[str, ...] = ("p50", "p90", "p99", "mean")
 LATENCY_METRICS: tuple[str, ...] = tuple(f"{g}_{p}" for g in LATENCY_GROUPS for p in PERCENTILE_KEYS)
@@ -53,7 +57,7 @@ PALETTE: tuple[str, ...] = (
 MAX_GROUPS = 12
 WEBGL_ABOVE = 2000
 # The legend under the plot, wrapping: long names never squeeze the plot's width (they did at ~80 px).
-LEGEND_BELOW: dict[str, Any] = {"orientation": "h", "yanchor": "top", "y": -0.14, "xanchor": "left", "x": 0}
+LEGEND_BELOW: JSONObject = {"orientation": "h", "yanchor": "top", "y": -0.14, "xanchor": "left", "x": 0}
 
 
 def frame_hints(frame: pd.DataFrame) -> dict[str, str]:
@@ -128,22 +132,22 @@ def _recipe_words_rows(frame: pd.DataFrame) -> list[str]:
     return (text + pd.Series(failed, index=frame.index, dtype=object)).tolist()
 
 
-def _failure_words(rate: Any, completed: Any, failed: Any) -> str | None:
+def _failure_words(rate: object, completed: object, failed: object) -> str | None:
     counts = {"completed": completed, "failed": failed} if _present(completed) and _present(failed) else {}
     return registry.failure_words({**counts, "error_rate": rate if _present(rate) else None})
 
 
-def _present(value: Any) -> bool:
+def _present(value: object) -> bool:
     if value is None:
         return False
     return not (isinstance(value, float) and math.isnan(value))
 
 
-def _int(value: Any) -> str:
+def _int(value: object) -> str:
     return str(int(value)) if _present(value) and isinstance(value, (int, float)) else "?"
 
 
-def _ids(run_ids: pd.Series) -> Any:
+def _ids(run_ids: pd.Series) -> np.ndarray:
     """customdata: one row per point holding its run id."""
     return run_ids.astype("int32").to_numpy().reshape(-1, 1)
 
@@ -210,7 +214,16 @@ def _hover_texts(data: pd.DataFrame, x: str, y: str, hints: dict[str, str]) -> p
     return pd.Series([f"{n}<br>{html.escape(a)}<br>{html.escape(b)}" for n, a, b in lines], index=data.index)
 
 
-def _point_traces(fig: go.Figure, data: pd.DataFrame, x: str, y: str, groups: dict[str, Any]) -> None:
+class _Groups(TypedDict):
+    """How :func:`_point_traces` splits and draws the points: hover texts, the colour and symbol columns, paired axes."""
+
+    hover: pd.Series
+    color: str | None
+    symbol: str | None
+    paired: tuple[str, ...]
+
+
+def _point_traces(fig: go.Figure, data: pd.DataFrame, x: str, y: str, groups: _Groups) -> None:
     """One trace per (colour, symbol) group of ``data``."""
     hover, template = groups["hover"], "%{text}<extra></extra>"
     color_names, color_values = _groups(data, groups["color"])

@@ -10,8 +10,6 @@ Optimize study's trial (a ``trial`` column) get a cross over their point.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -23,7 +21,7 @@ from engine.report.verdict_words import NOT_SEPARATED, TIED
 FRONT_COLOURS = ("black", "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b")
 
 
-def error_bars(part: pd.DataFrame, key: str) -> dict[str, Any] | None:
+def error_bars(part: pd.DataFrame, key: str) -> dict[str, object] | None:
     """A plotly ``error_x``/``error_y`` of a figure's stored interval (None when no run of ``part`` has one)."""
     lo, hi = interval_columns(key)
     if lo not in part.columns or hi not in part.columns or part[lo].isna().all():
@@ -42,7 +40,7 @@ def error_bars(part: pd.DataFrame, key: str) -> dict[str, Any] | None:
     }
 
 
-def _rings(fig: go.Figure, rows: pd.DataFrame, x: str, y: str, hover: pd.Series, style: dict[str, Any]) -> None:
+def _rings(fig: go.Figure, rows: pd.DataFrame, x: str, y: str, hover: pd.Series, style: dict[str, str | bool]) -> None:
     if rows.empty:
         return
     fig.add_trace(

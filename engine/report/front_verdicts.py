@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from engine.jsonvalue import JSONObject
 from engine.measure import registry
 from engine.report.pareto import pareto_front
 from engine.report.values import Z95
@@ -46,15 +46,15 @@ class Judged:
     approximate: bool = False
 
 
-def _finite(value: Any) -> float | None:
+def _finite(value: object) -> float | None:
     return registry.finite(value)
 
 
-def row_record(row: Mapping[str, Any], keys: Sequence[str]) -> Record:
+def row_record(row: pd.Series, keys: Sequence[str]) -> Record:
     """A run's (metrics, quality) rebuilt from a frame row: its figures and their ``KEY:lo``/``KEY:hi``
     interval (an accuracy figure's band is value ± 1.96 standard errors), for a run whose record is not at hand."""
-    metrics: dict[str, Any] = {}
-    quality: dict[str, Any] = {}
+    metrics: JSONObject = {}
+    quality: JSONObject = {}
     for key in keys:
         value, (lo, hi) = _finite(row.get(key)), (_finite(row.get(c)) for c in interval_columns(key))
         band = None if lo is None or hi is None else [lo, hi]

@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure import registry
 from engine.report.front_verdicts import Record, interval_columns, judge
 from engine.report.naming import short_model
@@ -53,7 +53,7 @@ MEASUREMENT_FIELDS = frozenset(
 
 
 def with_intervals(
-    frame: pd.DataFrame, keys: list[str], records: Mapping[int, tuple[Mapping[str, Any], Mapping[str, Any]]]
+    frame: pd.DataFrame, keys: list[str], records: Mapping[int, tuple[JSONMapping, JSONMapping]]
 ) -> pd.DataFrame:
     """``frame`` with ``KEY:lo`` and ``KEY:hi`` for each of ``keys``, from each run's stored (metrics, quality)."""
     out = frame.copy()
@@ -71,7 +71,7 @@ def with_intervals(
     return out
 
 
-def _fields(row: Mapping[str, Any]) -> dict[str, Any]:
+def _fields(row: JSONMapping) -> JSONObject:
     """A row's workload fields that say what was sent (how much was measured left out), whole numbers as ints."""
     return {
         k.removeprefix("workload."): int(v) if isinstance(v, float) and v.is_integer() else v
@@ -80,7 +80,7 @@ def _fields(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def workload_key(row: Mapping[str, Any]) -> str:
+def workload_key(row: JSONMapping) -> str:
     """What a run sent, as an identity (``64→16`` and every field off its default, files and their content
     hash included): runs with one key share a front. Never shown: :func:`workload_label` says it in words."""
     fields = _fields(row)
@@ -98,13 +98,13 @@ _IN_WORDS = ("prompt_tokens", "output_tokens", "batch_size", "arrival", "rate", 
 
 
 @lru_cache(maxsize=1)
-def _workload_defaults() -> dict[str, Any]:
+def _workload_defaults() -> JSONObject:
     from engine.spec import Workload
 
     return Workload().flat()
 
 
-def _present(value: Any) -> bool:
+def _present(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and np.isnan(value))
 
 
@@ -112,7 +112,7 @@ def _group_rows(frame: pd.DataFrame) -> tuple[list[str], dict[str, tuple[str, st
     """Each row's group key, and each key's (model, workload label) in words."""
     work_cols = [c for c in frame.columns if c.startswith("workload.")]
     models = frame["model"].astype(str).tolist() if "model" in frame.columns else [""] * len(frame)
-    memo: dict[tuple[Any, ...], tuple[str, str]] = {}
+    memo: dict[tuple[str, ...], tuple[str, str]] = {}
     keys, words = [], {}
     rows = zip(*(frame[c].tolist() for c in work_cols), strict=True) if work_cols else [()] * len(frame)
     for model, values in zip(models, rows, strict=True):

@@ -17,15 +17,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from engine.jsonvalue import JSONObject
 from engine.measure import registry
 from engine.measure.registry import LATENCY_GROUPS
 from engine.report.values import flat_metrics, run_hints
 from engine.report.verdict_words import table_words
 from engine.report.verdicts import Verdict, run_samples, verdicts_between
+
+if TYPE_CHECKING:
+    from engine.measure.records import RequestRecord
+    from storage.runs import RunDetail
 
 Z95 = 1.959963984540054
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
@@ -49,7 +54,7 @@ class Gate(BaseModel):
 
     @field_validator("metric", mode="before")
     @classmethod
-    def _one_spelling(cls, value: Any) -> Any:
+    def _one_spelling(cls, value: object) -> object:
         """Older spellings (``tpot_ms.p50``, ``tpot_p50``) read as the flat key."""
         return registry.canonical(value) if isinstance(value, str) else value
 
@@ -134,10 +139,10 @@ class EntryCheck:
 
     name: str
     gates: list[Gate]
-    base_run: Any | None
-    new_run: Any | None
-    base_requests: list[Any] = field(default_factory=list)
-    new_requests: list[Any] = field(default_factory=list)
+    base_run: RunDetail | None
+    new_run: RunDetail | None
+    base_requests: list[RequestRecord] = field(default_factory=list)
+    new_requests: list[RequestRecord] = field(default_factory=list)
 
 
 # -- the interval of a change --------------------------------------------------------------
@@ -360,7 +365,7 @@ def junit_xml(report: CheckReport) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def report_json(report: CheckReport) -> dict[str, Any]:
+def report_json(report: CheckReport) -> JSONObject:
     """The report as one JSON document (each result's fields as in :class:`GateResult`)."""
     results = [asdict(r) for r in report.results]
     head = {"suite": report.suite, "against": report.against, "passed": report.passed}

@@ -12,23 +12,27 @@ aggregates (the due and send columns), by the same function.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure.schedule import RULE, duration_text, kept_words, lateness_words, schedule_of, span_text
 from engine.spec import engines
+
+if TYPE_CHECKING:
+    from engine.measure.aggregates import Aggregates
+    from engine.report.runlike import RunLike
 
 DUE_ARRIVALS = ("poisson", "gamma")
 
 
-def has_due_times(spec: Mapping[str, Any] | None) -> bool:
+def has_due_times(spec: JSONMapping | None) -> bool:
     """Whether a run's requests had due times of their own: a trace, or an open arrival process."""
     workload = (spec or {}).get("workload") or {}
     return bool(workload.get("trace")) or workload.get("arrival") in DUE_ARRIVALS
 
 
-def run_schedule(run: Any, agg: Any | None = None) -> dict[str, Any] | None:
+def run_schedule(run: RunLike, agg: Aggregates | None = None) -> JSONObject | None:
     """The run's schedule group: stored with it, else from its aggregates (``agg``) when it had due times."""
     stored = (getattr(run, "metrics", None) or {}).get("schedule")
     if isinstance(stored, dict):
@@ -55,12 +59,12 @@ class Headline:
     note: str | None = None
 
 
-def _p50(obj: Mapping[str, Any], group: str) -> tuple[float | None, list[float] | None]:
+def _p50(obj: JSONMapping, group: str) -> tuple[float | None, list[float] | None]:
     stats = obj.get(group) or {}
     return stats.get("p50"), (stats.get("ci") or {}).get("p50")
 
 
-def ttft_headline(obj: Mapping[str, Any], schedule: Mapping[str, Any] | None, engine: str | None) -> Headline | None:
+def ttft_headline(obj: JSONMapping, schedule: JSONMapping | None, engine: str | None) -> Headline | None:
     """The TTFT card from the due time when the schedule was not kept; None when the usual card stands."""
     if not schedule or schedule.get("kept"):
         return None
@@ -73,7 +77,7 @@ def ttft_headline(obj: Mapping[str, Any], schedule: Mapping[str, Any] | None, en
     return Headline("TTFT p50 from the due time", duration_text(due), under, schedule_note(schedule, engine))
 
 
-def schedule_note(schedule: Mapping[str, Any], engine: str | None) -> str:
+def schedule_note(schedule: JSONMapping, engine: str | None) -> str:
     """Why the headline is from the due time, in words: the schedule, the rule and (where it applies) the engine."""
     why = (
         f" The {engine} engine serves one request at a time, so each request waited for the ones before it."
@@ -86,7 +90,7 @@ def schedule_note(schedule: Mapping[str, Any], engine: str | None) -> str:
     )
 
 
-def schedule_line(schedule: Mapping[str, Any] | None) -> str | None:
+def schedule_line(schedule: JSONMapping | None) -> str | None:
     """One line for the result's text: ``schedule: not kept (...); send minus due: p50 ...``."""
     if not schedule:
         return None

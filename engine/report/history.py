@@ -19,13 +19,18 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
 from engine.measure import registry
 from engine.report.figures import PALETTE
 from engine.report.values import accuracy_stderr, band_of, flat_metrics, run_hints, stored_interval
+
+if TYPE_CHECKING:
+    from engine.report.runlike import Measured
+    from storage import Database
+    from storage.runs import RunDetail
 
 __all__ = [  # the bands live in engine.report.values (Explore's fronts read them too); named here as before
     "ChangePoint",
@@ -69,7 +74,7 @@ def change_points(values: Sequence[float], min_size: int = MIN_SEGMENT) -> list[
     return [int(e) for e in ends[:-1]]
 
 
-def what_changed(before: Any, after: Any) -> list[str]:
+def what_changed(before: RunDetail, after: RunDetail) -> list[str]:
     """What differs between two runs' provenance: git commit, package versions, device, host, Python."""
     pa, pb = getattr(before, "provenance", None) or {}, getattr(after, "provenance", None) or {}
     out = []
@@ -142,7 +147,7 @@ class History:
         return any(p.band is not None for p in self.points)
 
 
-def build_history(fingerprint: str, metric: str, runs: Sequence[Any]) -> History:
+def build_history(fingerprint: str, metric: str, runs: Sequence[RunDetail]) -> History:
     """The series of ``metric`` over ``runs`` (done runs of one fingerprint, any order) and its change points."""
     ordered = sorted(runs, key=lambda r: (r.created_at, r.id))
     points, kept, hints = [], [], {}
@@ -173,7 +178,7 @@ def build_history(fingerprint: str, metric: str, runs: Sequence[Any]) -> History
     return History(fingerprint, metric, label, points, cps, skipped=len(ordered) - len(points))
 
 
-def fingerprint_runs(db: Any, fingerprint: str, limit: int = 500) -> list[Any]:
+def fingerprint_runs(db: Database, fingerprint: str, limit: int = 500) -> list[RunDetail]:
     """The stored done runs of ``fingerprint`` (the newest ``limit``), oldest first."""
     from storage.runs import get_runs
     from storage.suites import fingerprint_run_ids
@@ -181,12 +186,12 @@ def fingerprint_runs(db: Any, fingerprint: str, limit: int = 500) -> list[Any]:
     return get_runs(db, fingerprint_run_ids(db, fingerprint, limit))  # one query (index fingerprint, status, id)
 
 
-def history(db: Any, fingerprint: str, metric: str, limit: int = 500) -> History:
+def history(db: Database, fingerprint: str, metric: str, limit: int = 500) -> History:
     """:func:`build_history` over the stored done runs of ``fingerprint`` (the newest ``limit``)."""
     return build_history(fingerprint, metric, fingerprint_runs(db, fingerprint, limit))
 
 
-def measured_metrics(runs: Sequence[Any]) -> dict[str, None]:
+def measured_metrics(runs: Sequence[Measured]) -> dict[str, None]:
     """The latency, throughput, accuracy and memory figures any of ``runs`` measured, in registry order."""
     present: dict[str, None] = {}
     for run in runs:
@@ -197,7 +202,7 @@ def measured_metrics(runs: Sequence[Any]) -> dict[str, None]:
     return present
 
 
-def metric_choices(runs: Sequence[Any]) -> list[str]:
+def metric_choices(runs: Sequence[Measured]) -> list[str]:
     """Metrics to follow over ``runs``: the headline latency ones, then accuracy (the measured ones, and the main
     ones even when no run measured them), then every other latency, throughput and memory figure measured."""
     present = measured_metrics(runs)
@@ -246,7 +251,7 @@ def _add_segments(fig: go.Figure, h: History) -> None:
         )
 
 
-def _error_bars(points: list[Point]) -> dict[str, Any]:
+def _error_bars(points: list[Point]) -> dict[str, object]:
     """Each run's own 95 % interval as an error bar (one run has no band to fill, but has its interval)."""
     up = [p.band[1] - p.value if p.band else 0.0 for p in points]
     down = [p.value - p.band[0] if p.band else 0.0 for p in points]

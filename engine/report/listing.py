@@ -7,10 +7,11 @@ run's changes from the defaults). Only what differs from the defaults is named.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
 
 import pandas as pd
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure import registry
 from engine.report.figures import PERF_KINDS, frame_hints
 from engine.report.naming import changes_in_words
@@ -41,11 +42,11 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
-def _present(value: Any) -> bool:
+def _present(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
-def accuracy_words(row: Any) -> str:
+def accuracy_words(row: pd.Series) -> str:
     """The accuracy headline of a run: perplexity and KL vs the reference, else top-1, else its first task."""
     parts = []
     for key, short in (("quality.perplexity", "ppl"), ("quality.kl_mean", "KL"), ("quality.top1_agreement", "top-1")):
@@ -64,7 +65,7 @@ def accuracy_words(row: Any) -> str:
     return " · ".join(parts)
 
 
-def status_words(status: Any, error: Any, row: Any) -> str:
+def status_words(status: object, error: object, row: Mapping[str, object]) -> str:
     """``done``, ``done · 2 of 8 requests failed (25 %)``, ``failed: out of memory`` (never "None")."""
     if status != "done":
         reason = error if isinstance(error, str) and error.strip() else "no reason recorded"
@@ -77,12 +78,12 @@ def status_words(status: Any, error: Any, row: Any) -> str:
 FIGURES: tuple[str, ...] = ("ttft_ms_p50", "tpot_ms_p50", "output_tokens_per_s")
 
 
-def _number(key: str, value: Any) -> str:
+def _number(key: str, value: float | None) -> str:
     """A figure as text in its registry unit, without the unit (the header has it); blank when missing."""
     return registry.bare_number(registry.lookup(key), float(value)) if _present(value) else ""
 
 
-def _part(row: dict[str, Any], prefix: str) -> dict[str, Any]:
+def _part(row: JSONMapping, prefix: str) -> JSONObject:
     return {k.removeprefix(prefix): v for k, v in row.items() if k.startswith(prefix) and _present(v)}
 
 

@@ -33,13 +33,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+from engine.jsonvalue import JSONMapping, JSONObject
+
+if TYPE_CHECKING:
+    from engine.report.runlike import RunLike
 
 GAIN_FLOOR = 0.5  # achieved must gain at least half of the extra offered load
 LATENCY_RISE = 2.0  # TTFT p50 more than this many times its lowest-load value: steep
 GROUPS: tuple[str, ...] = ("ttft_ms", "tpot_ms")
 SATURATION_WORDS: dict[bool | None, str] = {True: "saturated", False: "no", None: "cannot tell"}
 PCTS: tuple[str, ...] = ("p50", "p99")
+Row = dict[str, str | float | None]  # one row of the page's table and exports
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,7 @@ class LoadPoint:
     intervals: dict[str, list[float] | None] = field(default_factory=dict)  # "ttft_ms_p99" -> [lo, hi]
     slo: dict[str, float | None] = field(default_factory=dict)  # the run's goodput SLO (ms)
     error: str | None = None
-    saturation: dict[str, Any] | None = None  # the run's verdict (engine.measure.saturation); None: not judged
+    saturation: JSONObject | None = None  # the run's verdict (engine.measure.saturation); None: not judged
 
     @property
     def saturated(self) -> bool | None:
@@ -81,7 +87,7 @@ class SweepStop:
     run_id: int
     load: float | None
     because: str
-    not_run: list[dict[str, Any]]
+    not_run: list[JSONObject]
     reason: str  # what each point not run says: ``not run: saturated at 8 req/s (run 12): ...``
 
     @property
@@ -110,7 +116,7 @@ class LoadCurve:
         return [p for p in self.points if p.ok]
 
 
-def _offered(arrival: str | None, load: dict[str, Any], workload: dict[str, Any]) -> float | None:
+def _offered(arrival: str | None, load: JSONMapping, workload: JSONMapping) -> float | None:
     if arrival in ("poisson", "gamma"):
         value = load.get("configured_rate") or workload.get("rate")
     elif arrival == "concurrency":
@@ -122,7 +128,7 @@ def _offered(arrival: str | None, load: dict[str, Any], workload: dict[str, Any]
     return None if value is None else float(value)
 
 
-def load_point(run: Any, saturation: dict[str, Any] | None = None) -> LoadPoint:
+def load_point(run: RunLike, saturation: JSONObject | None = None) -> LoadPoint:
     """One stored run (``storage.runs.RunDetail``-like: id, name, status, spec, metrics, error) as a point,
     with its saturation verdict (its ``saturation`` side record) where it has one."""
     metrics = run.metrics or {}
@@ -190,9 +196,9 @@ def _saturated(prev: LoadPoint, cur: LoadPoint, base_ttft: float | None) -> str 
 
 def build_curve(
     sweep: str,
-    runs: Sequence[Any],
-    saturation: Mapping[int, dict[str, Any]] | None = None,
-    stops: Mapping[int, dict[str, Any]] | None = None,
+    runs: Sequence[RunLike],
+    saturation: Mapping[int, JSONObject] | None = None,
+    stops: Mapping[int, JSONMapping] | None = None,
 ) -> LoadCurve:
     """The load curve of a sweep's stored runs (any order; runs without a load are listed last), with
     each run's saturation verdict and the sweep's stop records, by run id, where there are some."""
@@ -213,7 +219,7 @@ def build_curve(
     )
 
 
-def _stop(run_id: int, body: Mapping[str, Any]) -> SweepStop | None:
+def _stop(run_id: int, body: JSONMapping) -> SweepStop | None:
     """A stored ``sweep_stop`` record as a :class:`SweepStop` (None when it is not one)."""
     because = body.get("stopped_because")
     if not isinstance(because, str):
@@ -233,11 +239,11 @@ def slo_limits(curve: LoadCurve) -> dict[str, float]:
     return {}
 
 
-def table(curve: LoadCurve) -> list[dict[str, Any]]:
+def table(curve: LoadCurve) -> list[Row]:
     """One row per point for the page's table and exports."""
     rows = []
     for p in curve.points:
-        row: dict[str, Any] = {
+        row: Row = {
             "run": p.run_id,
             "offered": "as fast as possible" if p.offered == math.inf else p.offered,
             "sent/s": p.achieved_rate,
@@ -256,7 +262,7 @@ def table(curve: LoadCurve) -> list[dict[str, Any]]:
     return rows
 
 
-def not_run_rows(curve: LoadCurve) -> list[dict[str, Any]]:
+def not_run_rows(curve: LoadCurve) -> list[JSONObject]:
     """One row per point a stop left unrun: the point, the job that was not run, and why."""
     return [
         {"point": p.get("point"), "job": p.get("job_id"), "reason": stop.reason}

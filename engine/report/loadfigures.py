@@ -13,10 +13,10 @@ Every point carries its run id in ``customdata[0]`` (as Explore's figures do).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import plotly.graph_objects as go
 
+from engine.jsonvalue import JSONMapping
 from engine.report.figures import PALETTE, axis_label
 from engine.report.loadcurve import LoadCurve, LoadPoint, slo_limits
 
@@ -37,7 +37,7 @@ def _top(curve: LoadCurve) -> float:
     return max(finite, default=0.0)
 
 
-def _error_bars(points: list[LoadPoint], key: str) -> dict[str, Any]:
+def _error_bars(points: list[LoadPoint], key: str) -> dict[str, object]:
     plus, minus = [], []
     for p in points:
         value, ci = p.latency.get(key), p.intervals.get(key)
@@ -54,7 +54,7 @@ def _x_title(curve: LoadCurve, against: str) -> str:
 
 
 def latency_figure(
-    curve: LoadCurve, group: str = "ttft_ms", against: str = "offered", answer: dict[str, Any] | None = None
+    curve: LoadCurve, group: str = "ttft_ms", against: str = "offered", answer: JSONMapping | None = None
 ) -> go.Figure:
     """``group``'s p50 and p99 against ``against`` ("offered" | "achieved"), with SLO, goodput, knee, answer."""
     fig = go.Figure()
@@ -147,9 +147,7 @@ def _stop_marks(fig: go.Figure, curve: LoadCurve, against: str, top: float) -> N
         )
 
 
-def _marks(
-    fig: go.Figure, curve: LoadCurve, group: str, against: str, answer: dict[str, Any] | None, top: float
-) -> None:
+def _marks(fig: go.Figure, curve: LoadCurve, group: str, against: str, answer: JSONMapping | None, top: float) -> None:
     """The SLO line, the knee and the SLA answer's bracket."""
     limit = slo_limits(curve).get(group)
     if answer:

@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
 
+from engine.jsonvalue import JSONMapping, JSONValue
 from engine.report.recipes import changed_recipe_knobs
 from engine.spec import sources
 from engine.spec.sources.flat import stored_traffic
 from engine.spec.workload import flat_workload
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from engine.report.runlike import RunLike
 
 QUANTIZATION_WORDS = {
     "none": "no quantization",
@@ -40,9 +46,10 @@ SPECULATION_WORDS = {
 _FIRST = ("quantization", "dtype", "drop_layers", "speculative")  # said first: what a PM asks about
 _FOLDED = {("quantization", "gptq"): ("gptq_bits", "gptq_group_size")}  # said inside another knob's words
 _PLACEHOLDER = re.compile(r"\bN\b")  # a preset named with a placeholder ("Drop N layers") is said by its knobs
+_Run = TypeVar("_Run", bound="RunLike")
 
 
-def knob_value_words(knob: str, value: Any, params: Mapping[str, Any] | None = None) -> str:
+def knob_value_words(knob: str, value: object, params: JSONMapping | None = None) -> str:
     """One knob's value in words: ``INT8 weight-only (torchao)``, ``static cache``, ``drop 2 layers``."""
     params = params or {}
     if knob == "quantization" and value == "gptq":
@@ -70,11 +77,11 @@ def knob_value_words(knob: str, value: Any, params: Mapping[str, Any] | None = N
     return f"{knob.replace('_', ' ')} {value}"
 
 
-def _ordered(changed: Mapping[str, Any]) -> list[str]:
+def _ordered(changed: JSONMapping) -> list[str]:
     return sorted(changed, key=lambda k: (_FIRST.index(k) if k in _FIRST else len(_FIRST), k))
 
 
-def _preset_name(engine: str, changed: Mapping[str, Any]) -> str | None:
+def _preset_name(engine: str, changed: JSONMapping) -> str | None:
     """The name of the preset this recipe is exactly (None: none, or one named with a placeholder)."""
     from engine.spec.presets import preset_of
 
@@ -93,7 +100,7 @@ def _default_engine() -> str:
     return engines.default().name
 
 
-def changes_in_words(changed: Mapping[str, Any] | None, engine: str | None = None) -> str:
+def changes_in_words(changed: JSONMapping | None, engine: str | None = None) -> str:
     """A recipe's changes from its engine's defaults in words: a preset's name, else each knob's words.
 
     ``{"quantization": "torchao_int8_weight_only"}`` -> ``INT8 weight-only (torchao)``;
@@ -116,30 +123,30 @@ def changes_in_words(changed: Mapping[str, Any] | None, engine: str | None = Non
     return f"{prefix}: {words}" if prefix else words
 
 
-def recipe_title(spec: Mapping[str, Any] | None, engine: str | None = None) -> str:
+def recipe_title(spec: JSONMapping | None, engine: str | None = None) -> str:
     """The recipe of a job spec (as a dict) in words (:func:`changes_in_words`)."""
     recipe = dict((spec or {}).get("recipe") or {})
     name = str(recipe.get("engine") or engine or _default_engine())
     return changes_in_words(changed_recipe_knobs({**recipe, "engine": name}), name)
 
 
-def _present(value: Any) -> bool:
+def _present(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value)) and str(value).strip() != ""
 
 
-def _whole(value: Any) -> Any:
+def _whole(value: JSONValue) -> JSONValue:
     """A frame's float that holds a whole number (a column with gaps) as an int again."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def named(run_id: Any, words: str, name: Any = None) -> str:
+def named(run_id: object, words: str, name: object = None) -> str:
     """``run 12 · INT8 weight-only (torchao)``; a user's name leads where given (``run 12 · nightly · bfloat16``)."""
     if _present(name) and words.lower() not in str(name).lower():
         return f"run {run_id} · {name} · {words}"
     return f"run {run_id} · {name}" if _present(name) else f"run {run_id} · {words}"
 
 
-def run_name(run: Any) -> str:
+def run_name(run: RunLike) -> str:
     """How a run is named everywhere: its number, the user's name where given, its recipe in words."""
     spec = getattr(run, "spec", None)
     words = recipe_title(spec, getattr(run, "engine", None))
@@ -147,21 +154,21 @@ def run_name(run: Any) -> str:
     return named(getattr(run, "id", "?"), f"{words} · {traffic}" if traffic else words, getattr(run, "name", None))
 
 
-def traffic_title(spec: Mapping[str, Any] | None) -> str | None:
+def traffic_title(spec: JSONMapping | None) -> str | None:
     """The traffic's own short name (``trace azure.csv ×20``) when a run's source is not the default one (synthetic
     lengths, said by the workload's other words), else None."""
     traffic = stored_traffic(flat_workload((spec or {}).get("workload")))
     return traffic.title() if traffic is not None and traffic.source != sources.names()[0] else None
 
 
-def changed_count(run: Any) -> int:
+def changed_count(run: RunLike) -> int:
     """How many recipe knobs a run changes from its engine's defaults."""
     recipe = dict((getattr(run, "spec", None) or {}).get("recipe") or {})
     recipe.setdefault("engine", getattr(run, "engine", None) or _default_engine())
     return len(changed_recipe_knobs(recipe))
 
 
-def default_baseline(runs: Sequence[Any]) -> Any:
+def default_baseline(runs: Sequence[_Run]) -> _Run | None:
     """Compare's default baseline: the run at its engine's defaults, else the fewest changed knobs, else the oldest.
 
     Finished runs are preferred (a failed run has nothing to compare against); ties go to the
@@ -171,14 +178,14 @@ def default_baseline(runs: Sequence[Any]) -> Any:
         return None
     done = [r for r in runs if getattr(r, "status", "done") == "done"] or list(runs)
 
-    def rank(run: Any) -> tuple[int, str, int]:
+    def rank(run: _Run) -> tuple[int, str, int]:
         created = getattr(run, "created_at", None)
         return (changed_count(run), created.isoformat() if created is not None else "", int(getattr(run, "id", 0)))
 
     return min(done, key=rank)
 
 
-def why_baseline(run: Any) -> str:
+def why_baseline(run: RunLike) -> str:
     """Why :func:`default_baseline` chose ``run``, in words."""
     count = changed_count(run)
     if count == 0:
@@ -186,7 +193,7 @@ def why_baseline(run: Any) -> str:
     return f"it changes the fewest knobs ({count}) from the engine's defaults"
 
 
-def workload_title(changed: Mapping[str, Any] | None) -> str:
+def workload_title(changed: JSONMapping | None) -> str:
     """A workload's fields off their defaults (a run's stored ``knobs["workload"]``) in words, the defaults
     filled in: ``64→16 × 8 req · batch 4``."""
     from engine.report.recipes import workload_words
@@ -195,7 +202,7 @@ def workload_title(changed: Mapping[str, Any] | None) -> str:
     return workload_words({**Workload().model_dump(mode="json"), **(changed or {})})
 
 
-def short_model(model: Any) -> str:
+def short_model(model: object) -> str:
     """A model's label without its details: ``demo (SmolLM2-135M-Instruct)`` for the demo's long label."""
     text = "" if model is None else str(model)
     head, sep, rest = text.partition(" (")
@@ -204,15 +211,15 @@ def short_model(model: Any) -> str:
     return f"{head} ({rest.split(',', 1)[0].strip()})"
 
 
-def frame_run_names(frame: Any) -> list[str]:
+def frame_run_names(frame: pd.DataFrame) -> list[str]:
     """:func:`run_name` for each row of a runs frame (``run_id``, ``engine``, ``name``, ``recipe.*`` columns)."""
     knob_cols = sorted(c for c in frame.columns if c.startswith("recipe."))
     n = len(frame)
 
-    def column(name: str) -> list[Any]:
+    def column(name: str) -> list[JSONValue]:
         return frame[name].tolist() if name in frame.columns else [None] * n
 
-    memo: dict[tuple[Any, ...], str] = {}
+    memo: dict[tuple[JSONValue, ...], str] = {}
     out = []
     rows = zip(column("run_id"), column("engine"), column("name"), *(frame[c].tolist() for c in knob_cols), strict=True)
     for run_id, engine, name, *values in rows:

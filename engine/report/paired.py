@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
+from engine.jsonvalue import JSONMapping
 from engine.measure import stats
+
+if TYPE_CHECKING:
+    from engine.report.verdicts import Verdict
 
 PAIRED_NOTE = (
     "Accuracy differences are paired where both runs scored the same text: perplexity by a block bootstrap "
@@ -27,12 +31,12 @@ UNPAIRED_NOTE = (
 )
 
 
-def _blocks(quality: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+def _blocks(quality: JSONMapping | None) -> JSONMapping | None:
     blocks = (quality or {}).get("perplexity_blocks")
     return blocks if isinstance(blocks, Mapping) else None
 
 
-def perplexity_ratio(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> stats.Ratio | None:
+def perplexity_ratio(base: JSONMapping | None, new: JSONMapping | None) -> stats.Ratio | None:
     """The perplexity ratio new / base with its paired interval, or None when the runs cannot be paired."""
     b, a = _blocks(base), _blocks(new)
     if b is None or a is None:
@@ -48,9 +52,7 @@ def perplexity_ratio(base: Mapping[str, Any] | None, new: Mapping[str, Any] | No
         return None
 
 
-def task_difference(
-    name: str, base: Mapping[str, Any] | None, new: Mapping[str, Any] | None
-) -> tuple[float, float | None] | None:
+def task_difference(name: str, base: JSONMapping | None, new: JSONMapping | None) -> tuple[float, float | None] | None:
     """(mean paired difference, its standard error) of task ``name`` on the same examples; None when unpaired."""
     b, a = base or {}, new or {}
     digest = b.get(f"{name}:examples")
@@ -63,7 +65,7 @@ def task_difference(
         return None
 
 
-def accuracy_note(verdicts: Mapping[int, Mapping[str, Any]]) -> str:
+def accuracy_note(verdicts: Mapping[int, Mapping[str, Verdict]]) -> str:
     """The footnote on accuracy intervals, said once: paired, unpaired, or both (a Verdict has ``paired``)."""
     kinds = {getattr(v, "paired", None) for per_run in verdicts.values() for v in per_run.values()}
     return " ".join(note for kind, note in ((True, PAIRED_NOTE), (False, UNPAIRED_NOTE)) if kind in kinds)

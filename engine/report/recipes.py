@@ -1,25 +1,30 @@
 """Recipes in words, and what differs between two runs besides their recipe.
 
 Works on run-like objects with ``spec`` (the job spec as a dict), ``engine`` and
-``device_name`` (storage's RunDetail); every field may be missing.
+``device_name`` (storage's RunDetail, :class:`engine.report.runlike.RunLike`); every field may be missing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
+from engine.jsonvalue import JSONMapping, JSONObject, JSONValue
 from engine.spec.sources.flat import stored_traffic
 from engine.spec.workload import flat_workload
 
+if TYPE_CHECKING:
+    from engine.report.runlike import RunLike
+
 
 @lru_cache(maxsize=32)
-def _class_defaults(cls: type) -> tuple[tuple[str, Any], ...]:
+def _class_defaults(cls: type) -> tuple[tuple[str, object], ...]:
     fields = cls.model_fields  # type: ignore[attr-defined]
     return tuple((name, f.get_default(call_default_factory=True)) for name, f in fields.items() if not f.is_required())
 
 
-def _recipe_defaults(engine: str) -> tuple[tuple[str, Any], ...]:
+def _recipe_defaults(engine: str) -> tuple[tuple[str, object], ...]:
     """The knob defaults of a registered engine's recipe (none for an engine no longer registered)."""
     from engine.spec import engines
 
@@ -27,7 +32,7 @@ def _recipe_defaults(engine: str) -> tuple[tuple[str, Any], ...]:
     return _class_defaults(descriptor.recipe) if descriptor else ()
 
 
-def changed_recipe_knobs(recipe: dict[str, Any] | None) -> dict[str, Any]:
+def changed_recipe_knobs(recipe: JSONMapping | None) -> JSONObject:
     """The recipe's knobs that differ from the engine's defaults (``engine`` itself left out)."""
     recipe = dict(recipe or {})
     engine = str(recipe.pop("engine", ""))
@@ -35,7 +40,7 @@ def changed_recipe_knobs(recipe: dict[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in recipe.items() if k not in defaults or defaults[k] != v}
 
 
-def recipe_in_words(spec: dict[str, Any] | None, engine: str | None = None) -> str:
+def recipe_in_words(spec: JSONMapping | None, engine: str | None = None) -> str:
     """``transformers · dtype bfloat16 · attn sdpa · batch 8 · 128→32 tokens × 8 requests · cpu``.
 
     Only knobs that differ from the engine's defaults are named.
@@ -52,7 +57,7 @@ def recipe_in_words(spec: dict[str, Any] | None, engine: str | None = None) -> s
     return " · ".join(parts)
 
 
-def knobs_listed(changed: dict[str, Any] | None) -> str:
+def knobs_listed(changed: JSONMapping | None) -> str:
     """``dtype bfloat16 · attn sdpa`` for knobs changed from the defaults; ``defaults`` for none."""
     words = []
     for key, value in sorted((changed or {}).items()):
@@ -63,7 +68,7 @@ def knobs_listed(changed: dict[str, Any] | None) -> str:
     return " · ".join(words) or "defaults"
 
 
-def traffic_words(w: dict[str, Any]) -> list[str]:
+def traffic_words(w: JSONMapping) -> list[str]:
     """A flat workload's traffic in a few words, as its source names itself (``trace t.jsonl ×10 · ≤500 rows``,
     ``dataset chat.json × 50 req``, ``sessions of chat.json × 40 turns``, ``128-token prompts → 32 × 8 req``),
     then ``cancel 10 %``: a file by its base name, never a path or a hash."""
@@ -86,7 +91,7 @@ def traffic_words(w: dict[str, Any]) -> list[str]:
     return parts
 
 
-def workload_words(workload: dict[str, Any] | None) -> str:
+def workload_words(workload: JSONMapping | None) -> str:
     """``128-token prompts → 32 × 8 req · batch 4 · poisson 2 req/s``: the traffic (:func:`traffic_words`), then
     what is not plain; the workload flat (a stored run's knobs) or as stored."""
     w = flat_workload(workload)
@@ -101,22 +106,22 @@ def workload_words(workload: dict[str, Any] | None) -> str:
     return " · ".join(parts)
 
 
-def _knobs(spec: dict[str, Any] | None) -> dict[str, Any]:
+def _knobs(spec: JSONMapping | None) -> JSONObject:
     spec = spec or {}
-    knobs: dict[str, Any] = {"model": (spec.get("model") or {}).get("source"), "device": spec.get("device")}
+    knobs: JSONObject = {"model": (spec.get("model") or {}).get("source"), "device": spec.get("device")}
     knobs.update(dict((spec.get("recipe") or {}).items()))
     knobs.update(flat_workload(spec.get("workload")))
     return knobs
 
 
-def spec_difference(spec: dict[str, Any] | None, baseline_spec: dict[str, Any] | None) -> str:
+def spec_difference(spec: JSONMapping | None, baseline_spec: JSONMapping | None) -> str:
     """The knobs where a spec differs from the baseline's, e.g. ``dtype bfloat16, batch_size 8``."""
     mine, base = _knobs(spec), _knobs(baseline_spec)
     diffs = [f"{k} {mine.get(k)}" for k in sorted(set(mine) | set(base)) if mine.get(k) != base.get(k)]
     return ", ".join(diffs)
 
 
-def run_label(run: Any, baseline: Any | None = None) -> str:
+def run_label(run: RunLike, baseline: RunLike | None = None) -> str:
     """How a run is called in a comparison: its name, else what differs from the baseline."""
     if getattr(run, "name", None):
         return str(run.name)
@@ -141,10 +146,10 @@ def _workload_order(field: str) -> tuple[int, str]:
     return (names.index(field) if field in names else len(names), field)
 
 
-def _context(run: Any) -> dict[str, Any]:
+def _context(run: RunLike) -> JSONObject:
     """What a run measured besides its recipe: model, engine, device, hardware, workload, accuracy settings."""
     spec = getattr(run, "spec", None) or {}
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "model": (spec.get("model") or {}).get("source"),
         "engine": (spec.get("recipe") or {}).get("engine") or getattr(run, "engine", None),
         "device": spec.get("device") or getattr(run, "device", None),
@@ -168,7 +173,7 @@ _SOURCE_KEYS = frozenset(
 )  # fmt: skip
 
 
-def _source_kind(workload: dict[str, Any]) -> tuple[str, Any]:
+def _source_kind(workload: JSONMapping) -> tuple[str, str | None]:
     """(which request source, its input): two runs of different sources or files had different traffic."""
     traffic = stored_traffic(workload)
     if traffic is None:
@@ -176,7 +181,7 @@ def _source_kind(workload: dict[str, Any]) -> tuple[str, Any]:
     return traffic.source, traffic.content_hash() or traffic.input_path()
 
 
-def _traffic_line(run: Any, baseline: Any) -> str | None:
+def _traffic_line(run: RunLike, baseline: RunLike) -> str | None:
     """``traffic trace mooncake ×10 (baseline 128→32 × 8 req)`` when the two runs' request sources differ."""
     mine = flat_workload((getattr(run, "spec", None) or {}).get("workload"))
     base = flat_workload((getattr(baseline, "spec", None) or {}).get("workload"))
@@ -185,7 +190,7 @@ def _traffic_line(run: Any, baseline: Any) -> str | None:
     return f"traffic {' · '.join(traffic_words(mine))} (baseline {' · '.join(traffic_words(base))})"
 
 
-def context_differences(run: Any, baseline: Any) -> list[str]:
+def context_differences(run: RunLike, baseline: RunLike | None) -> list[str]:
     """What differs from the baseline besides the recipe, e.g. ``["prompt tokens 16 (baseline 64)"]``.
 
     Engine, model, device, hardware and every workload field count: a ratio between runs that
@@ -210,12 +215,12 @@ def context_differences(run: Any, baseline: Any) -> list[str]:
     return out
 
 
-def _word(value: Any) -> str:
+def _word(value: object) -> str:
     return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 # How the workload fields that workload_words leaves out are said in a label (never a field name, a hash or a path).
-_FIELD_WORDS: dict[str, Any] = {
+_FIELD_WORDS: dict[str, Callable[[JSONValue], str | None]] = {
     "source_output_lengths": lambda v: None if v else "fixed output lengths",
     "trace_start_s": lambda v: f"from {v:g} s" if v else None,
     "trace_duration_s": lambda v: f"{v:g} s window",
@@ -234,12 +239,12 @@ _FIELD_WORDS: dict[str, Any] = {
 _FILE_FIELDS = ("trace", "dataset", "prompt_file")
 
 
-def _whole(value: Any) -> Any:
+def _whole(value: JSONValue) -> JSONValue:
     """A float holding a whole number (a frame column with gaps) as an int: ``16``, never ``16.0``."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def workload_label(fields: dict[str, Any], defaults: dict[str, Any] | None = None) -> str:
+def workload_label(fields: JSONMapping, defaults: JSONMapping | None = None) -> str:
     """What a run sent, in a few words for a legend or a warning: ``trace mooncake ×10 · conv.jsonl · 20 s
     window``; a file by its name only, no hash, no field names, whole numbers as integers. ``fields`` are the
     workload's (off their ``defaults``: those equal to a default are not said)."""

@@ -6,13 +6,17 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import plotly.graph_objects as go
 
+from engine.jsonvalue import JSONObject
 from engine.report.results import noise_words
 from engine.settings import is_loopback
+
+if TYPE_CHECKING:
+    from engine.report.runlike import RunLike
 
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}"
@@ -32,7 +36,7 @@ def page(title: str, body: str) -> str:
 
 
 # A few layout lines instead of a full template in every figure (a template is ~7 kB of JSON each).
-LEAN_LAYOUT: dict[str, Any] = {
+LEAN_LAYOUT: JSONObject = {
     "template": "none",
     "plot_bgcolor": "white",
     "xaxis": {"gridcolor": "#eee", "zeroline": False},
@@ -79,7 +83,7 @@ def decision_html(lines: Sequence[str], title: str = "Decision") -> str:
     return f'<h2>{html.escape(title)}</h2><div class="decision"><ul>{items}</ul></div>'
 
 
-def noise_html(runs: Sequence[Any], labels: Mapping[int, str]) -> str:
+def noise_html(runs: Sequence[RunLike], labels: Mapping[int, str]) -> str:
     """Each run's noise flags in words (contention, steal, too few requests ...): what may make its figures not stand."""
     items = [
         f"<li><b>{html.escape(labels.get(r.id, str(r.id)))}</b>: {html.escape(words)}</li>"

@@ -12,14 +12,19 @@ must not quote that number). Throughput intervals sit under ``ci`` at the top le
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
+from engine.jsonvalue import JSONMapping, JSONObject, JSONValue
 from engine.measure import registry
 from engine.measure.metric import RESULT
 from engine.measure.registry import GROUP_LABELS as LABELS
 from engine.measure.registry import LATENCY_GROUPS, N_TOO_SMALL, STATS, human_bytes
 from engine.report.headline import schedule_line, ttft_headline
 from engine.report.values import GROUPS_WITH_CI, sample_count, supported, with_intervals
+
+if TYPE_CHECKING:
+    from engine.measure.records import RequestRecord
+    from storage.runs import RunSummary
 
 __all__ = ["FLAG_WORDS", "human_bytes", "noise_words", "render_table", "result_object"]
 
@@ -36,7 +41,7 @@ FLAG_WORDS = {
 }
 
 
-def noise_words(metrics: dict[str, Any] | None) -> list[tuple[str, str]]:
+def noise_words(metrics: JSONMapping | None) -> list[tuple[str, str]]:
     """(words, kind) per noise flag of a run: ``("measured under contention: load 3.7 on 2 cores", "machine")``."""
     flags = (metrics or {}).get("noise_flags") or []
     return [
@@ -46,7 +51,7 @@ def noise_words(metrics: dict[str, Any] | None) -> list[tuple[str, str]]:
     ]
 
 
-def _group(metrics: dict[str, Any], group: str) -> dict[str, Any] | None:
+def _group(metrics: JSONObject, group: str) -> JSONValue:
     stats = metrics.get(group)
     if not isinstance(stats, dict):
         return stats
@@ -57,13 +62,13 @@ def _group(metrics: dict[str, Any], group: str) -> dict[str, Any] | None:
     return out
 
 
-def result_object(run: Any, requests: Sequence[Any] | None = None) -> dict[str, Any]:
+def result_object(run: RunSummary, requests: Sequence[RequestRecord] | None = None) -> JSONObject:
     """One JSON-ready object per run, keys as in DESIGN.md (times in ms), with intervals (module doc).
 
     ``requests`` (the run's raw stamps) lets a run stored before intervals get them computed.
     """
     metrics = with_intervals(run.metrics, requests) or {}
-    obj: dict[str, Any] = {
+    obj: JSONObject = {
         "run_id": run.id,
         "status": run.status,
         "created_at": run.created_at.isoformat() if run.created_at else None,
@@ -99,7 +104,7 @@ def result_object(run: Any, requests: Sequence[Any] | None = None) -> dict[str, 
     return obj
 
 
-def _fmt(value: Any, digits: int = 2) -> str:
+def _fmt(value: object, digits: int = 2) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -107,7 +112,7 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def render_table(obj: dict[str, Any]) -> str:
+def render_table(obj: JSONMapping) -> str:
     """A plain-text table of one result object."""
     lines = [
         f"run {obj['run_id']}  status={obj['status']}  model={obj['model']}  engine={obj['engine']}  "
@@ -158,7 +163,7 @@ def render_table(obj: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def energy_words(obj: dict[str, Any]) -> str:
+def energy_words(obj: JSONMapping) -> str:
     """``0.42 J/token, 61.3 W (nvml: ...)``, or ``unavailable: <reason>`` (never 0)."""
     per_token = obj.get("energy_per_output_token_j")
     if per_token is None:
@@ -171,7 +176,7 @@ def energy_words(obj: dict[str, Any]) -> str:
 COL = 14
 
 
-def _cell(stats: dict[str, Any], key: str) -> str:
+def _cell(stats: JSONMapping, key: str) -> str:
     if not (stats.get("supported") or {}).get(key, True):
         return N_TOO_SMALL
     return _fmt(stats.get(key))
@@ -184,13 +189,13 @@ def _short(value: float, digits: int) -> str:
     return f"{value:.1f}" if abs(value) >= 100 else f"{value:.{digits}f}"
 
 
-def _span(ci: Any, digits: int = 2) -> str:
+def _span(ci: object, digits: int = 2) -> str:
     if not isinstance(ci, (list, tuple)) or len(ci) != 2 or None in ci:
         return ""
     return f"{_short(ci[0], digits)}–{_short(ci[1], digits)}"
 
 
-def _schedule_lines(obj: dict[str, Any]) -> list[str]:
+def _schedule_lines(obj: JSONMapping) -> list[str]:
     """Requests with due times: the schedule in words and, when it was not kept, the headline from the due time."""
     schedule = obj.get("schedule")
     line = schedule_line(schedule)
@@ -203,7 +208,7 @@ def _schedule_lines(obj: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def _latency_lines(obj: dict[str, Any]) -> list[str]:
+def _latency_lines(obj: JSONMapping) -> list[str]:
     """Each latency group's statistics, "n too small" where unsupported, and a 95 % CI line under it (latency
     from the due time too when the schedule was not kept)."""
     header = f"{'metric':<34}" + "".join(f"{k:>{COL}}" for k in STATS) + f"{'n':>7}"
@@ -242,7 +247,7 @@ _OWN_WORDS = frozenset(
 )
 
 
-def _scalar_lines(obj: dict[str, Any]) -> list[str]:
+def _scalar_lines(obj: JSONMapping) -> list[str]:
     """A line per scalar figure of the result the registry declares (throughput first, in display order), with
     its 95 % interval: a figure declared later is shown without an edit here."""
     out = []
@@ -255,7 +260,7 @@ def _scalar_lines(obj: dict[str, Any]) -> list[str]:
     return out
 
 
-def _with_ci(obj: dict[str, Any], key: str) -> str:
+def _with_ci(obj: JSONMapping, key: str) -> str:
     value = obj.get(key)
     digits = 3 if key == "requests_per_s" else 2
     span = _span((obj.get("ci") or {}).get(key), digits)
@@ -264,7 +269,7 @@ def _with_ci(obj: dict[str, Any], key: str) -> str:
     return f"{value:,.{digits}f}" + (f"  (95 % CI {span})" if span else "  (no interval)")
 
 
-def _accuracy_lines(quality: dict[str, Any] | None) -> list[str]:
+def _accuracy_lines(quality: JSONMapping | None) -> list[str]:
     """The accuracy metrics (the registry's, bookkeeping left out), each in its own unit, then notes."""
     if not quality:
         return []

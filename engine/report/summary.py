@@ -14,7 +14,7 @@ comes from the metric registry.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.measure import registry
 from engine.report.naming import run_name
@@ -22,6 +22,9 @@ from engine.report.recipes import context_differences
 from engine.report.values import flat_metrics, ratio, run_hints
 from engine.report.verdict_words import phrase
 from engine.report.verdicts import Verdict, verdicts_between
+
+if TYPE_CHECKING:
+    from engine.report.runlike import RunLike
 
 SAME_WITHIN = 0.03  # ratios within 3 % read "about the same" (figures without an interval)
 MAX_TASKS = 2  # task scores named in a summary
@@ -75,12 +78,12 @@ def _task_phrase(key: str, value: float, before: float | None, kind: str | None,
     return said or f"{metric.label} {metric.format(value)}"
 
 
-def _no_accuracy(run: Any) -> str:
+def _no_accuracy(run: RunLike) -> str:
     source = str(((getattr(run, "spec", None) or {}).get("model") or {}).get("source", ""))
     return "no accuracy (synthetic weights)" if source.startswith("synthetic:") else "accuracy not measured"
 
 
-def quality_phrases(run: Any, v: Values, b: Values, verdicts: Verdicts) -> list[str]:
+def quality_phrases(run: RunLike, v: Values, b: Values, verdicts: Verdicts) -> list[str]:
     """Perplexity (else fidelity to the reference) and up to :data:`MAX_TASKS` task scores, judged."""
     mine = {k: x for k, x in v.items() if k.startswith("quality.") and x is not None}
     if not mine:
@@ -108,7 +111,7 @@ def _memory(v: Values, b: Values) -> list[str]:
     return [f"peak memory {peak}"] if peak else []
 
 
-def cautions(run: Any, base: Any) -> list[str]:
+def cautions(run: RunLike, base: RunLike) -> list[str]:
     """Why the ratios are not the recipe's alone: other differences, and a baseline with failed requests."""
     out = context_differences(run, base)
     failed = registry.failure_words(getattr(base, "metrics", None))
@@ -117,7 +120,7 @@ def cautions(run: Any, base: Any) -> list[str]:
     return out
 
 
-def summarize_against(run: Any, base: Any, label: str | None = None, verdicts: Verdicts | None = None) -> str:
+def summarize_against(run: RunLike, base: RunLike, label: str | None = None, verdicts: Verdicts | None = None) -> str:
     """One sentence: ``INT4: 2.3× faster decode (significant, 95 % CI 2.1–2.5×), ..., weights -60 %``.
 
     ``verdicts`` (:func:`engine.report.verdicts.verdicts_between`, from the runs' raw samples)

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure.aggregates import NS_PER_MS, Aggregates
 from engine.measure.schedule import lateness, lateness_words
 from engine.report.distributions import count_step
@@ -26,7 +27,10 @@ from engine.spec import sources
 from engine.spec.sources.flat import stored_traffic
 from engine.spec.workload import flat_workload
 
-_LAYOUT: dict[str, Any] = {"template": "plotly_white", "height": 300, "margin": {"t": 50, "b": 40, "l": 50, "r": 20}}
+if TYPE_CHECKING:
+    from engine.report.traffic_preview import TrafficPreview
+
+_LAYOUT: JSONObject = {"template": "plotly_white", "height": 300, "margin": {"t": 50, "b": 40, "l": 50, "r": 20}}
 
 
 def _bars(x: Sequence[float], y: Sequence[float], title: str, x_title: str, y_title: str, hover: str) -> go.Figure:
@@ -89,7 +93,7 @@ def turns_figure(turns_per_session: Sequence[int]) -> go.Figure:
     return _bars(x, [counts[k] for k in x], title, "turns", "sessions", "%{x} turns: %{y} sessions<extra></extra>")
 
 
-def preview_lines(p: Any) -> list[str]:
+def preview_lines(p: TrafficPreview) -> list[str]:
     """A preview's numbers in words, one line each."""
     lines = [f"source: {p.source}"]
     unit = f"turns in {len(p.turns_per_session):,} sessions" if p.turns_per_session else "requests"
@@ -115,7 +119,7 @@ def preview_lines(p: Any) -> list[str]:
     return lines
 
 
-def facts_lines(facts: Mapping[str, Any] | None) -> list[str]:
+def facts_lines(facts: JSONMapping | None) -> list[str]:
     """What a source counted, in words: rows skipped (by reason), clipped, cycled, cancellations planned."""
     f = dict(facts or {})
     lines = []
@@ -146,7 +150,7 @@ def facts_lines(facts: Mapping[str, Any] | None) -> list[str]:
 
 
 # -- a stored run ----------------------------------------------------------------------------------
-def run_source_lines(spec: Mapping[str, Any] | None, provenance: Mapping[str, Any] | None) -> list[str]:
+def run_source_lines(spec: JSONMapping | None, provenance: JSONMapping | None) -> list[str]:
     """A run's source in words: the file, its format and hash prefix, then what the source counted."""
     workload = flat_workload((spec or {}).get("workload"))
     source = dict((provenance or {}).get("request_source") or {})
@@ -166,7 +170,7 @@ def run_source_lines(spec: Mapping[str, Any] | None, provenance: Mapping[str, An
     return lines + facts_lines(source)
 
 
-def turns_ttft_figure(turns: Sequence[Mapping[str, Any]]) -> go.Figure:
+def turns_ttft_figure(turns: Sequence[JSONMapping]) -> go.Figure:
     """TTFT p50 per turn of sessions, with its 95 % interval where the sample supports one."""
     rows = [t for t in turns if (t.get("ttft_ms") or {}).get("p50") is not None]
     x = [int(t["turn"]) + 1 for t in rows]
@@ -191,7 +195,7 @@ def turns_ttft_figure(turns: Sequence[Mapping[str, Any]]) -> go.Figure:
     return fig
 
 
-def turns_lines(turns: Sequence[Mapping[str, Any]]) -> list[str]:
+def turns_lines(turns: Sequence[JSONMapping]) -> list[str]:
     """Per turn: requests, mean prompt, TTFT p50 and the cached share where the engine said."""
     out = []
     for t in turns:

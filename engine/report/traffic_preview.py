@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any
 
+from engine.jsonvalue import JSONObject
 from engine.spec import JobSpec, ModelSpec, SpecError, Workload
 
 PREVIEW_CAP = 2000  # measured requests planned by a preview at most
@@ -60,7 +60,7 @@ class TrafficPreview:
     output_tokens: list[int]
     prefix_share: float | None  # None: no prompt tokens to count
     turns_per_session: list[int]  # one entry per session (empty without sessions)
-    facts: dict[str, Any] = field(default_factory=dict)  # what the source counted: rows skipped, clipped ...
+    facts: JSONObject = field(default_factory=dict)  # what the source counted: rows skipped, clipped ...
     notes: list[str] = field(default_factory=list)  # caveats in words (the cap, a missing tokenizer)
 
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure import registry
 from engine.measure.registry import ALL_GROUPS, finite
 from engine.measure.stats import min_samples
 
+if TYPE_CHECKING:
+    from engine.measure.records import RequestRecord
+    from engine.report.runlike import Measured
 
-def flat_metrics(run: Any) -> dict[str, float | None]:
+
+def flat_metrics(run: Measured) -> dict[str, float | None]:
     """A run's metrics as flat keys: every declared metric (``ttft_ms_p50``, ``output_tokens_per_s``,
     ``error_rate`` ...; accuracy ones when measured) and its task scores, each read as its declaration says.
 
@@ -19,7 +24,7 @@ def flat_metrics(run: Any) -> dict[str, float | None]:
     return registry.figures(getattr(run, "metrics", None), getattr(run, "quality", None))
 
 
-def run_hints(run: Any) -> dict[str, str]:
+def run_hints(run: Measured | None) -> dict[str, str]:
     """The registry hints of a run: ``{"quality.task:NAME": kind}``."""
     return registry.task_kinds(getattr(run, "quality", None))
 
@@ -36,7 +41,7 @@ GROUPS_WITH_CI: tuple[str, ...] = ALL_GROUPS
 _N_FROM_COMPLETED = ("ttft_ms", "e2el_ms", "tpot_ms")  # one sample per completed request (TPOT: at most)
 
 
-def with_intervals(metrics: dict[str, Any] | None, requests: Sequence[Any] | None) -> dict[str, Any] | None:
+def with_intervals(metrics: JSONObject | None, requests: Sequence[RequestRecord] | None) -> JSONObject | None:
     """``metrics`` with ``n`` and ``ci`` filled in from the raw requests when it was stored without them.
 
     A run stored before intervals existed has no ``ci``; with its requests at hand they are
@@ -56,7 +61,7 @@ def with_intervals(metrics: dict[str, Any] | None, requests: Sequence[Any] | Non
     return out
 
 
-def sample_count(metrics: Mapping[str, Any] | None, group: str) -> int | None:
+def sample_count(metrics: JSONMapping | None, group: str) -> int | None:
     """A group's sample count: its stored ``n``, else (older runs) the completed requests for TTFT/E2EL/TPOT."""
     metrics = metrics or {}
     n = finite((metrics.get(group) or {}).get("n"))
@@ -65,7 +70,7 @@ def sample_count(metrics: Mapping[str, Any] | None, group: str) -> int | None:
     return None if n is None else int(n)
 
 
-def supported(metrics: Mapping[str, Any] | None, group: str, stat: str) -> bool:
+def supported(metrics: JSONMapping | None, group: str, stat: str) -> bool:
     """Whether the sample supports a group's statistic (False: show "n too small"); True when unknown."""
     n = sample_count(metrics, group)
     if n is None:
@@ -75,7 +80,7 @@ def supported(metrics: Mapping[str, Any] | None, group: str, stat: str) -> bool:
     return n >= min_samples(float(stat.removeprefix("p")))
 
 
-def interval(metrics: Mapping[str, Any] | None, key: str) -> list[float] | None:
+def interval(metrics: JSONMapping | None, key: str) -> list[float] | None:
     """The stored ``[lo, hi]`` of a flat key (``tpot_ms_p50``, ``output_tokens_per_s``), or None."""
     metrics = metrics or {}
     metric = registry.lookup(key)
@@ -84,7 +89,7 @@ def interval(metrics: Mapping[str, Any] | None, key: str) -> list[float] | None:
     return (metrics.get("ci") or {}).get(key)
 
 
-def flat_supported(metrics: Mapping[str, Any] | None, key: str) -> bool:
+def flat_supported(metrics: JSONMapping | None, key: str) -> bool:
     """:func:`supported` for a flat key (scalars are always supported)."""
     metric = registry.lookup(key)
     return True if metric.group is None else supported(metrics, metric.group, str(metric.stat))
@@ -94,7 +99,7 @@ Z95 = 1.959963984540054
 
 
 # -- a run's 95 % band of one figure: its stored interval, or ± 1.96 standard errors for accuracy ---
-def _pair(value: Any) -> tuple[float, float] | None:
+def _pair(value: object) -> tuple[float, float] | None:
     if isinstance(value, Mapping):
         value = (value.get("lo"), value.get("hi"))
     if not isinstance(value, (list, tuple)) or len(value) != 2:
@@ -103,7 +108,7 @@ def _pair(value: Any) -> tuple[float, float] | None:
     return None if lo is None or hi is None else (min(lo, hi), max(lo, hi))
 
 
-def stored_interval(metrics: Mapping[str, Any] | None, key: str) -> tuple[float, float] | None:
+def stored_interval(metrics: JSONMapping | None, key: str) -> tuple[float, float] | None:
     """A run's stored 95 % interval of a flat metric key; None when none was stored ("n too small", older runs)."""
     metrics = metrics or {}
     metric = registry.lookup(key)
@@ -117,7 +122,7 @@ def stored_interval(metrics: Mapping[str, Any] | None, key: str) -> tuple[float,
     return _pair(metrics.get(f"{key}_ci"))
 
 
-def accuracy_stderr(quality: Mapping[str, Any] | None, key: str) -> float | None:
+def accuracy_stderr(quality: JSONMapping | None, key: str) -> float | None:
     """The standard error stored beside an accuracy figure (``perplexity_stderr``, ``task:X:stderr``)."""
     name = key.removeprefix("quality.")
     names = [f"{name}:stderr", f"{name}_stderr"] + (["kl_stderr"] if name == "kl_mean" else [])
@@ -128,7 +133,7 @@ def accuracy_stderr(quality: Mapping[str, Any] | None, key: str) -> float | None
     return None
 
 
-def band_of(run: Any, key: str, value: float | None) -> tuple[float, float] | None:
+def band_of(run: Measured, key: str, value: float | None) -> tuple[float, float] | None:
     """The 95 % band of one run's figure: its stored interval, or value ± 1.96 stderr for accuracy."""
     if value is None:
         return None

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
+from engine.jsonvalue import JSONMapping
 from engine.measure import registry, stats
 from engine.report.values import interval, sample_count
 from engine.report.verdicts import EQUIVALENCE_MARGIN, STDERR_MULTIPLE, stored_stderr
 
 STATES = ("better", "worse", "same", "unclear", "thin", "none")
 BETTER, WORSE, SAME, UNCLEAR, THIN, NONE = range(6)
-Record = tuple[Mapping[str, Any], Mapping[str, Any]]  # a run's stored (metrics, quality)
+Record = tuple[JSONMapping, JSONMapping]  # a run's stored (metrics, quality)
 
 
 def classify(lo: np.ndarray, hi: np.ndarray, minimise: bool) -> np.ndarray:
@@ -95,9 +95,9 @@ def _unpaired(key: str, values: np.ndarray, records: Sequence[Record], minimise:
     return out
 
 
-def _perplexity_groups(records: Sequence[Record]) -> dict[tuple[Any, ...], list[int]]:
+def _perplexity_groups(records: Sequence[Record]) -> dict[tuple[str, str, str], list[int]]:
     """Runs that pair (engine.report.paired.perplexity_ratio): the same text, block size and block tokens."""
-    groups: dict[tuple[Any, ...], list[int]] = {}
+    groups: dict[tuple[str, str, str], list[int]] = {}
     for i, (_, quality) in enumerate(records):
         blocks = (quality or {}).get("perplexity_blocks")
         if not isinstance(blocks, Mapping) or not blocks.get("text") or not isinstance(blocks.get("tokens"), list):

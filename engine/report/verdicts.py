@@ -40,14 +40,19 @@ import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from engine.jsonvalue import JSONMapping
 from engine.measure import registry, stats
 from engine.measure.stamps import Phase
 from engine.report.paired import perplexity_ratio, task_difference
 from engine.report.values import interval, sample_count
+
+if TYPE_CHECKING:
+    from engine.measure.records import RequestRecord
+    from engine.report.runlike import Measured
 
 State = Literal["better", "worse", "same", "unclear", "thin", "none"]
 STDERR_MULTIPLE = 2.0  # an accuracy difference's interval: ± this many standard errors of it
@@ -114,7 +119,7 @@ class Samples:
     scalars: dict[str, np.ndarray]
 
 
-def run_samples(requests: Sequence[Any] | None, duration_s: float | None) -> Samples | None:
+def run_samples(requests: Sequence[RequestRecord] | None, duration_s: float | None) -> Samples | None:
     """The samples behind a run's figures (None without requests)."""
     if not requests:
         return None
@@ -166,7 +171,7 @@ def _from_samples(key: str, base: Samples, new: Samples) -> stats.Ratio | str | 
     return None
 
 
-def _thin_from_counts(key: str, base_metrics: Mapping[str, Any], new_metrics: Mapping[str, Any]) -> str | None:
+def _thin_from_counts(key: str, base_metrics: JSONMapping, new_metrics: JSONMapping) -> str | None:
     parsed = _group_stat(key)
     if parsed is None or parsed[1] == "mean":
         return None
@@ -177,7 +182,7 @@ def _thin_from_counts(key: str, base_metrics: Mapping[str, Any], new_metrics: Ma
     return f"n={min(known)}; {stat} needs {need}" if known and min(known) < need else None
 
 
-def _has_trials(metrics: Mapping[str, Any]) -> bool:
+def _has_trials(metrics: JSONMapping) -> bool:
     """Several trials: the stored intervals include the spread across them (engine.run.repeats)."""
     return len(metrics.get("trials") or []) > 1
 
@@ -186,8 +191,8 @@ def speed_verdict(
     key: str,
     base_value: float | None,
     new_value: float | None,
-    base_metrics: Mapping[str, Any] | None,
-    new_metrics: Mapping[str, Any] | None,
+    base_metrics: JSONMapping | None,
+    new_metrics: JSONMapping | None,
     samples: tuple[Samples | None, Samples | None] = (None, None),
 ) -> Verdict:
     """The verdict on a latency or throughput figure (module doc); ``samples`` = (baseline, run)."""
@@ -217,7 +222,7 @@ def speed_verdict(
 _STDERR_KEYS = {"kl_mean": "kl_stderr"}  # the accuracy figures whose standard error is stored under another name
 
 
-def stored_stderr(quality: Mapping[str, Any] | None, key: str) -> float | None:
+def stored_stderr(quality: JSONMapping | None, key: str) -> float | None:
     name = key.removeprefix("quality.")
     quality = quality or {}
     stored = quality.get(_STDERR_KEYS.get(name, f"{name}_stderr"), quality.get(f"{name}:stderr"))
@@ -243,8 +248,8 @@ def accuracy_verdict(
     key: str,
     base_value: float | None,
     new_value: float | None,
-    base_quality: Mapping[str, Any] | None,
-    new_quality: Mapping[str, Any] | None,
+    base_quality: JSONMapping | None,
+    new_quality: JSONMapping | None,
     hints: Mapping[str, str] | None = None,
 ) -> Verdict:
     """An accuracy change: paired where both runs scored the same text or examples, else against
@@ -267,8 +272,8 @@ def accuracy_verdict(
 def paired_verdict(
     key: str,
     delta: float,
-    base_quality: Mapping[str, Any] | None,
-    new_quality: Mapping[str, Any] | None,
+    base_quality: JSONMapping | None,
+    new_quality: JSONMapping | None,
     hints: Mapping[str, str] | None = None,
 ) -> Verdict | None:
     """The verdict on paired differences (same text, same examples); None when the runs cannot be paired."""
@@ -293,8 +298,8 @@ def paired_verdict(
 
 
 def verdicts_between(
-    base: Any,
-    run: Any,
+    base: Measured,
+    run: Measured,
     keys: Sequence[str],
     values: tuple[Mapping[str, float | None], Mapping[str, float | None]],
     samples: tuple[Samples | None, Samples | None] = (None, None),

@@ -1,26 +1,35 @@
 """ARCHITECTURE.md's "How to add an engine", kept true: one registered descriptor is all the app needs.
 
-A fake engine, registered only inside these tests (its recipe class is defined here), appears
-in the Launch form, ``python -m engine knobs``, the CLI's ``--engine`` choices, and storage's
-knob columns, with nothing else changed.
+A fake engine, registered only inside these tests (its recipe and backend classes are defined here), appears
+in the Launch form, ``python -m engine knobs``, the CLI's ``--engine`` choices and storage's knob columns,
+and a real run through the harness (``python -m engine run``) is stored, titled by its recipe, compared
+with another engine's run in words and exported, with nothing else changed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import pytest
 from pydantic import Field, model_validator
 from streamlit.testing.v1 import AppTest
 
+from engine.backends.base import Backend, LoadReport, Progress, Request, TokenScores
+from engine.measure.records import RequestRecord
 from engine.spec import engines, parse_job_spec
 from engine.spec.descriptor import EngineDescriptor, FormGroups
 from engine.spec.recipes import EngineRecipe
 from engine.spec.rules import Dependency, unused_knob_problems
 
+if TYPE_CHECKING:
+    from engine.weights.models import ResolvedModel
+
+T = TypeVar("T")
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
@@ -50,12 +59,53 @@ FAKE = EngineDescriptor(
     name="fake",
     recipe=FakeRecipe,
     summary="an engine registered by a test",
-    backend="tests.test_add_an_engine:NoBackend",  # never loaded: nothing here runs a job
+    backend="tests.test_add_an_engine:FakeBackend",
     knob_dependencies=DEPENDENCIES,
     form=FormGroups(
         basic=("speed", "boost"), labels={"speed": "Fake speed", "boost": "Fake boost", "note": "Fake note"}
     ),
 )
+
+
+class FakeBackend(Backend):
+    """The test engine's backend: every request gets its tokens 2 ms apart on its own loop (a harness test)."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+
+    def load(self, model: ResolvedModel, recipe: EngineRecipe, device: str, progress: Progress) -> LoadReport:
+        return LoadReport(load_s=0.01, device_name="a fake device", vocab_size=1000, context_length=4096)
+
+    def tokenizer(self) -> None:
+        return None
+
+    def run(self, coro: Coroutine[object, object, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    async def stream(self, batch: Sequence[Request], records: Sequence[RequestRecord]) -> None:
+        for record in records:
+            record.send_ns = time.perf_counter_ns()
+        for _ in range(batch[0].max_new_tokens):
+            await asyncio.sleep(0.002)
+            for record in records:
+                record.add_chunk(time.perf_counter_ns(), 1)
+
+    def info(self) -> dict[str, str]:
+        return {"engine": "fake", "device_name": "a fake device"}
+
+    def score(self, sequences: list[list[int]], top_k: int = 0, full: bool = False) -> list[TokenScores]:
+        raise NotImplementedError("the fake engine scores nothing")
+
+    def measuring_started(self) -> None:
+        return None
+
+    def peak_memory(self) -> tuple[int | None, str] | None:
+        return None, "not measured: a fake engine"
+
+    def unload(self) -> None:
+        self.loop.close()
 
 
 @pytest.fixture
@@ -154,3 +204,26 @@ def test_storage_keeps_its_changed_knobs_in_knobs_json(fake_engine, db):
     assert knobs["recipe"] == {"speed": "fast", "boost": 3}
     recipe, _ = expand_knobs(knobs, "fake")
     assert recipe == {"speed": "fast", "boost": 3, "note": None}
+
+
+@pytest.mark.slow
+def test_a_real_run_is_stored_titled_compared_and_exported(fake_engine, db, db_url, capsys):
+    from types import SimpleNamespace
+
+    from seed_runs import spec_dict
+
+    from engine.cli.main import main
+    from engine.report.export import comparison_html
+    from engine.report.naming import run_name
+    from engine.report.recipes import context_differences
+    from storage.runs import get_requests, get_run
+
+    args = ["run", "--db", db_url, "--json", "--engine", "fake", "--model", "synthetic:smollm2-135m"]
+    assert main([*args, "--knob", "speed=fast", "--knob", "boost=2", "--requests", "6", "--output-tokens", "4"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    run = get_run(db, out["run_id"])
+    assert out["status"] == "done" and out["completed"] == 6 and run.device_name == "a fake device"
+    assert "fake fast +2" in run_name(run) or "speed fast" in run_name(run)
+    other = SimpleNamespace(spec=spec_dict(), engine="transformers", device_name="test CPU")
+    assert any(d.startswith("engine fake") for d in context_differences(run, other))
+    assert "fake" in comparison_html([run], {run.id: get_requests(db, run.id)}, run.id)

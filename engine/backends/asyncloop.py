@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
-async def _caught_up(coro: Coroutine[Any, Any, Any]) -> Any:
+async def _caught_up(coro: Coroutine[object, None, T]) -> T:
     """Let the loop handle what arrived while it was stopped, then run ``coro``.
 
     Between two ``run`` calls nobody reads the sockets: a server that closed an idle
@@ -73,7 +75,7 @@ class EventLoop:
         """Which loop it is (``uvloop 0.23.0`` or ``asyncio``)."""
         return loop_kind(self._loop) if self.is_open else ("uvloop" if self._fast else "asyncio")
 
-    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+    def run(self, coro: Coroutine[object, None, T]) -> T:
         """Run ``coro`` to completion on this loop; raises when the loop is not open."""
         if not self.is_open:
             coro.close()  # never awaited: say so quietly instead of a RuntimeWarning
@@ -81,7 +83,7 @@ class EventLoop:
         assert self._loop is not None
         return self._loop.run_until_complete(_caught_up(coro))
 
-    def close(self, last: Coroutine[Any, Any, Any] | None = None) -> None:
+    def close(self, last: Coroutine[object, None, object] | None = None) -> None:
         """Run ``last`` (e.g. closing an HTTP session), cancel what is still pending, close."""
         loop, self._loop = self._loop, None
         if loop is None or loop.is_closed():

@@ -23,12 +23,15 @@ import importlib
 import socket
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure.client_lag import ClientSample
 from engine.measure.records import RequestRecord
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from engine.spec.recipes import EngineRecipe
     from engine.weights.models import ResolvedModel
 
@@ -48,6 +51,9 @@ class RequestError(BackendError):
 
 
 Message = Mapping[str, str]  # one chat message as the OpenAI API and chat templates take it: role, content
+# What a chat template gives: the rendered text (``tokenize=False``), its token ids, or ``{"input_ids": ids, ...}``
+# (``return_dict=True``, transformers 5's default).
+ChatTemplateOutput = str | list[int] | Mapping[str, list[int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +74,8 @@ class Tokenizer(Protocol):
     light ones (:mod:`engine.backends.openai.tokenizer`: tokenizer.json without transformers; the server's
     /tokenize). ``apply_chat_template`` is Hugging Face's (sessions' prompts: :func:`chat_prompt_ids`)."""
 
-    eos_token_id: Any
+    @property
+    def eos_token_id(self) -> int | None: ...
 
     def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
 
@@ -78,11 +85,12 @@ class Tokenizer(Protocol):
 
     def apply_chat_template(
         self,
-        conversation: Sequence[Mapping[str, Any]],
+        conversation: Sequence[JSONMapping],
         add_generation_prompt: bool = ...,
         tokenize: bool = ...,
-        **kw: Any,
-    ) -> Any: ...
+        return_dict: bool = ...,
+        **kw: object,
+    ) -> ChatTemplateOutput: ...
 
 
 def chat_prompt_ids(tokenizer: Tokenizer, messages: Sequence[Message]) -> list[int]:
@@ -112,7 +120,7 @@ class LoadReport:
 
     load_s: float
     device_name: str
-    applied: dict[str, Any] = field(default_factory=dict)
+    applied: JSONObject = field(default_factory=dict)
     parameters: int | None = None
     vocab_size: int | None = None
     context_length: int | None = None
@@ -133,10 +141,10 @@ class TokenScores:
     Arrays are numpy float32 / int64 on the host.
     """
 
-    token_logprobs: Any
-    top_ids: Any | None = None
-    top_logprobs: Any | None = None
-    full: Any | None = None
+    token_logprobs: np.ndarray
+    top_ids: np.ndarray | None = None
+    top_logprobs: np.ndarray | None = None
+    full: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -182,7 +190,7 @@ class Sender(Protocol):
     Subclass it to get the optional parts' defaults (an engine in this process: no traits, nothing to open ahead,
     no samples of its own)."""
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Coroutine[object, None, T]) -> T:
         """Run ``coro`` to completion on the event loop this sender lives on (open from load to unload)."""
         ...
 
@@ -208,7 +216,7 @@ class Sender(Protocol):
 class SenderPool(Sender, Protocol):
     """Client processes sending for a backend (``--client-processes``): a sender that is stopped after its phase."""
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> JSONObject:
         """What the processes said about themselves (pids, loops, nodes, clock offsets)."""
         ...
 
@@ -233,7 +241,7 @@ class Backend(Sender, Protocol):
         for an engine whose requests never leave the job's process (capability ``client_processes``)."""
         return None
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> JSONObject:
         """Versions and device facts for provenance."""
         ...
 

@@ -19,13 +19,12 @@ request sources send: the first request and the dataset's reply to it, and the t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from engine.data import hub
 from engine.data.reading import listing, problem, shown
-from engine.data.records import records
+from engine.data.records import Record, records
 from engine.spec import SpecError
 
 FORMATS = ("sharegpt", "openai-chat", "text")
@@ -82,7 +81,7 @@ class Conversations(Iterator[Conversation]):
     def __next__(self) -> Conversation:
         return next(self._conversations)
 
-    def _generate(self, rows: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[Conversation]:
+    def _generate(self, rows: Iterator[Record]) -> Iterator[Conversation]:
         kept = 0
         for where, record in rows:
             self.read += 1
@@ -131,7 +130,7 @@ def checked_format(fmt: str, column: str | None) -> tuple[str, str]:
     return fmt, column
 
 
-def parse_record(fmt: str, column: str, where: str, record: dict[str, Any]) -> Conversation:
+def parse_record(fmt: str, column: str, where: str, record: Mapping[str, object]) -> Conversation:
     """One record of a dataset as a conversation (blank messages dropped)."""
     if column not in record:
         raise problem(where, column, f"missing (the record has {listing(list(record)) or 'no fields'})")
@@ -149,7 +148,7 @@ def parse_record(fmt: str, column: str, where: str, record: dict[str, Any]) -> C
     return Conversation(tuple(m for m in messages if m.content.strip()), where)
 
 
-def _turns(where: str, column: str, value: Any, keys: tuple[str, str], roles: dict[str, str]) -> list[Message]:
+def _turns(where: str, column: str, value: object, keys: tuple[str, str], roles: dict[str, str]) -> list[Message]:
     if not isinstance(value, list):
         raise problem(where, column, f"must be a list of messages, not {shown(value)}")
     role_key, text_key = keys
@@ -169,7 +168,7 @@ def _turns(where: str, column: str, value: Any, keys: tuple[str, str], roles: di
     return messages
 
 
-def _content(where: str, field: str, value: Any) -> str:
+def _content(where: str, field: str, value: object) -> str:
     """A message's text: a string, or (OpenAI chat) a list of ``{"type": "text", "text": ...}``
     parts; null is no text (an assistant turn that only calls tools)."""
     if isinstance(value, str):
@@ -190,13 +189,13 @@ def turns(conversation: Conversation) -> tuple[Turn, ...]:
     """The user turns in order, each with the dataset's reply to it (consecutive assistant
     messages joined); assistant messages before the first user turn and system messages after
     it are left out (the system prompt is :func:`system_messages`)."""
-    found: list[list[Any]] = []
+    found: list[tuple[str, str | None]] = []
     for message in conversation.messages:
         if message.role == "user":
-            found.append([message.content, None])
+            found.append((message.content, None))
         elif message.role == "assistant" and found:
-            reply = found[-1][1]
-            found[-1][1] = message.content if reply is None else f"{reply}\n\n{message.content}"
+            user, reply = found[-1]
+            found[-1] = (user, message.content if reply is None else f"{reply}\n\n{message.content}")
     return tuple(Turn(user, reply) for user, reply in found)
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Protocol
 
 from engine.data.reading import first_line, listing, problem
 from engine.spec import SpecError
@@ -23,6 +24,17 @@ PREFIX = "hf:"
 DEFAULT_SPLIT = "train"
 _BATCH = 1000
 _HUB_TIMEOUT_S = 10.0
+
+
+class _Dataset(Protocol):
+    """What is read of a dataset the ``datasets`` library opened (``Dataset`` or, streamed, ``IterableDataset``)."""
+
+    @property
+    def column_names(self) -> list[str] | None: ...
+
+    def select_columns(self, column_names: list[str]) -> _Dataset: ...
+
+    def iter(self, batch_size: int) -> Iterator[dict[str, list[object]]]: ...
 
 
 def is_saved_dataset(path: Path) -> bool:
@@ -44,7 +56,7 @@ def offline() -> bool:
     return any(flag in {"1", "ON", "YES", "TRUE"} for flag in flags)
 
 
-def rows(source: str, columns: tuple[str, ...]) -> Iterator[tuple[str, dict[str, Any]]]:
+def rows(source: str, columns: tuple[str, ...]) -> Iterator[tuple[str, dict[str, object]]]:
     """Every row of a Hugging Face dataset with its place (``SOURCE row N``, from 1), only
     ``columns`` of it; a column the dataset lacks fails before the first row."""
     dataset = _open(source)
@@ -76,7 +88,7 @@ def check_reachable(source: str) -> None:
         ) from exc
 
 
-def _datasets() -> Any:
+def _datasets() -> ModuleType:
     try:
         import datasets
     except ImportError as exc:
@@ -85,7 +97,7 @@ def _datasets() -> Any:
     return datasets
 
 
-def _open(source: str) -> Any:
+def _open(source: str) -> _Dataset:
     name, split = parse(source) if source.startswith(PREFIX) else (source, None)
     folder = Path(name).expanduser()
     if folder.is_dir():
@@ -102,7 +114,7 @@ def _open(source: str) -> Any:
         raise SpecError(f"{source} cannot be fetched: {reason}") from exc
 
 
-def _open_saved(source: str, folder: Path, split: str | None) -> Any:
+def _open_saved(source: str, folder: Path, split: str | None) -> _Dataset:
     if not is_saved_dataset(folder):
         raise SpecError(f"dataset {source}: {folder} is not a folder written by save_to_disk")
     datasets = _datasets()
@@ -128,7 +140,9 @@ def _check_columns(source: str, names: list[str], columns: tuple[str, ...]) -> N
         raise problem(source, missing[0], f"no such column (the dataset has {listing(names)})")
 
 
-def _rows(source: str, dataset: Any, columns: tuple[str, ...], checked: bool) -> Iterator[tuple[str, dict[str, Any]]]:
+def _rows(
+    source: str, dataset: _Dataset, columns: tuple[str, ...], checked: bool
+) -> Iterator[tuple[str, dict[str, object]]]:
     number = 0
     batches = dataset.iter(batch_size=_BATCH)
     while True:

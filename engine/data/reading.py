@@ -22,8 +22,9 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import BinaryIO
 
+from engine.jsonvalue import JSONValue
 from engine.spec import SpecError
 
 CHUNK_BYTES = 1 << 18
@@ -36,7 +37,7 @@ _MIB = MAX_RECORD_BYTES >> 20
 _DECODER = json.JSONDecoder()
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     """A user's value as an error quotes it: its ``repr``, cut to a short prefix."""
     text = repr(value) if not isinstance(value, str) else value
     if len(text) > _SHOWN_CHARS:
@@ -44,7 +45,7 @@ def shown(value: Any) -> str:
     return repr(text) if isinstance(value, str) else text
 
 
-def kind_of(value: Any) -> str:
+def kind_of(value: object) -> str:
     """A JSON value's kind in words ("a list", "a string" ...): what a message says of a row instead of quoting it."""
     names = {list: "a list", str: "a string", bool: "true/false", type(None): "null", dict: "an object"}
     return names.get(type(value), "a number")
@@ -115,7 +116,7 @@ def _not_utf8(path: Path) -> SpecError:
     return SpecError(f"{path} is not UTF-8")
 
 
-def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+def json_lines(path: Path) -> Iterator[tuple[int, JSONValue]]:
     """The JSON value of every non-blank line of a JSON-lines file, with its line number."""
     for number, text in text_lines(path):
         if not text.strip():
@@ -123,7 +124,7 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
         yield number, json_line(text, line_place(path, number))
 
 
-def json_line(text: str, where: str) -> Any:
+def json_line(text: str, where: str) -> JSONValue:
     """One line's JSON value, its depth bounded; SpecError naming ``where`` (``FILE line N``) otherwise."""
     try:
         value = json.loads(text.rstrip("\r\n"))
@@ -141,7 +142,7 @@ def too_deep(where: str, field: str | None = None) -> SpecError:
     return problem(where, field, f"JSON nested deeper than {MAX_JSON_DEPTH} levels; a record of a data file is flatter")
 
 
-def check_depth(value: Any, where: str, most: int = MAX_JSON_DEPTH) -> None:
+def check_depth(value: JSONValue, where: str, most: int = MAX_JSON_DEPTH) -> None:
     """Raise :func:`too_deep` (naming the record's field) when lists and objects nest deeper than ``most`` in
     ``value``; iteratively (no recursion limit), following containers only."""
     if not isinstance(value, list | dict):
@@ -227,7 +228,7 @@ def first_character(path: Path) -> str:
 class _Text:
     """A UTF-8 file decoded chunk by chunk; a byte that is not UTF-8 fails with its line."""
 
-    def __init__(self, path: Path, file: Any) -> None:
+    def __init__(self, path: Path, file: BinaryIO) -> None:
         self.path = path
         self._file = file
         self._decoder = codecs.getincrementaldecoder("utf-8")()
@@ -285,7 +286,7 @@ class _ArrayCursor:
     def here(self) -> str:
         return line_place(self.text.path, self.line)
 
-    def element(self) -> Any:
+    def element(self) -> JSONValue:
         """Decode the JSON value at the cursor, reading more while it is cut by the buffer's end."""
         last: tuple[str, int] | None = None
         while True:
@@ -320,7 +321,7 @@ class _ArrayCursor:
         return same and not exc.msg.startswith("Unterminated string") and exc.pos < len(self.buf) - 1
 
 
-def json_elements(path: Path) -> Iterator[tuple[int, Any]]:
+def json_elements(path: Path) -> Iterator[tuple[int, JSONValue]]:
     """Every element of the JSON array a file holds, with the line it starts on, decoded one at
     a time so that only the current element (and a buffer of a few hundred KiB) is in memory."""
     with path.open("rb") as file:

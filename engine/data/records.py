@@ -12,10 +12,10 @@ before the first record and read only those columns; JSON records are returned w
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from engine.data import hub
 from engine.data.reading import (
@@ -29,11 +29,26 @@ from engine.data.reading import (
     listing,
     problem,
 )
+from engine.jsonvalue import JSONValue
 from engine.spec import SpecError
 
-Record = tuple[str, dict[str, Any]]
+# A record's place and its fields: JSON values from JSON files, text from CSV, the values pyarrow or
+# the datasets library give for parquet files and Hugging Face datasets.
+Record = tuple[str, Mapping[str, object]]
 FILE_KINDS = (".json", ".jsonl", ".ndjson", ".csv", ".parquet")
 _PARQUET_BATCH = 1024
+
+
+class _RecordBatch(Protocol):
+    """What is read of a batch of a parquet file's rows (a ``pyarrow.RecordBatch``)."""
+
+    def to_pylist(self) -> list[dict[str, object]]: ...
+
+
+class _ParquetFile(Protocol):
+    """What is read of an open parquet file (a ``pyarrow.parquet.ParquetFile``)."""
+
+    def iter_batches(self, batch_size: int, columns: list[str]) -> Iterable[_RecordBatch]: ...
 
 
 def records(source: str, columns: tuple[str, ...]) -> Iterator[Record]:
@@ -74,7 +89,7 @@ def file_records(path: Path, columns: tuple[str, ...]) -> Iterator[Record]:
     )
 
 
-def _objects(path: Path, values: Iterator[tuple[int, Any]]) -> Iterator[Record]:
+def _objects(path: Path, values: Iterator[tuple[int, JSONValue]]) -> Iterator[Record]:
     for line, value in values:
         where = f"{path} line {line}"
         if not isinstance(value, dict):
@@ -88,7 +103,12 @@ def _csv_records(path: Path, columns: tuple[str, ...]) -> Iterator[Record]:
     return _csv_dicts(path, columns, () if first is None else (first,), rows)
 
 
-def _csv_dicts(path: Path, columns: tuple[str, ...], first: tuple, rows: Iterator[Any]) -> Iterator[Record]:
+_CsvRow = tuple[int, tuple[str, ...]]  # a CSV row's line and its columns' values (engine.data.reading.csv_rows)
+
+
+def _csv_dicts(
+    path: Path, columns: tuple[str, ...], first: tuple[_CsvRow, ...], rows: Iterator[_CsvRow]
+) -> Iterator[Record]:
     for line, values in chain(first, rows):
         yield f"{path} line {line}", dict(zip(columns, values, strict=True))
 
@@ -109,7 +129,7 @@ def _parquet_records(path: Path, columns: tuple[str, ...]) -> Iterator[Record]:
     return _parquet_rows(path, table, columns)
 
 
-def _parquet_rows(path: Path, table: Any, columns: tuple[str, ...]) -> Iterator[Record]:
+def _parquet_rows(path: Path, table: _ParquetFile, columns: tuple[str, ...]) -> Iterator[Record]:
     number = 0
     for batch in table.iter_batches(batch_size=_PARQUET_BATCH, columns=list(columns)):
         for row in batch.to_pylist():

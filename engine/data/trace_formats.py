@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from engine.data.reading import csv_rows, json_lines, kind_of, line_place, problem, shown
 
@@ -62,7 +61,7 @@ class TraceFormat:
     entries: Callable[[Path], Iterator[Entry]]
 
 
-def count(where: str, field: str, value: Any) -> int:
+def count(where: str, field: str, value: object) -> int:
     """A token count: a whole number >= 0 (a JSON integer or integral float, or CSV text)."""
     if type(value) is int and value >= 0:  # the common cases first: a JSON integer, CSV digits
         return value
@@ -78,7 +77,7 @@ def count(where: str, field: str, value: Any) -> int:
     return int(number)
 
 
-def timestamp(where: str, field: str, value: Any) -> float:
+def timestamp(where: str, field: str, value: object) -> float:
     """A finite number (a JSON number or CSV text)."""
     if type(value) is int:
         return value
@@ -89,7 +88,7 @@ def timestamp(where: str, field: str, value: Any) -> float:
     return _as_number(where, field, value)
 
 
-def _as_number(where: str, field: str, value: Any) -> float:
+def _as_number(where: str, field: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise problem(where, field, f"{shown(value)} is not a number")
     if isinstance(value, str):
@@ -132,7 +131,7 @@ def _skip(input_tokens: int, output_tokens: int, no_output: str) -> str | None:
     return NO_INPUT if input_tokens == 0 else None
 
 
-def _hash_ids(where: str, value: Any, input_tokens: int) -> tuple[int, ...] | None:
+def _hash_ids(where: str, value: object, input_tokens: int) -> tuple[int, ...] | None:
     if value is _MISSING or value is None:
         return None
     if not isinstance(value, list) or (value and (set(map(type, value)) != {int} or min(value) < 0)):

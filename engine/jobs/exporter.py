@@ -24,7 +24,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -33,7 +33,11 @@ from engine.report.recipes import recipe_in_words
 from engine.report.values import flat_metrics, flat_supported
 
 if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
     from engine.jobs.worker import Worker
+    from storage import Database
+    from storage.runs import RunSummary
 
 RUN_SPECS = 50  # newest fingerprints exported (bounded label cardinality)
 RUNS_SCANNED = 1000  # newest done runs read to find them
@@ -111,7 +115,7 @@ class LabCollector:
 
     def __init__(
         self,
-        db: Any,
+        db: Database,
         worker_id: str,
         devices: list[str],
         sampler: Sampler | None = None,
@@ -124,14 +128,14 @@ class LabCollector:
         self._labels: dict[int, tuple[str, ...]] = {}  # run id -> its label values (the recipe needs the spec)
         self._lock = threading.Lock()
 
-    def collect(self) -> Iterator[Any]:
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         with self._lock:  # two scrapes at once read the database one after the other
             yield from self._worker()
             yield from self._jobs()
             yield from self._telemetry()
             yield from self._runs()
 
-    def _worker(self) -> Iterator[Any]:
+    def _worker(self) -> Iterator[GaugeMetricFamily]:
         from engine.jobs.submission import live_workers
 
         up = GaugeMetricFamily("latencylab_worker_up", "1 while this worker serves jobs", labels=["worker"])
@@ -140,7 +144,7 @@ class LabCollector:
         alive = live_workers(self.db)
         yield GaugeMetricFamily("latencylab_workers_alive", "workers with a recent heartbeat", value=len(alive))
 
-    def _jobs(self) -> Iterator[Any]:
+    def _jobs(self) -> Iterator[GaugeMetricFamily]:
         from storage import jobs
 
         queue = GaugeMetricFamily("latencylab_jobs", "jobs in the queue by status", labels=["status"])
@@ -161,7 +165,7 @@ class LabCollector:
             progress.add_metric([str(job.id), job.device, job.phase or "starting"], float(job.progress or 0.0))
         yield progress
 
-    def _telemetry(self) -> Iterator[Any]:
+    def _telemetry(self) -> Iterator[GaugeMetricFamily]:
         families: dict[str, GaugeMetricFamily] = {}
         for device in self.devices:
             try:
@@ -178,7 +182,7 @@ class LabCollector:
                 family.add_metric([device], float(value))
         yield from families.values()
 
-    def _runs(self) -> Iterator[Any]:
+    def _runs(self) -> Iterator[GaugeMetricFamily]:
         newest = self._newest_runs()
         families: dict[str, GaugeMetricFamily] = {}
         run_id = GaugeMetricFamily("latencylab_run_id", "id of the newest done run per spec", labels=list(_RUN_LABELS))
@@ -196,10 +200,10 @@ class LabCollector:
         yield run_id
         yield from families.values()
 
-    def _newest_runs(self) -> list[Any]:
+    def _newest_runs(self) -> list[RunSummary]:
         from storage.runs import list_runs
 
-        seen: dict[str, Any] = {}
+        seen: dict[str, RunSummary] = {}
         for run in list_runs(self.db, limit=RUNS_SCANNED, status="done"):
             if run.fingerprint not in seen:
                 seen[run.fingerprint] = run
@@ -207,7 +211,7 @@ class LabCollector:
                     break
         return list(seen.values())
 
-    def _run_labels(self, run: Any) -> tuple[str, ...]:
+    def _run_labels(self, run: RunSummary) -> tuple[str, ...]:
         if run.id not in self._labels:
             from storage.runs import get_run
 
@@ -222,7 +226,7 @@ class LabCollector:
 class Exporter:
     """The endpoint's HTTP server; ``stop()`` shuts it down."""
 
-    def __init__(self, server: Any, thread: threading.Thread, registry: CollectorRegistry) -> None:
+    def __init__(self, server: WSGIServer, thread: threading.Thread, registry: CollectorRegistry) -> None:
         self.server, self.thread, self.registry = server, thread, registry
 
     @property

@@ -27,8 +27,14 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONMapping
+    from engine.run.runner import BenchmarkResult, ProgressState
+    from storage import Database
+    from storage.jobs import JobInfo
 
 EXIT_DONE, EXIT_FAILED, EXIT_SPEC, EXIT_LOST = 0, 1, 3, 4
 TICK_S = 0.5
@@ -52,7 +58,7 @@ def overall_fraction(phase: str, phase_fraction: float | None) -> float:
     return min(1.0, start + width * (phase_fraction or 0.0))
 
 
-def estimate_eta(state: Any, measured_tokens: int, now: float) -> float | None:
+def estimate_eta(state: ProgressState, measured_tokens: int, now: float) -> float | None:
     """Seconds left, from the token rate of the current phase (warm-up or measuring)."""
     if state.phase not in ("warm-up", "measuring") or state.tokens_done <= 0:
         return None
@@ -69,11 +75,11 @@ def estimate_eta(state: Any, measured_tokens: int, now: float) -> float | None:
 class Ticker(threading.Thread):
     """Writes progress to the job every TICK_S seconds; kills the group when orphaned."""
 
-    def __init__(self, db: Any, job_id: int, parent_pid: int | None, measured_tokens: int) -> None:
+    def __init__(self, db: Database, job_id: int, parent_pid: int | None, measured_tokens: int) -> None:
         super().__init__(name="progress-ticker", daemon=True)
         self.db, self.job_id, self.parent_pid = db, job_id, parent_pid
         self.measured_tokens = measured_tokens
-        self.state: Any = None
+        self.state: ProgressState | None = None
         self.stop = threading.Event()
         self.measuring = False
 
@@ -143,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(db, job, ticker)
 
 
-def _run(db: Any, job: Any, ticker: Ticker) -> int:
+def _run(db: Database, job: JobInfo, ticker: Ticker) -> int:
     """Run the job's benchmark and report its outcome on the job; the exit code."""
     from engine.run import runner
     from engine.spec import SpecError, parse_job_spec
@@ -191,7 +197,7 @@ def _run(db: Any, job: Any, ticker: Ticker) -> int:
     return EXIT_DONE
 
 
-def done_line(run_id: int, metrics: dict | None) -> str:
+def done_line(run_id: int | None, metrics: JSONMapping | None) -> str:
     """``done: run 7; TTFT p50 322.9 ms, 24.7 tok/s``: the figures in their registry units, not raw floats."""
     from engine.measure import registry
 
@@ -203,7 +209,7 @@ def done_line(run_id: int, metrics: dict | None) -> str:
     return f"done: run {run_id}; " + (", ".join(parts) or "no figures")
 
 
-def _stop_at_saturation(db: Any, job: Any, result: Any, log: Any) -> None:
+def _stop_at_saturation(db: Database, job: JobInfo, result: BenchmarkResult, log: Callable[[str], None]) -> None:
     """A saturated point of a sweep that stops at saturation ends its higher loads' queued jobs
     (engine/jobs/saturation_stop.py); a stop that fails leaves the sweep running, the job done."""
     from engine.jobs.saturation_stop import after_job_run

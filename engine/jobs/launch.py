@@ -16,7 +16,6 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from engine.measure.devices import gpu_indices
 from engine.settings import REPO_ROOT, input_folders
@@ -65,7 +64,7 @@ def job_env(device: str, placement: Mapping[str, str], gpus: Sequence[str] | Non
     return env
 
 
-def spawn_job(command: list[str], env: dict[str, str], log_path: Path, header: str) -> subprocess.Popen:
+def spawn_job(command: list[str], env: dict[str, str], log_path: Path, header: str) -> subprocess.Popen[bytes]:
     """Start the job process in its own session, stdout and stderr appended to ``log_path`` after ``header``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
@@ -98,7 +97,7 @@ def read_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
     return text
 
 
-def killpg(proc: Any, sig: int) -> None:
+def killpg(proc: subprocess.Popen[bytes] | None, sig: int) -> None:
     """Send ``sig`` to the job process's group (its pid: it leads its own session); gone is fine."""
     if proc is None:
         return

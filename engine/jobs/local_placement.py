@@ -16,11 +16,14 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.jobs.launch import job_command, job_env, killpg, read_tail, spawn_job
 from engine.jobs.placing import Ended, WorkerInfo, say
 from engine.measure.devices import detect_devices, gpu_indices
+
+if TYPE_CHECKING:
+    from storage.jobs import JobInfo
 
 TAIL_EVERY_S = 2.0  # how often a running job's log tail is stored
 BUSY_EVERY_S = 5.0  # how often a GPU slot's GPUs are checked for another process's work
@@ -32,7 +35,7 @@ class LocalJob:
 
     job_id: int
     device: str
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     log_path: Path
     last_tail: float
 
@@ -59,7 +62,7 @@ class LocalPlacement:
     def claimable(self) -> list[str]:
         return [s.device for s in self.slots if s.running is None and not self._busy(s)]
 
-    def start(self, job: Any, worker: WorkerInfo) -> LocalJob:
+    def start(self, job: JobInfo, worker: WorkerInfo) -> LocalJob:
         slot = next(s for s in self.slots if s.running is None and s.device == job.device)
         env = job_env(job.device, {"executor": "local", "host": worker.host, "worker_id": worker.worker_id})
         log_path = worker.log_dir / f"job-{job.id}.log"

@@ -5,7 +5,12 @@ a failed run with its reason")."""
 from __future__ import annotations
 
 import signal
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from storage import Database
+    from storage.jobs import JobInfo
+    from storage.runs import NewRun
 
 WORKER_STOPPED = "worker stopped"
 
@@ -33,7 +38,7 @@ def failure_outcome(returncode: int, stored_error: str | None, log_tail: str) ->
 
 
 def job_outcome(
-    reason: str | None, returncode: int, cancel_asked: bool, current: Any, tail: str
+    reason: str | None, returncode: int, cancel_asked: bool, current: JobInfo | None, tail: str
 ) -> tuple[str, str | None]:
     """(final status, reason) of a job whose process ended, from why it was stopped and its exit."""
     from storage import jobs
@@ -49,7 +54,7 @@ def job_outcome(
     return jobs.FAILED, failure_outcome(returncode, current.error if current else None, tail)
 
 
-def failed_run_of(job: Any, reason: str) -> Any:
+def failed_run_of(job: JobInfo, reason: str) -> NewRun:
     """The failed run (a :class:`storage.runs.NewRun`) of a job that ended without storing one."""
     from engine.run.store import new_run
     from engine.spec import SpecError, parse_job_spec
@@ -68,7 +73,7 @@ def failed_run_of(job: Any, reason: str) -> Any:
     return new_run(spec, "failed", reason, job_id=job.id, sweep=job.sweep, provenance=prov)
 
 
-def end_job(db: Any, job: Any, worker_id: str, stop_reason: str | None, returncode: int, tail: str) -> str:
+def end_job(db: Database, job: JobInfo, worker_id: str, stop_reason: str | None, returncode: int, tail: str) -> str:
     """End a job whose process has ended, once, by why it ended; a line saying what happened.
 
     Shared by the local worker and the Ray executor: a job another worker (or the recovery)

@@ -9,7 +9,8 @@ configured (``LATENCYLAB_RAY_DASHBOARD_URL``), gets a link to the node.
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from engine.jsonvalue import JSONMapping
 
 _RAY_HEADER = re.compile(
     r"^--- attempt \d+ on ray node (?P<node_id>\S+) \((?P<node_ip>[^)]*)\), task (?P<task_id>\S+?),", re.M
@@ -27,7 +28,7 @@ def from_log_tail(log_tail: str | None) -> dict[str, str] | None:
     return {"executor": "ray", **found[-1]} if found else None
 
 
-def in_words(placement: dict[str, Any] | None) -> str | None:
+def in_words(placement: JSONMapping | None) -> str | None:
     """``ray node 5c2f0a1b9d3e… (10.0.0.7) · task 1a2b3c4d5e6f…`` or ``local worker on gpu-host-3``."""
     if not placement:
         return None
@@ -39,7 +40,7 @@ def in_words(placement: dict[str, Any] | None) -> str | None:
     return f"{placement.get('executor', '?')} on {placement.get('host', '?')}"
 
 
-def dashboard_link(placement: dict[str, Any] | None, dashboard_url: str | None) -> str | None:
+def dashboard_link(placement: JSONMapping | None, dashboard_url: str | None) -> str | None:
     """The Ray dashboard's page of the node the job ran on, where a dashboard is configured."""
     url = (placement or {}).get("ray_dashboard") or dashboard_url
     node = (placement or {}).get("node_id")

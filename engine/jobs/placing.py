@@ -17,7 +17,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from storage.jobs import JobInfo
 
 
 def say(msg: str) -> None:
@@ -70,7 +73,7 @@ class Placement(Protocol[H]):
         """The devices a job may be claimed for now (none: no room)."""
         ...
 
-    def start(self, job: Any, worker: WorkerInfo) -> H:
+    def start(self, job: JobInfo, worker: WorkerInfo) -> H:
         """Start the claimed ``job`` on its device; its handle."""
         ...
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import os
 import socket
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure.devices import gpu_indices
 from engine.settings import REPO_ROOT
 
@@ -47,13 +48,13 @@ def check_reachable(address: str | None, timeout_s: float = CONNECT_TIMEOUT_S) -
         raise ClusterUnavailable(f"no Ray cluster at {address}: {exc}") from exc
 
 
-def runtime_env(ship_code: bool = True) -> dict[str, Any]:
+def runtime_env(ship_code: bool = True) -> JSONObject:
     """The jobs' runtime environment: the project's code and the executor's settings."""
     env = {k: v for k, v in os.environ.items() if k.startswith("LATENCYLAB_") and k not in NOT_PASSED}
     env = {k: v for k, v in env.items() if not k.startswith("LATENCYLAB_JOB_")}
     env.update({k: os.environ[k] for k in PASSED_ENV if k in os.environ})
     env["RAY_USAGE_STATS_ENABLED"] = "0"
-    out: dict[str, Any] = {"env_vars": env}
+    out: JSONObject = {"env_vars": env}
     if ship_code:
         out["working_dir"] = str(REPO_ROOT)
         out["excludes"] = CODE_EXCLUDES
@@ -86,7 +87,7 @@ def connect(address: str | None, *, ship_code: bool = True) -> None:
         raise ClusterUnavailable(f"cannot connect to the Ray cluster at {address or 'auto'}: {first}") from exc
 
 
-def alive_nodes() -> list[dict[str, Any]]:
+def alive_nodes() -> list[JSONObject]:
     """The cluster's live nodes (``ray.nodes()`` entries)."""
     import ray
 
@@ -98,7 +99,7 @@ def node_alive(node_id: str) -> bool:
     return any(n.get("NodeID") == node_id for n in alive_nodes())
 
 
-def cluster_devices(nodes: list[dict[str, Any]]) -> list[str]:
+def cluster_devices(nodes: Sequence[JSONMapping]) -> list[str]:
     """The device slots jobs may name on this cluster: ``cpu``, and ``cuda:0`` .. up to the largest node's GPUs."""
     most = max((int(n.get("Resources", {}).get("GPU", 0)) for n in nodes), default=0)
     return (["cpu"] if any(n.get("Resources", {}).get("CPU", 0) for n in nodes) else []) + [
@@ -106,7 +107,7 @@ def cluster_devices(nodes: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def cluster_summary(nodes: list[dict[str, Any]]) -> str:
+def cluster_summary(nodes: Sequence[JSONMapping]) -> str:
     """``ray: 2 nodes — 8 × H100, 4 × A100`` (GPUs by accelerator type), or ``... — 16 CPUs`` without GPUs."""
     gpus: Counter[str] = Counter()
     cpus = 0
@@ -120,10 +121,15 @@ def cluster_summary(nodes: list[dict[str, Any]]) -> str:
     return f"ray: {len(nodes)} node{'s' if len(nodes) != 1 else ''} — {', '.join(parts)}"
 
 
-def task_options(device: str, num_cpus: float, resources: dict[str, float]) -> dict[str, Any]:
+def task_options(device: str, num_cpus: float, resources: dict[str, float]) -> dict[str, object]:
     """What a job on ``device`` asks of Ray (see the module docstring); the placement group, if any, is made."""
     gpus = len(gpu_indices(device))
-    options: dict[str, Any] = {"num_cpus": num_cpus, "num_gpus": gpus, "resources": dict(resources), "max_retries": 0}
+    options: dict[str, object] = {
+        "num_cpus": num_cpus,
+        "num_gpus": gpus,
+        "resources": dict(resources),
+        "max_retries": 0,
+    }
     if gpus > 1:
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -134,7 +140,7 @@ def task_options(device: str, num_cpus: float, resources: dict[str, float]) -> d
     return options
 
 
-def describe(address: str | None) -> dict[str, Any]:
+def describe(address: str | None) -> JSONObject:
     """The cluster as JSON-ready facts: its summary, the devices jobs may name, and each live node."""
     connect(address, ship_code=False)
     nodes = alive_nodes()

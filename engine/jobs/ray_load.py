@@ -22,9 +22,9 @@ from __future__ import annotations
 import secrets
 import socket
 import time
-from typing import Any
+from typing import Protocol
 
-from engine.backends.base import BackendError, LauncherFactory, Progress
+from engine.backends.base import BackendError, Handle, LauncherFactory, Progress
 from engine.backends.openai import channel
 from engine.spec import JobSpec
 
@@ -53,10 +53,17 @@ class ClientActor:
         return serve_socket(sock, facts)
 
 
-class _ActorHandle:
-    """One client actor as :class:`ClientProcesses` knows a process."""
+class _PlacementGroup(Protocol):
+    """What is asked of a Ray placement group here (``ray.util.placement_group.PlacementGroup``)."""
 
-    def __init__(self, actor: Any, ref: Any) -> None:
+    def wait(self, timeout_seconds: float) -> bool: ...
+
+
+class _ActorHandle:
+    """One client actor as :class:`ClientProcesses` knows a process (``actor`` and ``ref``: Ray's handle of the
+    actor and of its ``serve`` call, only ever handed back to Ray)."""
+
+    def __init__(self, actor: object, ref: object) -> None:
         self.actor, self.ref, self.pid = actor, ref, 0
 
     def _error(self) -> str | None:
@@ -98,11 +105,11 @@ class RayLauncher:
         self.nodes = nodes
         self.address = address or ray_address()
         self.cpus = cpus if cpus is not None else settings.ray_load_cpus
-        self._group: Any = None
+        self._group: _PlacementGroup | None = None
         self._handles: list[_ActorHandle] = []
         self._listener: socket.socket | None = None
 
-    def launch(self, n: int, progress: Progress) -> list[tuple[socket.socket, Any]]:
+    def launch(self, n: int, progress: Progress) -> list[tuple[socket.socket, Handle]]:
         """``n`` actors on ``nodes`` nodes, each connected back; BackendError in one line otherwise."""
         import ray
         from ray.util.placement_group import placement_group
@@ -141,7 +148,7 @@ class RayLauncher:
             self._handles.append(_ActorHandle(actor, actor.serve.remote(host, port, token, index)))
         return self._accept(n, token)
 
-    def _accept(self, n: int, token: bytes) -> list[tuple[socket.socket, Any]]:
+    def _accept(self, n: int, token: bytes) -> list[tuple[socket.socket, Handle]]:
         """The actors' connections, in their indices' order (a wrong token is closed and ignored)."""
         assert self._listener is not None
         deadline = time.monotonic() + ACCEPT_TIMEOUT_S

@@ -22,14 +22,28 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from engine.jobs.placing import Ended, WorkerInfo, say
 from engine.measure.provenance import git_commit
 
+if TYPE_CHECKING:
+    from storage.jobs import JobInfo
+
 NODE_DIED = "ray node {node} ({ip}) died"
 NODE_DEATH_WAIT_S = 30.0  # a task that died waits this long for Ray to declare its node dead (health checks)
+
+
+class _RemoteCall(Protocol):
+    def remote(self, *args: object) -> Iterator[object]: ...
+
+
+class _RemoteFunction(Protocol):
+    """:func:`run_job` as a Ray remote function (``ray.remote(run_job)``)."""
+
+    def options(self, **options: object) -> _RemoteCall: ...
 
 
 @dataclass
@@ -37,7 +51,7 @@ class RayJob:
     """One claimed job's task."""
 
     job_id: int
-    gen: Any  # the task's ObjectRefGenerator
+    gen: Iterator[object]  # the task's ObjectRefGenerator: Ray's references to what the task yields
     facts: dict[str, str] | None = None
     stopped: bool = False
     failed: tuple[float, str] | None = None  # (when, first line): the task died; is its node dead too?
@@ -73,13 +87,13 @@ class RayPlacement:
         self.max_in_flight = max_in_flight or max(1, int(total_cpus // max(num_cpus, 1e-9)))
         self.dashboard_url = dashboard_url
         self.tasks: dict[int, RayJob] = {}
-        self._remote: Any = None
+        self._remote: _RemoteFunction | None = None
         self.git_commit = git_commit()  # the code each job's runtime environment ships
 
     def claimable(self) -> list[str]:
         return list(self.devices) if len(self.tasks) < self.max_in_flight else []
 
-    def start(self, job: Any, worker: WorkerInfo) -> RayJob:
+    def start(self, job: JobInfo, worker: WorkerInfo) -> RayJob:
         import ray
 
         from engine.jobs import ray_cluster

@@ -20,9 +20,16 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from engine.jobs.launch import job_command, job_env, killpg, read_tail, spawn_job
+from engine.jsonvalue import JSONObject
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from storage import Database
 
 TAIL_EVERY_S = 2.0
 POLL_S = 0.2
@@ -48,7 +55,7 @@ def node_facts(dashboard_url: str | None = None) -> dict[str, str]:
 
 def run_job(
     job_id: int, db_url: str, device: str, attempt: int, grace_s: float, extra: dict[str, str]
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[JSONObject]:
     """The Ray task's body: yields ``{"facts": ...}``, then ``{"returncode": ..., "tail": ...}``."""
     import os
 
@@ -78,14 +85,14 @@ def run_job(
     yield {"returncode": proc.returncode, "tail": tail, "log": str(log_path)}
 
 
-def _set_tail(db: Any, jobs: Any, job_id: int, tail: str) -> None:
+def _set_tail(db: Database, jobs: ModuleType, job_id: int, tail: str) -> None:
     try:
         jobs.set_log_tail(db, job_id, tail)
     except Exception:  # noqa: BLE001 - a missed tail is not fatal; the next one catches up
         pass
 
 
-def _stop_group(proc: Any, grace_s: float) -> None:
+def _stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
     """Nothing of the job outlives the task: SIGTERM to a running group, SIGKILL after ``grace_s``."""
     if proc.poll() is None:
         killpg(proc, signal.SIGTERM)

@@ -24,10 +24,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure.saturation import RECORD, STOP_RECORD, Verdict, against_previous
 from engine.spec.sweep import load_group, load_label, load_of, load_words
+
+if TYPE_CHECKING:
+    from engine.run.runner import BenchmarkResult
+    from storage import Database
+    from storage.jobs import JobInfo
 
 Load = tuple[str, float]
 
@@ -56,7 +62,7 @@ class Stop:
 
 
 def point_verdict(
-    saturation: dict[str, Any] | None,
+    saturation: JSONMapping | None,
     load: Load | None,
     requests_per_s: float | None,
     previous: tuple[float, float] | None = None,
@@ -71,7 +77,7 @@ def point_verdict(
     return verdict
 
 
-def stop_record(stop: Stop, not_run: list[dict[str, Any]]) -> dict[str, Any]:
+def stop_record(stop: Stop, not_run: list[JSONObject]) -> JSONObject:
     """The ``sweep_stop`` side record: where and why the sweep stopped, and each point not run
     (``{"point": label, "load": value, "job_id": id or None}``)."""
     axis, value = stop.load
@@ -85,7 +91,7 @@ def stop_record(stop: Stop, not_run: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def record_stop(db: Any, stop: Stop, not_run: list[dict[str, Any]]) -> None:
+def record_stop(db: Database, stop: Stop, not_run: list[JSONObject]) -> None:
     """Store the stop with the run that made it (nothing without a run)."""
     from storage.series import add_series
 
@@ -93,7 +99,7 @@ def record_stop(db: Any, stop: Stop, not_run: list[dict[str, Any]]) -> None:
         add_series(db, stop.run_id, STOP_RECORD, stop_record(stop, not_run))
 
 
-def _previous_point(db: Any, sweep: str, group: str, load: Load) -> tuple[float, float] | None:
+def _previous_point(db: Database, sweep: str, group: str, load: Load) -> tuple[float, float] | None:
     """(concurrency, requests/s) of the group's highest done point below ``load`` (its newest run)."""
     from storage.sweeps import sweep_runs
 
@@ -108,7 +114,7 @@ def _previous_point(db: Any, sweep: str, group: str, load: Load) -> tuple[float,
     return None if best is None else (best[0], best[2])
 
 
-def after_job_run(db: Any, job: Any, result: Any, log: Callable[[str], None]) -> list[int]:
+def after_job_run(db: Database, job: JobInfo, result: BenchmarkResult, log: Callable[[str], None]) -> list[int]:
     """In a point's job process, after its run was stored: end the sweep's higher queued points
     when the run is saturated (module doc); the job ids ended."""
     from storage import jobs

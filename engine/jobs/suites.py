@@ -23,12 +23,19 @@ import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine.report.gates import Gate
 from engine.spec import JobSpec, SpecError, format_validation_error
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from engine.report.gates import CheckReport
+    from storage import Database
+    from storage.suites import Schedule
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$"
 
@@ -94,7 +101,7 @@ class Suite(BaseModel):
 
 
 # -- reading -------------------------------------------------------------------------------
-def parse_suite(data: Any, where: str = "suite") -> Suite:
+def parse_suite(data: object, where: str = "suite") -> Suite:
     """Validate a suite from parsed YAML/JSON; SuiteError with one line."""
     if not isinstance(data, dict):
         raise SuiteError(f"{where} must hold a mapping with name, gates and entries")
@@ -133,7 +140,7 @@ def _looks_like_file(ref: str) -> bool:
     return ref.endswith((".yaml", ".yml", ".json")) or "/" in ref or Path(ref).is_file()
 
 
-def resolve_suite(db: Any, ref: str, *, store: bool = True) -> tuple[Suite, str | None]:
+def resolve_suite(db: Database, ref: str, *, store: bool = True) -> tuple[Suite, str | None]:
     """The suite of ``ref`` (a file path, else a stored name) and its file (None when stored).
 
     A file is stored by its suite name (``store``), so later calls can name it.
@@ -167,7 +174,11 @@ def check_tag(tag: str | None) -> str | None:
 
 
 def queue_suite(
-    db: Any, suite: Suite, tag: str | None = None, timeout_s: float = 3600.0, check: Any = None
+    db: Database,
+    suite: Suite,
+    tag: str | None = None,
+    timeout_s: float = 3600.0,
+    check: Callable[[Database, JobSpec], object] | None = None,
 ) -> list[int]:
     """Queue every entry as a job (all or none), recorded under ``tag``; the job ids.
 
@@ -195,7 +206,7 @@ def check_cron(cron: str) -> str:
     return cron
 
 
-def schedule_suite(db: Any, ref: str, cron: str, tag: str | None = None, now: float | None = None) -> Any:
+def schedule_suite(db: Database, ref: str, cron: str, tag: str | None = None, now: float | None = None) -> Schedule:
     """Schedule the suite of ``ref`` (file or stored name): its due times after now are queued by workers."""
     from storage import suites as stored
 
@@ -217,14 +228,14 @@ def due_time(cron: str, now: float) -> int:
     return int(croniter(cron, base).get_prev(datetime).timestamp())
 
 
-def is_due(schedule: Any, now: float) -> int | None:
+def is_due(schedule: Schedule, now: float) -> int | None:
     """The due time to queue for ``schedule`` now, or None when it is not due."""
     due = due_time(schedule.cron, now)
     done = max(schedule.since_ts, schedule.last_due_ts or 0)
     return due if due > done else None
 
 
-def _suite_of(db: Any, schedule: Any) -> Suite:
+def _suite_of(db: Database, schedule: Schedule) -> Suite:
     """The schedule's suite: its file when it can still be read (a team edits it), else the stored copy."""
     if schedule.file and Path(schedule.file).is_file():
         suite = load_suite_file(schedule.file)
@@ -233,7 +244,7 @@ def _suite_of(db: Any, schedule: Any) -> Suite:
     return resolve_suite(db, schedule.suite, store=False)[0]
 
 
-def queue_due(db: Any, now: float | None = None) -> list[str]:
+def queue_due(db: Database, now: float | None = None) -> list[str]:
     """Queue every schedule that is due (once per due time, whatever the number of workers); what was done."""
     from storage import suites as stored
 
@@ -271,7 +282,7 @@ def _needs_requests(gates: list[Gate]) -> bool:
     return any(latency_percentile(g.metric) is not None for g in gates)
 
 
-def _baselines(db: Any, suite: Suite, against: str) -> dict[str, int]:
+def _baselines(db: Database, suite: Suite, against: str) -> dict[str, int]:
     """``{entry: baseline run id}`` for ``against``: a run id (every entry's baseline) or a tag."""
     from storage import suites as stored
     from storage.runs import get_run
@@ -290,7 +301,7 @@ def _baselines(db: Any, suite: Suite, against: str) -> dict[str, int]:
     return stored.tagged_runs(db, suite.name, against)
 
 
-def check_suite(db: Any, suite: Suite, against: str) -> Any:
+def check_suite(db: Database, suite: Suite, against: str) -> CheckReport:
     """Each entry's newest run (by spec fingerprint) against its baseline; a :class:`~engine.report.gates.CheckReport`."""
     from engine.report.gates import EntryCheck, check_entries
     from storage import suites as stored
@@ -311,7 +322,7 @@ def check_suite(db: Any, suite: Suite, against: str) -> Any:
     return check_entries(suite.name, label, checks)
 
 
-def entry_fingerprints(db: Any) -> dict[tuple[str, str], str]:
+def entry_fingerprints(db: Database) -> dict[tuple[str, str], str]:
     """``{(suite, entry): spec fingerprint}`` of every stored suite (for the History page's picker)."""
     from storage import suites as stored
 

@@ -16,9 +16,10 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from multiprocessing.connection import Connection
 
 from engine.jobs.worker import signal_reason
+from engine.jsonvalue import JSONObject
 from engine.measure.saturation import RECORD
 
 
@@ -28,10 +29,10 @@ class PointOutcome:
     run's saturation verdict (:mod:`engine.measure.saturation`, the stored form; None: not judged)."""
 
     run_id: int | None
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: JSONObject = field(default_factory=dict)
     error: str | None = None
     pid: int | None = None
-    saturation: dict[str, Any] | None = None
+    saturation: JSONObject | None = None
 
     @property
     def ok(self) -> bool:
@@ -68,7 +69,7 @@ def run_point(
     return outcome
 
 
-def point_main(spec_json: str, db_url: str, sweep: str, sender: Any) -> None:
+def point_main(spec_json: str, db_url: str, sweep: str, sender: Connection) -> None:
     """In the point's process: run, store and report (never raises; the exit code says ok or not)."""
     from engine.run import runner
     from engine.spec import parse_job_spec

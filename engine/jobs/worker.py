@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.jobs.launch import LOG_TAIL_BYTES, read_tail
 from engine.jobs.local_placement import LocalPlacement
@@ -38,6 +38,10 @@ from engine.jobs.outcomes import WORKER_STOPPED, end_job, failed_run_of, failure
 from engine.jobs.placing import Ended, Handle, Placement, WorkerInfo, say
 from engine.settings import get_settings
 from storage import StorageError
+
+if TYPE_CHECKING:
+    from storage import Database
+    from storage.jobs import JobInfo
 
 __all__ = [
     "LOG_TAIL_BYTES",
@@ -59,7 +63,7 @@ SHUTDOWN_WAIT_S = 10.0  # past the grace period, how long a shutdown waits for f
 class Running:
     """A job this worker runs: its placement's handle, and the loop's own state of it."""
 
-    job: Any
+    job: JobInfo
     handle: Handle
     deadline: float
     stop_reason: str | None = None  # why we are stopping it: "cancelled", "timed out ...", "shutdown"
@@ -84,7 +88,7 @@ class Worker:
         grace_s: float = 5.0,
         log_dir: Path | None = None,
         once: bool = False,
-        ticks: Sequence[Callable[[Any], list[str]]] = (),
+        ticks: Sequence[Callable[[Database], list[str]]] = (),
     ) -> None:
         from storage import open_database
 
@@ -121,7 +125,7 @@ class Worker:
         return self._stopping
 
     # -- life cycle ---------------------------------------------------------------------
-    def request_stop(self, *_args: Any) -> None:
+    def request_stop(self, *_args: object) -> None:
         """Stop claiming; running jobs are stopped and re-queued (signal-handler safe)."""
         self._stopping = True
 
@@ -244,7 +248,7 @@ class Worker:
             self._start(job)
         return claimed
 
-    def _start(self, job: Any) -> None:
+    def _start(self, job: JobInfo) -> None:
         from engine.secrets import register_spec
         from storage import jobs
 

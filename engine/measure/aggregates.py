@@ -27,10 +27,10 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from engine.jsonvalue import JSONObject
 from engine.measure.records import RequestRecord
 
 KIND = "aggregates"  # the side record's kind (storage.series)
@@ -108,7 +108,7 @@ def windowed_rate(times_s: np.ndarray, counts: np.ndarray, window_s: float = WIN
     return edges[:-1], sums / widths
 
 
-def cdf_points(values: np.ndarray | Sequence[float], limit: int = CDF_POINTS) -> dict[str, Any]:
+def cdf_points(values: np.ndarray | Sequence[float], limit: int = CDF_POINTS) -> JSONObject:
     """``{"n", "ranks", "values"}``: the sorted sample through at most ``limit`` order statistics."""
     n = len(values)
     ranks = np.unique(np.linspace(0, n - 1, min(n, limit)).round().astype(int)) if n else np.zeros(0, dtype=int)
@@ -116,7 +116,7 @@ def cdf_points(values: np.ndarray | Sequence[float], limit: int = CDF_POINTS) ->
     return {"n": n, "ranks": ranks.tolist(), "values": vals.tolist()}
 
 
-def histogram(values: np.ndarray | Sequence[float], bins: int = HIST_BINS) -> dict[str, Any]:
+def histogram(values: np.ndarray | Sequence[float], bins: int = HIST_BINS) -> JSONObject:
     """``{"n", "counts", "edges"}`` of ``min(bins, n)`` equal bins over the sample's range."""
     vals = np.asarray(values, dtype=float)
     if vals.size == 0:
@@ -142,7 +142,7 @@ def binned_median(t: np.ndarray, y: np.ndarray, bins: int = TIME_BINS) -> tuple[
     return np.asarray(centres), np.asarray(medians), width
 
 
-def scatter(t: np.ndarray, y: np.ndarray, seed: int = 0) -> dict[str, Any]:
+def scatter(t: np.ndarray, y: np.ndarray, seed: int = 0) -> JSONObject:
     """Points over time and their median line: every point and its rolling median (as the figure always
     drew them, thinned evenly) up to :data:`MAX_POINTS`; beyond, a seeded sample and the binned median."""
     n = int(t.size)
@@ -165,13 +165,13 @@ class Aggregates:
     t0_ns: int
     columns: dict[str, np.ndarray]
     errors: dict[int, str] = field(default_factory=dict)  # position -> the failed request's reason
-    itl: dict[str, Any] = field(default_factory=dict)
-    tokens_per_s: dict[str, Any] = field(default_factory=dict)
+    itl: JSONObject = field(default_factory=dict)
+    tokens_per_s: JSONObject = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.columns["index"].size)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """JSON-ready (strict: no NaN) for the run's side record."""
         return {
             "version": VERSION,
@@ -183,7 +183,7 @@ class Aggregates:
         }
 
     @classmethod
-    def from_json(cls, body: Any) -> Aggregates | None:
+    def from_json(cls, body: object) -> Aggregates | None:
         """Read a stored record back; None when it is of another version or not one."""
         if not isinstance(body, dict) or body.get("version") != VERSION:
             return None
@@ -298,7 +298,7 @@ def _collect(
         ends.append(len(flat))
 
 
-def _gaps(stamps: np.ndarray, ends: list[int], t0: int) -> dict[str, Any]:
+def _gaps(stamps: np.ndarray, ends: list[int], t0: int) -> JSONObject:
     """The token gaps' CDF, histogram and points over time (at the later chunk of each gap)."""
     if stamps.size < 2:
         gaps, at = np.zeros(0), np.zeros(0)

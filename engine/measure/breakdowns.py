@@ -10,14 +10,14 @@ run's own).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from engine.jsonvalue import JSONObject
 from engine.measure.metrics import NS_PER_MS, latency_group
 from engine.measure.records import RequestRecord
 from engine.measure.stamps import cached_share, e2el_ns, measured_requests, ttft_ns
 
 
-def per_turn(requests: Sequence[RequestRecord]) -> list[dict[str, Any]] | None:
+def per_turn(requests: Sequence[RequestRecord]) -> list[JSONObject] | None:
     """One row per turn of the run's sessions (None when no request belongs to a session)."""
     by_turn: dict[int, list[RequestRecord]] = {}
     for r in measured_requests(requests):

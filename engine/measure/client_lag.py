@@ -26,10 +26,10 @@ import resource
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure.records import RequestRecord
 from engine.measure.schedule import lateness
 
@@ -61,11 +61,11 @@ class ClientSample:
     role: str = "driver"  # "driver" (the load driver's process) or "sender" (a client process)
     kernel_stamps: bool = False  # its reads were stamped by the kernel (a late loop stamped none of them late)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ClientSample:
+    def from_json(cls, data: JSONMapping) -> ClientSample:
         return cls(
             loop_lag_ns=[int(v) for v in data.get("loop_lag_ns") or []],
             cpu_ns=int(data.get("cpu_ns") or 0),
@@ -137,7 +137,7 @@ def send_lags_ns(records: Iterable[RequestRecord]) -> list[int]:
     return [max(r.send_ns - r.ready_ns, 0) for r in records if not r.warmup and r.send_ns and r.ready_ns]
 
 
-def client_group(samples: Sequence[ClientSample], records: Sequence[RequestRecord], processes: int) -> dict[str, Any]:
+def client_group(samples: Sequence[ClientSample], records: Sequence[RequestRecord], processes: int) -> JSONObject:
     """The ``client`` group of a run's metrics: send lag, event-loop lag (every process's samples pooled)
     and CPU share, ``cpu_share`` over the cores the client's processes could use, ``cpu_share_max`` of the
     busiest process (one core each: an event loop runs on one), ``read_stamps`` who stamped the reads
@@ -184,7 +184,7 @@ class ClientCause:
     advice: str
 
 
-def _host_use(client: dict[str, Any], samples: dict[str, Any] | None) -> tuple[float, float, float, int] | None:
+def _host_use(client: JSONMapping, samples: JSONMapping | None) -> tuple[float, float, float, int] | None:
     """(the client's cores, the rest of the job's cores, other processes' cores, the host's cores), or None
     when the machine was not sampled (``provenance["noise"]``: :class:`engine.measure.provenance.NoiseSampler`)."""
     if not samples or samples.get("job_cpu_pct") is None:
@@ -196,14 +196,14 @@ def _host_use(client: dict[str, Any], samples: dict[str, Any] | None) -> tuple[f
     return mine, max(job - mine, 0.0), others, cores
 
 
-def _host_busy(use: tuple[float, float, float, int], samples: dict[str, Any] | None) -> bool:
+def _host_busy(use: tuple[float, float, float, int], samples: JSONMapping | None) -> bool:
     mine, server, others, cores = use
     load = (samples or {}).get("load_during_max")
     return (mine + server + others) >= HOST_BUSY_SHARE * cores or (load is not None and load >= cores)
 
 
 def client_cause(
-    client: dict[str, Any], samples: dict[str, Any] | None = None, server_here: bool | None = None
+    client: JSONMapping, samples: JSONMapping | None = None, server_here: bool | None = None
 ) -> ClientCause:
     """Why a client that set the pace was late, from what the run measured (rules in order):
 

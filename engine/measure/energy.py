@@ -15,7 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from engine.jsonvalue import JSONObject
+
+if TYPE_CHECKING:
+    from engine.measure.gpu_telemetry import Nvml, NvmlHandle
 
 POWERCAP = Path("/sys/class/powercap")
 RAPL_SOURCE = "rapl: CPU package energy (the whole socket, every process on it)"
@@ -87,7 +92,9 @@ class RaplCounter:
         return self._total_uj / 1e6
 
 
-def nvml_energy_reader(handles: list[Any], nvml: Any = None) -> tuple[Callable[[], float] | None, str | None]:
+def nvml_energy_reader(
+    handles: list[NvmlHandle], nvml: Nvml | None = None
+) -> tuple[Callable[[], float] | None, str | None]:
     """A function returning the summed NVML energy counters of ``handles`` in joules, or (None, why)."""
     if not handles:
         return None, "no GPU handle (NVML not available)"
@@ -110,7 +117,11 @@ class EnergyMeter:
     """Energy between :meth:`start` and :meth:`stop` from one cumulative counter (NVML or RAPL)."""
 
     def __init__(
-        self, device: str, gpu_handles: list[Any] | None = None, powercap_root: Path = POWERCAP, nvml: Any = None
+        self,
+        device: str,
+        gpu_handles: list[NvmlHandle] | None = None,
+        powercap_root: Path = POWERCAP,
+        nvml: Nvml | None = None,
     ) -> None:
         self.source: str | None = None
         self.unavailable: str | None = None
@@ -149,7 +160,7 @@ class EnergyMeter:
 
 def energy_metrics(
     joules: float | None, seconds: float, output_tokens: int, source: str | None, unavailable: str | None
-) -> dict[str, Any]:
+) -> JSONObject:
     """``energy_j``, ``energy_per_output_token_j``, ``avg_power_w`` and where they come from (or why not)."""
     if joules is None:
         return {

@@ -16,7 +16,9 @@ with NVML's answer (``Not Supported``) and left out of later samples. ``nvml`` i
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
+
+from engine.jsonvalue import JSONObject
 
 # NVML's clocks-event (formerly "throttle") reason bits, as nvml.h names them.
 THROTTLE_NAMES: dict[int, str] = {
@@ -47,6 +49,48 @@ GPU_UNITS: dict[str, str] = {
 }
 
 
+NvmlHandle = object  # an NVML device handle (a ctypes pointer): only ever handed back to NVML
+
+
+class _Utilization(Protocol):
+    @property
+    def gpu(self) -> int: ...
+
+
+class _MemoryInfo(Protocol):
+    @property
+    def used(self) -> int: ...
+
+
+class _Process(Protocol):
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def usedGpuMemory(self) -> int | None: ...
+
+
+class Nvml(Protocol):
+    """What the telemetry sampler and the energy meter ask of NVML: the ``pynvml`` module, or a test's stand-in."""
+
+    NVML_TEMPERATURE_GPU: int
+    NVML_CLOCK_SM: int
+    NVML_CLOCK_MEM: int
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> NvmlHandle: ...
+    def nvmlDeviceGetName(self, handle: NvmlHandle) -> bytes | str: ...
+    def nvmlDeviceGetUtilizationRates(self, handle: NvmlHandle) -> _Utilization: ...
+    def nvmlDeviceGetMemoryInfo(self, handle: NvmlHandle) -> _MemoryInfo: ...
+    def nvmlDeviceGetTemperature(self, handle: NvmlHandle, sensor: int) -> int: ...
+    def nvmlDeviceGetClockInfo(self, handle: NvmlHandle, clock: int) -> int: ...
+    def nvmlDeviceGetPowerUsage(self, handle: NvmlHandle) -> int: ...
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: NvmlHandle) -> int: ...
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: NvmlHandle) -> list[_Process]: ...
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: NvmlHandle) -> int: ...
+
+
 def throttle_names(mask: int | float | None) -> list[str]:
     """The names of the reason bits set in ``mask`` (unknown bits as ``0x...``)."""
     if not mask:
@@ -73,11 +117,11 @@ def _process_name(pid: int) -> str:
 class NvmlReader:
     """Reads the job's GPUs (NVML indices) each sample; :attr:`unavailable` says which fields could not be."""
 
-    def __init__(self, indices: list[int], own_pids: Callable[[], set[int]], nvml: Any = None) -> None:
+    def __init__(self, indices: list[int], own_pids: Callable[[], set[int]], nvml: Nvml | None = None) -> None:
         self._indices, self._own_pids, self._nvml = indices, own_pids, nvml
-        self.handles: list[Any] = []
+        self.handles: list[NvmlHandle] = []
         self.unavailable: dict[str, str] = {}
-        self.other_processes: dict[int, dict[str, Any]] = {}  # pid -> {pid, name, used_bytes}, every one seen
+        self.other_processes: dict[int, JSONObject] = {}  # pid -> {pid, name, used_bytes}, every one seen
         self._energy0: float | None = None
         self.names: list[str] = []
 
@@ -99,7 +143,7 @@ class NvmlReader:
         return None
 
     @property
-    def nvml(self) -> Any:
+    def nvml(self) -> Nvml | None:
         """The NVML module in use (None before :meth:`open`)."""
         return self._nvml
 
@@ -111,7 +155,7 @@ class NvmlReader:
                 pass
             self.handles = []
 
-    def _each(self, field: str, ask: Callable[[Any], float]) -> list[float] | None:
+    def _each(self, field: str, ask: Callable[[NvmlHandle], float]) -> list[float] | None:
         """``ask(handle)`` for every GPU; None (and the field marked unavailable) when NVML refuses."""
         if field in self.unavailable or not self.handles:
             return None
@@ -124,7 +168,7 @@ class NvmlReader:
     def _others(self) -> list[float] | None:
         nvml, mine = self._nvml, self._own_pids()
 
-        def count(h: Any) -> float:
+        def count(h: NvmlHandle) -> float:
             procs = [p for p in nvml.nvmlDeviceGetComputeRunningProcesses(h) if p.pid not in mine]
             for p in procs:
                 self.other_processes.setdefault(
@@ -165,7 +209,7 @@ class NvmlReader:
         }
 
 
-def _reasons(nvml: Any, handle: Any) -> int:
+def _reasons(nvml: Nvml, handle: NvmlHandle) -> int:
     """The clocks-event reasons (NVML >= 12.2 name; the older "throttle reasons" call otherwise)."""
     ask = (
         getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons

@@ -18,9 +18,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
 
 import psutil
+
+from engine.jsonvalue import JSONObject
 
 CPU_KIND = "cpu: sampled RSS of the job's process tree during the measured phase"
 CUDA_KIND = "cuda: max allocated during the measured phase"
@@ -104,7 +105,7 @@ class TreeSampler:
         self.stop()
 
 
-def peak_metrics(engine_peak: tuple[int | None, str] | None, sampled_bytes: int) -> dict[str, Any]:
+def peak_metrics(engine_peak: tuple[int | None, str] | None, sampled_bytes: int) -> JSONObject:
     """``peak_memory_bytes`` and ``peak_memory_kind``: the engine's own figure where it has one
     (CUDA max allocated; None with a reason for a remote server), else the sampled RSS."""
     if engine_peak is not None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
+
+from engine.jsonvalue import JSONMapping, JSONValue
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,12 +39,12 @@ EXPLORE = "explore"  # a column of the runs frame: Explore's axes, the runs CSV 
 COLUMN = "column"  # its own SQL column of runs (storage/columns.py): a new one needs an Alembic revision
 PLACES: tuple[str, ...] = (RESULT, COMPARE, SUMMARY, TRIALS, EXPLORE, COLUMN)
 
-Compute = Callable[["Phase"], Any]
+Compute = Callable[["Phase"], JSONValue]
 Samples = Callable[["Phase"], "np.ndarray | list[float] | None"]
-Reader = Callable[[Mapping[str, Any], Mapping[str, Any]], Any]
+Reader = Callable[[JSONMapping, JSONMapping], object]
 
 
-def finite(value: Any) -> float | None:
+def finite(value: object) -> float | None:
     """A finite float, or None (missing, text, bool, NaN, inf)."""
     if value is None or isinstance(value, bool):
         return None
@@ -110,7 +112,7 @@ class Metric:
         """A plotly/d3 number format for this metric's values (``.1%`` for ratios)."""
         return ".1%" if self.unit == "ratio" else ".4g"
 
-    def value(self, metrics: Mapping[str, Any] | None, quality: Mapping[str, Any] | None = None) -> float | None:
+    def value(self, metrics: JSONMapping | None, quality: JSONMapping | None = None) -> float | None:
         """This figure of a stored run (its ``metrics`` and ``quality`` dicts), a finite number or None."""
         metrics, quality = metrics or {}, quality or {}
         if self.read is not None:
@@ -158,7 +160,7 @@ def bare_number(metric: Metric, value: float) -> str:
     return text.removesuffix(f" {unit}").removesuffix(unit) if unit and unit not in ("%", "GiB", "MiB") else text
 
 
-def interval_text(metric: Metric, ci: Any) -> str:
+def interval_text(metric: Metric, ci: object) -> str:
     """``90.2–92.9`` for a stored ``[lo, hi]``; ``""`` for none."""
     if not isinstance(ci, (list, tuple)) or len(ci) != 2 or finite(ci[0]) is None or finite(ci[1]) is None:
         return ""
@@ -169,7 +171,7 @@ def interval_text(metric: Metric, ci: Any) -> str:
     return f"{compact(float(ci[0]))}–{compact(float(ci[1]))}"
 
 
-def format_with_ci(metric: Metric, value: float | None, ci: Any = None, supported: bool = True) -> str:
+def format_with_ci(metric: Metric, value: float | None, ci: object = None, supported: bool = True) -> str:
     """``91.5 ms (95 % CI 90.2–92.9)``; ``n too small`` when the sample cannot support the figure."""
     if not supported:
         return N_TOO_SMALL
@@ -189,7 +191,7 @@ def human_bytes(n: float | None) -> str:
     return f"{value:.1f} TiB"
 
 
-def error_rate(metrics: Mapping[str, Any] | None, _quality: Any = None) -> float | None:
+def error_rate(metrics: JSONMapping | None, _quality: JSONMapping | None = None) -> float | None:
     """The share of measured requests that failed: ``metrics["error_rate"]``, else from the counts."""
     metrics = metrics or {}
     stored = finite(metrics.get("error_rate"))

@@ -47,10 +47,10 @@ declaration. The per-request primitives live in :mod:`engine.measure.stamps` (re
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
 
+from engine.jsonvalue import JSONObject
 from engine.measure import registry, stats
 from engine.measure.records import RequestRecord, RunRecord
 from engine.measure.schedule import schedule_of_records
@@ -105,7 +105,7 @@ def summarize(values: Iterable[float]) -> dict[str, float | None]:
     return out
 
 
-def latency_intervals(values: Sequence[float] | np.ndarray) -> dict[str, Any]:
+def latency_intervals(values: Sequence[float] | np.ndarray) -> JSONObject:
     """``{"n": samples, "ci": {"p50": [lo, hi] | None, ..., "mean": [lo, hi] | None}}`` (see the module doc).
 
     The samples are turned into an array and sorted once for every percentile."""
@@ -119,7 +119,7 @@ def latency_intervals(values: Sequence[float] | np.ndarray) -> dict[str, Any]:
     return {"n": len(values), "ci": ci}
 
 
-def latency_group(values: Sequence[float]) -> dict[str, Any]:
+def latency_group(values: Sequence[float]) -> JSONObject:
     """:func:`summarize` plus its sample count and intervals (the samples made an array once)."""
     arr = np.asarray(values, dtype=np.float64)
     return {**summarize(arr), **latency_intervals(arr)}
@@ -144,23 +144,23 @@ def throughput_intervals(requests: Sequence[RequestRecord], duration_s: float) -
     return {m.key: scalar_interval(m, phase) for m in registry.with_interval()}
 
 
-def interval_fields(requests: Sequence[RequestRecord], duration_s: float) -> dict[str, Any]:
+def interval_fields(requests: Sequence[RequestRecord], duration_s: float) -> JSONObject:
     """The confidence fields of :func:`compute_metrics` from raw requests (for runs stored without them).
 
     ``{"ttft_ms": {"n": .., "ci": {..}}, ..., "ci": {throughput intervals}}``.
     """
     phase = Phase(requests, duration_s)
-    out: dict[str, Any] = {g.key: latency_intervals(g.samples(phase)) for g in registry.GROUPS}
+    out: JSONObject = {g.key: latency_intervals(g.samples(phase)) for g in registry.GROUPS}
     out["ci"] = throughput_intervals(requests, duration_s)
     return out
 
 
-def compute_metrics(run: RunRecord, slo: SLO | None = None) -> dict[str, Any]:
+def compute_metrics(run: RunRecord, slo: SLO | None = None) -> JSONObject:
     """The metric set of DESIGN.md for one measured phase (warm-up excluded): every latency group,
     the scalar intervals under ``ci``, then every declared figure with a computation."""
     duration_s = max(run.end_ns - run.start_ns, 1) / 1e9
     phase = Phase(run.requests, duration_s, slo, run.due_times)
-    out: dict[str, Any] = {
+    out: JSONObject = {
         g.key: latency_group(samples)
         for g in registry.GROUPS
         if (samples := g.samples(phase)) or not g.optional  # latency from due: only where requests had due times
@@ -173,7 +173,7 @@ def compute_metrics(run: RunRecord, slo: SLO | None = None) -> dict[str, Any]:
     return out
 
 
-def request_table(requests: Sequence[RequestRecord]) -> list[dict[str, Any]]:
+def request_table(requests: Sequence[RequestRecord]) -> list[JSONObject]:
     """Per-request derived values in ms (for timelines and CDFs)."""
     rows = []
     for r in requests:

@@ -9,10 +9,14 @@ import subprocess
 import sys
 from collections.abc import Callable
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING
 
+from engine.jsonvalue import JSONObject
 from engine.settings import REPO_ROOT
 from engine.spec import engines
+
+if TYPE_CHECKING:
+    from engine.measure.devices import Device
 
 # every engine's packages (its descriptor names them), and numpy, which every engine runs on
 PACKAGES: tuple[str, ...] = (*engines.packages(), "numpy")
@@ -67,7 +71,7 @@ def placement() -> dict[str, str]:
     return dict(sorted(facts.items()))
 
 
-def collect() -> dict[str, Any]:
+def collect() -> JSONObject:
     """Facts about this process and host, gathered before the measurement."""
     return {
         "placement": placement(),
@@ -120,7 +124,7 @@ def _cpu_seconds() -> dict[int, tuple[str, float]]:
     return out
 
 
-def _gpu_busy(device: str, ignore: set[int], list_gpus: Callable[[set[int]], list[Any]] | None) -> list[str]:
+def _gpu_busy(device: str, ignore: set[int], list_gpus: Callable[[set[int]], list[Device]] | None) -> list[str]:
     """The job's GPUs that other processes compute on, as ``cuda:0: 1 process(es) running, ...``.
 
     ``list_gpus(ignore_pids)`` is :func:`engine.measure.devices.cuda_devices` (passed in:
@@ -144,7 +148,7 @@ class NoiseSampler:
     def __init__(
         self,
         device: str = "cpu",
-        list_gpus: Callable[[set[int]], list[Any]] | None = None,
+        list_gpus: Callable[[set[int]], list[Device]] | None = None,
         interval_s: float = 2.0,
         top: int = 5,
     ) -> None:
@@ -158,7 +162,7 @@ class NoiseSampler:
         self._ticks0: tuple[int, int] | None = None
         self._cpu0: dict[int, tuple[str, float]] = {}
         self._gpu0: list[str] = []
-        self.samples: dict[str, Any] = {}
+        self.samples: JSONObject = {}
 
     def _loop(self) -> None:
         while not self._stop.wait(self._interval_s):
@@ -176,7 +180,7 @@ class NoiseSampler:
         self._thread.start()
         return self
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> JSONObject:
         """Stop sampling; returns :attr:`samples`."""
         import time
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
 
+from engine.jsonvalue import JSONMapping
 from engine.measure.declarations import GROUPS, METRICS, STATS
 from engine.measure.metric import (
     COLUMN,
@@ -252,7 +252,7 @@ def metric_keys(
     return out
 
 
-def task_kinds(quality: Mapping[str, Any] | None, prefix: str = "quality.") -> dict[str, str]:
+def task_kinds(quality: JSONMapping | None, prefix: str = "quality.") -> dict[str, str]:
     """``{"quality.task:NAME": kind}`` from a quality dict's ``task:NAME:kind`` entries (the lookup hints)."""
     out: dict[str, str] = {}
     for key, value in (quality or {}).items():
@@ -261,7 +261,7 @@ def task_kinds(quality: Mapping[str, Any] | None, prefix: str = "quality.") -> d
     return out
 
 
-def accuracy_metrics(quality: Mapping[str, Any] | None) -> dict[str, float]:
+def accuracy_metrics(quality: JSONMapping | None) -> dict[str, float]:
     """The accuracy *metrics* of a quality dict as flat ``quality.<name>`` keys; bookkeeping left out."""
     hints = task_kinds(quality)
     out: dict[str, float] = {}
@@ -273,7 +273,7 @@ def accuracy_metrics(quality: Mapping[str, Any] | None) -> dict[str, float]:
     return out
 
 
-def figures(metrics: Mapping[str, Any] | None, quality: Mapping[str, Any] | None = None) -> dict[str, float | None]:
+def figures(metrics: JSONMapping | None, quality: JSONMapping | None = None) -> dict[str, float | None]:
     """A stored run's figures as flat keys: every declared metric (accuracy ones when measured) and its tasks."""
     flat: dict[str, float | None] = {}
     for metric in REGISTRY.values():
@@ -285,7 +285,7 @@ def figures(metrics: Mapping[str, Any] | None, quality: Mapping[str, Any] | None
     return flat
 
 
-def failure_words(metrics: Mapping[str, Any] | None) -> str | None:
+def failure_words(metrics: JSONMapping | None) -> str | None:
     """``"1 of 4 requests failed (25 %)"``, or None when none failed or nothing is known."""
     rate = error_rate(metrics)
     if not rate:

@@ -44,10 +44,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure.records import RequestRecord
 from engine.measure.stamps import ttft_ns
 
@@ -134,18 +134,18 @@ class Verdict:
     loop: str  # "open" | "closed" | "none"
     offered: float | None = None
     achieved: float | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: JSONObject = field(default_factory=dict)
 
     @property
     def label(self) -> str:
         return {True: "saturated", False: "not saturated"}.get(self.saturated, "cannot tell")  # type: ignore[arg-type]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The stored form (strict JSON: plain numbers, strings, lists and dicts)."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> Verdict | None:
+    def from_dict(cls, data: JSONMapping | None) -> Verdict | None:
         """A stored verdict read back (None for nothing or something else)."""
         if not isinstance(data, Mapping) or "saturated" not in data or "reason" not in data:
             return None
@@ -173,7 +173,7 @@ def judge(
     requests: Sequence[RequestRecord],
     arrival: str | None,
     offered: float | None = None,
-    server: Mapping[str, Any] | None = None,
+    server: JSONMapping | None = None,
 ) -> Verdict:
     """The verdict on a run's measured requests (warm-up left out); each trial is judged on its own
     and the first saturated one is the verdict (else the last). ``offered``: the configured rate or
@@ -193,7 +193,7 @@ def judge(
 
 
 def _series_points(
-    server: Mapping[str, Any] | None, name: str, origin_ns: float, start_s: float, end_s: float
+    server: JSONMapping | None, name: str, origin_ns: float, start_s: float, end_s: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """(seconds since ``origin_ns``, values) of a server series field between ``start_s`` and ``end_s``."""
     if not server:
@@ -208,11 +208,11 @@ def _series_points(
     return np.array([p[0] for p in pts]), np.array([p[1] for p in pts])
 
 
-def _slope_dict(s: Slope | None) -> dict[str, Any] | None:
+def _slope_dict(s: Slope | None) -> JSONObject | None:
     return None if s is None else asdict(s)
 
 
-def _open_loop(reqs: list[RequestRecord], offered: float | None, server: Mapping[str, Any] | None) -> Verdict:
+def _open_loop(reqs: list[RequestRecord], offered: float | None, server: JSONMapping | None) -> Verdict:
     """Achieved behind offered while the queue grew (module doc)."""
     reqs = sorted(reqs, key=lambda r: r.arrival_ns)
     n = len(reqs)
@@ -284,7 +284,7 @@ def _queue_words(grew: Slope | None, waiting: Slope | None, ttft: Slope | None) 
     return "; ".join(f"{name} {'grew' if s.rising else 'changed'} {s.words(unit)}" for name, s, unit in shown)
 
 
-def _closed_loop(reqs: list[RequestRecord], offered: float | None, server: Mapping[str, Any] | None) -> Verdict:
+def _closed_loop(reqs: list[RequestRecord], offered: float | None, server: JSONMapping | None) -> Verdict:
     """The server's own queue and KV cache during the phase (module doc); None without them."""
     n = len(reqs)
     at = f"at concurrency {_g(offered)}" if offered else "in a closed loop"
@@ -342,8 +342,8 @@ def against_previous(
 
 
 def side_record(
-    load: Mapping[str, Any], requests: Sequence[RequestRecord], server: Mapping[str, Any] | None
-) -> dict[str, dict[str, Any]]:
+    load: JSONMapping, requests: Sequence[RequestRecord], server: JSONMapping | None
+) -> dict[str, JSONObject]:
     """``{"saturation": verdict}`` for a serving run's side records, from its ``metrics["load"]``
     (arrival, configured rate, concurrency, a trace's schedule); {} for static batches."""
     arrival = load.get("arrival")

@@ -21,10 +21,15 @@ the due time is the latency a user would feel, and the pages put it first (laten
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from engine.jsonvalue import JSONMapping, JSONObject
+
+if TYPE_CHECKING:
+    from engine.measure.records import RequestRecord
 
 SHARE = 0.10  # of the median gap between due times: the lateness (p90) a kept schedule allows
 FLOOR_MS = 1.0  # lateness below this is always "kept" (timers fire in whole milliseconds on uvloop)
@@ -76,7 +81,7 @@ def lateness(values_ms: Iterable[float] | np.ndarray) -> dict[str, float | int |
     return {"p50": p50, "p90": p90, "p99": p99, "max": float(arr.max()), "n": int(arr.size)}
 
 
-def lateness_words(stats: Mapping[str, Any], what: str) -> str:
+def lateness_words(stats: JSONMapping, what: str) -> str:
     """``send minus due: p50 1.50 ms, p99 3.00 ms, max 3.00 ms over 12 requests`` (``what`` names the figure)."""
     n = stats.get("n")
     if stats.get("p50") is None:
@@ -96,7 +101,7 @@ def median_gap_ms(due_ns: Sequence[int] | np.ndarray) -> float | None:
     return float(np.median(np.diff(due))) / NS_PER_MS
 
 
-def schedule_of(due_ns: Sequence[int] | np.ndarray, send_ns: Sequence[int] | np.ndarray) -> dict[str, Any] | None:
+def schedule_of(due_ns: Sequence[int] | np.ndarray, send_ns: Sequence[int] | np.ndarray) -> JSONObject | None:
     """The run's ``schedule`` group from its measured requests' due and send stamps (sent ones only):
     ``{"send_minus_due_ms": lateness, "gap_ms_p50", "limit_ms", "kept"}``; None without a request."""
     due = np.asarray(due_ns, dtype=np.int64)
@@ -111,7 +116,7 @@ def schedule_of(due_ns: Sequence[int] | np.ndarray, send_ns: Sequence[int] | np.
     return {"send_minus_due_ms": late, "gap_ms_p50": gap, "limit_ms": limit, "kept": bool(late["p90"] <= limit)}
 
 
-def schedule_of_records(records: Iterable[Any]) -> dict[str, Any] | None:
+def schedule_of_records(records: Iterable[RequestRecord]) -> JSONObject | None:
     """:func:`schedule_of` over measured :class:`~engine.measure.records.RequestRecord` s (warm-up left out)."""
     rows = [(r.arrival_ns, r.send_ns) for r in records if not r.warmup]
     if not rows:
@@ -120,7 +125,7 @@ def schedule_of_records(records: Iterable[Any]) -> dict[str, Any] | None:
     return schedule_of(due, send)
 
 
-def kept_words(schedule: Mapping[str, Any]) -> str:
+def kept_words(schedule: JSONMapping) -> str:
     """``not kept: requests went out 54 s after their due time (p90), far more than 25 ms (10 % of the median gap
     between due times, 250 ms)``, or ``kept: ...`` (the module's rule, with this run's figures)."""
     late = schedule.get("send_minus_due_ms") or {}

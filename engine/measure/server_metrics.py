@@ -31,9 +31,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from engine.jsonvalue import JSONMapping, JSONObject
 
 FIELDS: tuple[str, ...] = (
     "num_requests_running",
@@ -171,7 +172,7 @@ class ServerSeries:
             out["prefix_cache_hit_rate"] = hits / queries if queries > 0 else None  # type: ignore[assignment]
         return out
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JSONObject:
         """The stored record: ``interval_ms``, ``t0_ns``, ``t_s``, ``fields``, ``source``, ``raw_names``."""
         present = [f for f in FIELDS if any(f in row for row in self.rows)]
         return {
@@ -238,7 +239,7 @@ class ServerScraper:
             self._thread = None
             self._scrape()
 
-    def series(self) -> dict[str, dict[str, Any]]:
+    def series(self) -> dict[str, JSONObject]:
         """``{"server_metrics": body}`` for ``NewRun.series``, or {} when nothing was scraped."""
         if self._series is None or not self._series.rows:
             return {}
@@ -255,7 +256,7 @@ class ServerScraper:
         self.stop()
 
 
-def summarize(body: dict[str, Any] | None) -> dict[str, float | None]:
+def summarize(body: JSONMapping | None) -> dict[str, float | None]:
     """Peaks of a stored ``server_metrics`` record: running, waiting, KV-cache usage, preemptions, last hit rate."""
     fields = (body or {}).get("fields") or {}
 

@@ -30,13 +30,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any
 
 import psutil
 
+from engine.jsonvalue import JSONObject
 from engine.measure import memory, provenance
 from engine.measure.energy import EnergyMeter, energy_metrics
-from engine.measure.gpu_telemetry import GPU_UNITS, NvmlReader
+from engine.measure.gpu_telemetry import GPU_UNITS, Nvml, NvmlReader
 from engine.measure.provenance import NoiseSampler, cpu_ticks
 
 MAX_INTERVAL_MS = 100
@@ -143,7 +143,7 @@ class TelemetrySampler:
         interval: int | None = None,
         requests_done: Callable[[], int] | None = None,
         pid: int | None = None,
-        nvml: Any = None,
+        nvml: Nvml | None = None,
     ) -> None:
         self.device = device
         self.interval_ms = interval or interval_ms()
@@ -224,7 +224,7 @@ class TelemetrySampler:
                     out[name] = "never answered"
         return out
 
-    def series(self) -> dict[str, Any]:
+    def series(self) -> JSONObject:
         """The compact series (module doc); fields never answered are left out and listed as unavailable."""
         units, missing = self._units(), self.unavailable()
         with self._lock:
@@ -232,7 +232,7 @@ class TelemetrySampler:
         fields = {
             name: [_rounded(r.get(name), unit) for r in rows] for name, unit in units.items() if name not in missing
         }
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "interval_ms": self.interval_ms,
             "t0_ns": self.t0_ns,
             "t_s": t_s,
@@ -248,7 +248,7 @@ class TelemetrySampler:
             out["gpu_other_processes"] = list(self._gpu.other_processes.values())
         return out
 
-    def energy_metrics(self, output_tokens: int) -> dict[str, Any]:
+    def energy_metrics(self, output_tokens: int) -> JSONObject:
         """The phase's energy metrics (``energy_per_output_token_j``, ``avg_power_w``; None with a reason)."""
         meter = self.energy
         if meter is None:

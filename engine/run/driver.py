@@ -42,11 +42,12 @@ import math
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from engine.backends.base import Message, Request, RequestError, Sender
+from engine.jsonvalue import JSONObject
 from engine.measure.client_lag import ClientSample, LoopMonitor, pause_gc, resume_gc
 from engine.measure.metrics import SLO
 from engine.measure.records import RequestRecord
@@ -101,7 +102,7 @@ class PhaseResult:
     records: list[RequestRecord]
     start_ns: int
     end_ns: int
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: JSONObject = field(default_factory=dict)
     client: list[ClientSample] = field(default_factory=list)  # the client's own lag and CPU, per process
 
 
@@ -238,7 +239,7 @@ async def _stream(
             rec.error = rec.error or str(exc).strip() or type(exc).__name__
 
 
-async def _cancelled_after(call: Coroutine[Any, Any, None], seconds: float) -> bool:
+async def _cancelled_after(call: Coroutine[object, None, None], seconds: float) -> bool:
     """Await ``call``, cancelling it after ``seconds``; whether it was cancelled (the client closed it)."""
     try:
         async with asyncio.timeout(seconds):
@@ -338,7 +339,7 @@ def _sessions(planned: Sequence[PlannedRequest]) -> list[list[int]] | None:
     return [sorted(idx, key=lambda i: planned[i].turn or 0) for idx in groups.values()]
 
 
-async def _all_or_first_error(coros: list[Any]) -> None:
+async def _all_or_first_error(coros: list[Coroutine[object, None, None]]) -> None:
     """Run ``coros`` together; the first exception cancels the rest and is raised as itself."""
     try:
         async with asyncio.TaskGroup() as group:

@@ -7,11 +7,14 @@ failed with the first distinct reasons and keeps its metrics and every request's
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.backends.base import BackendError
 from engine.measure.records import RequestRecord
 from engine.spec import JobSpec, SpecError
+
+if TYPE_CHECKING:
+    from engine.run.runner import BenchmarkResult
 
 
 class RunRejected(RuntimeError):
@@ -20,7 +23,7 @@ class RunRejected(RuntimeError):
     Stored as a failed run that keeps its metrics and requests (each with its reason).
     """
 
-    def __init__(self, reason: str, result: Any) -> None:
+    def __init__(self, reason: str, result: BenchmarkResult) -> None:
         super().__init__(reason)
         self.result = result
 
@@ -31,7 +34,7 @@ def first_errors(records: list[RequestRecord], most: int = 3) -> str:
     return "; ".join(str(x) for x in reasons[:most]) + (" ..." if len(reasons) > most else "")
 
 
-def check_failures(spec: JobSpec, result: Any, log: Callable[[str], None]) -> None:
+def check_failures(spec: JobSpec, result: BenchmarkResult, log: Callable[[str], None]) -> None:
     """Raise RunRejected when no measured request of ``result`` (a BenchmarkResult) completed,
     or more failed than the workload's ``max_error_rate`` allows."""
     m = result.metrics

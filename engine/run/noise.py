@@ -36,8 +36,9 @@ per problem, stored as ``metrics["noise_flags"]``; each also says its ``kind``:
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
+from engine.jsonvalue import JSONMapping
 from engine.measure.client_lag import client_cause
 from engine.measure.schedule import duration_text
 from engine.measure.stats import min_samples
@@ -60,12 +61,12 @@ def _flag(flag: str, detail: str) -> dict[str, str]:
     return {"flag": flag, "kind": "machine" if flag in MACHINE_FLAGS else "validity", "detail": detail}
 
 
-def _load_words(samples: dict[str, Any]) -> str:
+def _load_words(samples: JSONMapping) -> str:
     load, cores = samples.get("load_during_max"), samples.get("cpu_count")
     return "" if load is None or not cores else f"load {load:.1f} on {cores} cores"
 
 
-def machine_flags(samples: dict[str, Any] | None) -> list[dict[str, str]]:
+def machine_flags(samples: JSONMapping | None) -> list[dict[str, str]]:
     """Flags from what else the machine did: contention, steal, a busy GPU."""
     if not samples:
         return []
@@ -86,7 +87,7 @@ def machine_flags(samples: dict[str, Any] | None) -> list[dict[str, str]]:
     return out
 
 
-def validity_flags(metrics: dict[str, Any]) -> list[dict[str, str]]:
+def validity_flags(metrics: JSONMapping) -> list[dict[str, str]]:
     """Flags from the run's own figures: too few requests, too short a phase, trial drift."""
     out = []
     need = min_samples(50)
@@ -100,7 +101,7 @@ def validity_flags(metrics: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def drift_flags(trials: list[dict[str, Any]], drift: dict[str, Any] | None) -> list[dict[str, str]]:
+def drift_flags(trials: Sequence[JSONMapping], drift: JSONMapping | None) -> list[dict[str, str]]:
     """``warmup`` (first trial slower than the rest beyond their spread) and ``drift`` (a wide spread)."""
     if not drift:
         return []
@@ -128,9 +129,9 @@ def drift_flags(trials: list[dict[str, Any]], drift: dict[str, Any] | None) -> l
 
 
 def client_flags(
-    client: dict[str, Any] | None,
+    client: JSONMapping | None,
     itl_p50_ms: float | None = None,
-    samples: dict[str, Any] | None = None,
+    samples: JSONMapping | None = None,
     engine: str | None = None,
 ) -> list[dict[str, str]]:
     """``client_bound`` when the client's own figures say it set the pace (the rules above), naming the cause it
@@ -174,9 +175,7 @@ def server_on_host(engine: str | None) -> bool | None:
     return None if found is None else not found.capabilities.remote
 
 
-def noise_flags(
-    samples: dict[str, Any] | None, metrics: dict[str, Any], engine: str | None = None
-) -> list[dict[str, str]]:
+def noise_flags(samples: JSONMapping | None, metrics: JSONMapping, engine: str | None = None) -> list[dict[str, str]]:
     """Every flag of a run: the machine's (contention, steal, GPU, a client that set the pace) then the
     figures' (requests, length, drift). ``engine``: the run's engine, for the client-bound flag's words."""
     itl = metrics.get("itl_ms")
@@ -185,6 +184,6 @@ def noise_flags(
     return machine_flags(samples) + client + validity_flags(metrics)
 
 
-def contended(flags: list[dict[str, Any]] | None) -> bool:
+def contended(flags: Sequence[JSONMapping] | None) -> bool:
     """Whether a run was measured under contention (CPU, steal or GPU) or by a client that set the pace."""
     return any(f.get("kind") == "machine" for f in flags or [])

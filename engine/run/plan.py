@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
 from engine.backends.base import Message, Request
+from engine.jsonvalue import JSONObject
 from engine.spec import SpecError
 
 
@@ -57,7 +57,7 @@ class RequestPlan:
     source: str
     warmup: list[PlannedRequest]
     measured: list[PlannedRequest]
-    facts: dict[str, Any] = field(default_factory=dict)  # e.g. rows skipped or clipped, a file's hash
+    facts: JSONObject = field(default_factory=dict)  # e.g. rows skipped or clipped, a file's hash
     chat_ids: ChatIds | None = None
     think_time_s: float = 0.0  # sessions: mean of the exponential gap between a reply and the next turn
 
@@ -95,7 +95,7 @@ def plan_of(
     output_tokens: int | Sequence[int],
     warmup: int,
     ignore_eos: bool = True,
-    facts: dict[str, Any] | None = None,
+    facts: JSONObject | None = None,
 ) -> RequestPlan:
     """A plan of plain prompts: the first ``warmup`` warm up, the rest are measured; one output
     length for all or one per prompt; due times left to the arrival process."""

@@ -13,11 +13,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.backends.base import Backend
+from engine.jsonvalue import JSONObject
 from engine.settings import get_settings
 from engine.spec import JobSpec, engines
+
+if TYPE_CHECKING:
+    from engine.run.runner import ProgressState
 
 
 def trace_path(fingerprint: str, data_dir: Path | None = None) -> Path:
@@ -39,8 +43,8 @@ def unavailable_reason(spec: JobSpec) -> str | None:
 
 
 def profile_phase(
-    spec: JobSpec, backend: Backend, prompts: list[list[int]], state: Any, log: Callable[[str], None]
-) -> dict[str, dict[str, Any]]:
+    spec: JobSpec, backend: Backend, prompts: list[list[int]], state: ProgressState, log: Callable[[str], None]
+) -> dict[str, JSONObject]:
     """``{"profile": record}`` for ``NewRun.series`` ({} without ``profile_steps``); ``prompts``: the measured ones."""
     steps = spec.workload.profile_steps
     if not steps:

@@ -30,10 +30,10 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure import registry
 from engine.measure.metrics import SLO, compute_metrics
 from engine.measure.records import RequestRecord, RunRecord
@@ -155,7 +155,7 @@ def measuring_note(wl: Workload) -> str:
     return note
 
 
-def repeat_headline(metrics: dict[str, Any]) -> dict[str, Any]:
+def repeat_headline(metrics: JSONMapping) -> JSONObject:
     """The figures of one trial kept in ``metrics["trials"]`` (the registry's ``trials`` figures, as stored):
     p50s of the latency groups, throughput, counts."""
     return {
@@ -164,7 +164,7 @@ def repeat_headline(metrics: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def drift(rows: Sequence[dict[str, Any]], key: str = "tpot_ms_p50") -> dict[str, Any] | None:
+def drift(rows: Sequence[JSONMapping], key: str = "tpot_ms_p50") -> JSONObject | None:
     """Trial-to-trial drift of ``key``: spread (max - min) / median and the first trial against the rest, in %."""
     values = [r.get(key) for r in rows]
     if len(values) < 2 or any(v is None for v in values):
@@ -180,13 +180,13 @@ def drift(rows: Sequence[dict[str, Any]], key: str = "tpot_ms_p50") -> dict[str,
     }
 
 
-def widen_with_repeats(pooled: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
+def widen_with_repeats(pooled: JSONObject, rows: Sequence[JSONMapping]) -> None:
     """With several trials, each headline interval becomes the wider of the pooled requests' one and
     the t-interval across the trials' values, so drift between trials widens it (pooled requests alone
     would treat the trials as one sample)."""
     if len(rows) < 2:
         return
-    targets: list[tuple[dict[str, Any], str, str]] = []
+    targets: list[tuple[JSONObject, str, str]] = []
     for m in registry.shown_in("trials"):
         if m.interval is None:
             continue
@@ -209,7 +209,7 @@ def repeat_metrics(
     slo: SLO | None,
     until_metric: str | None = None,
     due_times: bool = False,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The run's metrics: headline figures over every trial's requests, plus per-trial figures and drift.
 
     ``due_times``: the requests had due times of their own (latency from the due time is kept too)."""

@@ -22,12 +22,13 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.backends.base import REMOTE_DEVICE, Backend, LauncherFactory, LoadReport, Sender, get_backend
+from engine.jsonvalue import JSONObject
 from engine.measure import aggregates, memory, provenance, saturation, server_metrics, telemetry
 from engine.measure.breakdowns import per_turn
-from engine.measure.client_lag import client_group
+from engine.measure.client_lag import ClientSample, client_group
 from engine.measure.records import RequestRecord
 from engine.run.failures import RunRejected, check_failures, failure_reason
 from engine.run.plan import RequestPlan
@@ -38,6 +39,10 @@ from engine.run.store import Where
 from engine.spec import JobSpec, SpecError
 from engine.weights import models
 from engine.weights.models import ResolvedModel
+
+if TYPE_CHECKING:
+    from engine.run.repeats import Measured
+    from storage import Database
 
 PHASES: tuple[str, ...] = ("loading", "warm-up", "measuring", "evaluating", "saving")
 DUE_ARRIVALS = ("poisson", "gamma", "trace")  # requests with due times of their own (latency from due is kept)
@@ -79,13 +84,13 @@ class BenchmarkResult:
     """What a run stores: its figures, provenance, every request's stamps, accuracy and side series."""
 
     run_id: int | None
-    metrics: dict[str, Any]
-    provenance: dict[str, Any]
+    metrics: JSONObject
+    provenance: JSONObject
     requests: list[RequestRecord]
-    quality: dict[str, Any] | None = None
-    series: dict[str, dict[str, Any]] = field(default_factory=dict)  # side records by kind (storage/series.py)
+    quality: JSONObject | None = None
+    series: dict[str, JSONObject] = field(default_factory=dict)  # side records by kind (storage/series.py)
 
-    def add_accuracy(self, quality: dict[str, Any]) -> None:
+    def add_accuracy(self, quality: JSONObject) -> None:
         """The accuracy phase's result, and its time beside the other phase times."""
         self.quality = quality
         self.metrics["quality_s"] = quality.get("timings_s", {}).get("total_s")
@@ -104,19 +109,21 @@ class _Loaded:
 class _Measured:
     """Everything the warm-up and measured phases observed, before it becomes the result."""
 
-    phases: Any  # engine.run.repeats.Measured
+    phases: Measured
     warm: list[RequestRecord]
     warmup_s: float
-    load: dict[str, Any]  # configured vs achieved rate, concurrency (of the last trial)
+    load: JSONObject  # configured vs achieved rate, concurrency (of the last trial)
     rss_peak: int | None
-    machine: Any  # the noise sampler
-    tele: Any  # the device telemetry sampler
-    server: Any  # the server /metrics scraper
+    machine: provenance.NoiseSampler
+    tele: telemetry.TelemetrySampler  # the device telemetry sampler
+    server: server_metrics.ServerScraper  # the server /metrics scraper
     cpu_wall_ratio: float
-    client: list[Any] = field(default_factory=list)  # each measured phase's ClientSample of every client process
+    client: list[ClientSample] = field(
+        default_factory=list
+    )  # each measured phase's ClientSample of every client process
     due_times: bool = False  # the requests had due times (an open arrival process or a trace)
     processes: int = 1  # client processes that sent (1: the backend itself)
-    client_processes: dict[str, Any] = field(default_factory=dict)  # what they said about themselves
+    client_processes: JSONObject = field(default_factory=dict)  # what they said about themselves
 
 
 def execute(
@@ -198,8 +205,8 @@ def _measure(
     state.enter("measuring", repeats.measuring_note(wl))
     memory.release_freed_memory()  # freed load-time buffers are not the recipe's memory
     backend.measuring_started()  # counters (CUDA peak, speculation) restart: the measured phase only
-    load: dict[str, Any] = {}
-    client: list[Any] = []
+    load: JSONObject = {}
+    client: list[ClientSample] = []
 
     def run_phase(_trial: int, first_index: int, count: int) -> tuple[list[RequestRecord], int, int]:
         state.requests_total = max(state.requests_total, state.requests_done + count)
@@ -227,7 +234,7 @@ def _measure(
     return _Measured(phases, warm, warmup_s, load, rss.peak_bytes, machine, tele, server, ratio, client, due)
 
 
-def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, prov: dict[str, Any]) -> BenchmarkResult:
+def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, prov: JSONObject) -> BenchmarkResult:
     """The run's result, assembled in this one place from what the phases observed."""
     from engine.run import noise, repeats
     from engine.run.driver import slo_of
@@ -299,7 +306,7 @@ def _execute(
 
 def _evaluate(
     spec: JobSpec, loaded: _Loaded, prompts: list[list[int]], state: ProgressState, log: Callable[[str], None]
-) -> dict[str, Any]:
+) -> JSONObject:
     """The evaluating phase: accuracy of the same recipe through the same backend."""
     from engine.accuracy import evaluate
 
@@ -333,7 +340,7 @@ def per_gpu(tokens_per_s: float | None, device: str) -> float | None:
 
 def run_benchmark(
     spec: JobSpec,
-    db: Any | None = None,
+    db: Database | None = None,
     state: ProgressState | None = None,
     log: Callable[[str], None] = print,
     job_id: int | None = None,

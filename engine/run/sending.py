@@ -17,9 +17,9 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from engine.backends.base import Backend, BackendError, LauncherFactory, Sender
+from engine.jsonvalue import JSONObject
 from engine.measure.client_lag import usable_cores
 from engine.spec import JobSpec, Workload, engines
 
@@ -51,7 +51,7 @@ class Sending:
 
     sender: Sender
     processes: int = 1
-    info: dict[str, Any] = field(default_factory=dict)
+    info: JSONObject = field(default_factory=dict)
 
 
 @contextmanager

@@ -4,17 +4,22 @@ that must still hold it. The one place a run becomes a :class:`storage.runs.NewR
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+from engine.jsonvalue import JSONObject
 from engine.measure.records import RequestRecord
 from engine.spec import JobSpec
+
+if TYPE_CHECKING:
+    from storage import Database
+    from storage.runs import NewRun
 
 
 @dataclass(frozen=True)
 class Where:
     """Where a run is stored: the database, its spec and, for a job, the job and its worker."""
 
-    db: Any | None
+    db: Database | None
     spec: JobSpec
     job_id: int | None
     sweep: str | None
@@ -23,12 +28,12 @@ class Where:
     def store(
         self,
         status: str,
-        metrics: dict[str, Any] | None,
-        prov: dict[str, Any],
+        metrics: JSONObject | None,
+        prov: JSONObject,
         requests: list[RequestRecord],
         error: str | None,
-        quality: dict[str, Any] | None = None,
-        series: dict[str, dict[str, Any]] | None = None,
+        quality: JSONObject | None = None,
+        series: dict[str, JSONObject] | None = None,
     ) -> int | None:
         """Save the run (one transaction); its id, or None without a database."""
         if self.db is None:
@@ -41,7 +46,7 @@ class Where:
         return save_run(self.db, run)
 
 
-def new_run(spec: JobSpec, status: str, error: str | None, **extra: Any) -> Any:
+def new_run(spec: JobSpec, status: str, error: str | None, **extra: object) -> NewRun:
     """A :class:`storage.runs.NewRun` for ``spec`` (identity from the spec; figures filled in by the caller)."""
     from storage.runs import NewRun
 

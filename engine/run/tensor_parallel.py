@@ -30,11 +30,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from engine.backends.base import BackendError
 from engine.processes import die_with_parent, free_port
 from engine.spec import JobSpec, SpecError
+
+T = TypeVar("T")
 
 FOLLOWER_ENV = "LATENCYLAB_TP_FOLLOWER"
 _ENV_KEYS = (
@@ -213,7 +215,7 @@ def _interruptible() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def run_with_followers(spec: JobSpec, body: Callable[[], Any], log: Callable[[str], None]) -> Any:
+def run_with_followers(spec: JobSpec, body: Callable[[], T], log: Callable[[str], None]) -> T:
     """Run ``body`` (rank 0's work) with the follower ranks around it.
 
     The distributed variables set for rank 0 are put back afterwards, so later work in the

@@ -14,7 +14,22 @@ this package's ``__init__`` runs first, so it must not import the registry of en
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what each name is, for type checkers (at run time they are imported when first asked for)
+    from engine.spec.accuracy import ACCURACY_METRICS_HELP as ACCURACY_METRICS_HELP
+    from engine.spec.accuracy import AccuracySpec as AccuracySpec
+    from engine.spec.base import SpecError as SpecError
+    from engine.spec.base import canonical_json as canonical_json
+    from engine.spec.base import format_validation_error as format_validation_error
+    from engine.spec.engines import Recipe as Recipe
+    from engine.spec.job import JobSpec as JobSpec
+    from engine.spec.job import parse_job_spec as parse_job_spec
+    from engine.spec.model import ModelKind as ModelKind
+    from engine.spec.model import ModelSpec as ModelSpec
+    from engine.spec.recipes import EngineRecipe as EngineRecipe
+    from engine.spec.workload import SERVING_DEFAULTS as SERVING_DEFAULTS
+    from engine.spec.workload import Workload as Workload
 
 _EXPORTS: dict[str, str] = {
     "SpecError": "engine.spec.base",
@@ -34,7 +49,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'engine.spec' has no attribute {name!r}")

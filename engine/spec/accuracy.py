@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
@@ -35,7 +34,7 @@ class AccuracySpec(_Strict):
 
     @field_validator("metrics", mode="before")
     @classmethod
-    def _split_metrics(cls, value: Any) -> Any:
+    def _split_metrics(cls, value: object) -> object:
         if isinstance(value, str):
             value = [part for part in value.split(",")]
         if isinstance(value, (list, tuple)):

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class SpecError(ValueError):
@@ -20,12 +22,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @classmethod
-    def field_defaults(cls) -> dict[str, Any]:
+    def field_defaults(cls) -> dict[str, object]:
         """Every field's default value (fields with a default factory are left out)."""
         return {name: info.default for name, info in cls.model_fields.items() if info.default_factory is None}
 
 
-def canonical_json(data: Any) -> str:
+def canonical_json(data: object) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
@@ -33,7 +35,7 @@ MAX_PROBLEMS = 6  # a spec of random junk has hundreds; the first ones say what 
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
-def _loc_part(part: Any) -> str:
+def _loc_part(part: int | str) -> str:
     """One step of an error location: a field name as is, anything else quoted and cut (one line)."""
     text = str(part)
     if _PLAIN_KEY.fullmatch(text):
@@ -56,7 +58,7 @@ def format_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def validate_chosen(cls: type[BaseModel], value: Mapping[str, Any], name: str, as_json: bool) -> Any:
+def validate_chosen(cls: type[_Model], value: Mapping[str, object], name: str, as_json: bool) -> _Model:
     """``value`` validated as ``cls`` (the class its key chose: an engine's recipe, a source's options), as JSON
     when the spec is (``as_json``), its errors located under ``name``."""
     try:

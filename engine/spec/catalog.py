@@ -8,9 +8,9 @@ also the architecture catalog of the what-if estimator.
 
 from __future__ import annotations
 
-from typing import Any
+from engine.jsonvalue import JSONObject
 
-SYNTHETIC_ARCHITECTURES: dict[str, dict[str, Any]] = {
+SYNTHETIC_ARCHITECTURES: dict[str, JSONObject] = {
     "smollm2-135m": {
         "model_type": "llama",
         "hidden_size": 576,
@@ -94,7 +94,7 @@ SYNTHETIC_ARCHITECTURES: dict[str, dict[str, Any]] = {
 }
 
 
-def architecture_config(name: str) -> dict[str, Any]:
+def architecture_config(name: str) -> JSONObject:
     """The config kwargs of a catalog architecture (without the ``source`` note)."""
     entry = dict(SYNTHETIC_ARCHITECTURES[name])
     entry.pop("source", None)

@@ -16,14 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
+from engine.jsonvalue import JSONObject, JSONScalar, JSONValue
 from engine.spec.recipes import EngineRecipe
 from engine.spec.rules import Dependency
 
 UNKNOWN_FAMILY = "unknown"  # the what-if family of an engine the estimator does not model
 FACTOR_NAMES = ("eff_bandwidth", "eff_compute_prefill", "eff_compute_decode", "step_overhead_ms", "prefill_overhead_ms")
-_EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -66,10 +65,12 @@ class FormGroups:
 
     basic: tuple[str, ...] = ()
     shown_with: tuple[Dependency, ...] = ()
-    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     device_choices: bool = False
-    enablers: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: _EMPTY)
-    companions: Mapping[tuple[str, Any], Mapping[str, Any]] = field(default_factory=lambda: _EMPTY)
+    enablers: Mapping[str, Mapping[str, JSONValue]] = field(default_factory=lambda: MappingProxyType({}))
+    companions: Mapping[tuple[str, JSONScalar], Mapping[str, JSONValue]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class Search:
     of the knobs whose values are not a closed set (numbers, optional numbers)."""
 
     knobs: tuple[str, ...] = ()
-    values: Mapping[str, tuple[Any, ...]] = field(default_factory=lambda: _EMPTY)
+    values: Mapping[str, tuple[JSONScalar, ...]] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class WhatIf:
     """
 
     family: str = UNKNOWN_FAMILY
-    priors: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: _EMPTY)
+    priors: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
     calibrates: bool = True
     left_out: str = "no what-if model"
 
@@ -111,10 +112,10 @@ class RecipePreset:
     key: str
     name: str
     description: str
-    recipe: Mapping[str, Any]
+    recipe: Mapping[str, JSONValue]
     engine: str
 
-    def recipe_data(self) -> dict[str, Any]:
+    def recipe_data(self) -> JSONObject:
         """The recipe section of a job spec."""
         return {"engine": self.engine, **self.recipe}
 
@@ -143,7 +144,7 @@ class EngineDescriptor:
     form: FormGroups = FormGroups()
     search: Search = Search()
     whatif: WhatIf = WhatIf()
-    fingerprint_defaults: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    fingerprint_defaults: Mapping[str, JSONValue] = field(default_factory=lambda: MappingProxyType({}))
     presets: tuple[RecipePreset, ...] = ()
     packages: tuple[str, ...] = ()
     versions: tuple[str, ...] = ()

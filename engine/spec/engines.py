@@ -15,7 +15,7 @@ fake one with :func:`register`), and dumps as that class.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import SerializeAsAny, ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator
 
@@ -51,17 +51,17 @@ def default() -> EngineDescriptor:
     return _REGISTERED[0]
 
 
-def find(name: Any) -> EngineDescriptor | None:
+def find(name: object) -> EngineDescriptor | None:
     """The descriptor of engine ``name``, or None when no engine of that name is registered."""
     return next((d for d in _REGISTERED if d.name == name), None)
 
 
-def unknown_engine(name: Any) -> str:
+def unknown_engine(name: object) -> str:
     """The one line said for an engine name nobody registered."""
     return f"unknown engine {name!r}; available: {', '.join(names())}"
 
 
-def get(name: Any) -> EngineDescriptor:
+def get(name: object) -> EngineDescriptor:
     """The descriptor of engine ``name``; :class:`SpecError` naming the available ones when there is none."""
     found = find(name)
     if found is None:
@@ -69,7 +69,7 @@ def get(name: Any) -> EngineDescriptor:
     return found
 
 
-def recipe_class(name: Any) -> type[EngineRecipe]:
+def recipe_class(name: object) -> type[EngineRecipe]:
     """The recipe class of engine ``name`` (SpecError for an unknown engine)."""
     return get(name).recipe
 
@@ -110,7 +110,7 @@ def unregister(name: str) -> None:
 
 
 # -- JobSpec.recipe: the class of the engine the section names ---------------------------------
-def _validate_recipe(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> EngineRecipe:
+def _validate_recipe(value: object, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> EngineRecipe:
     """A recipe section as the class of the engine it names (a recipe object as it is)."""
     if isinstance(value, EngineRecipe):
         return value
@@ -121,7 +121,7 @@ def _validate_recipe(value: Any, handler: ValidatorFunctionWrapHandler, info: Va
     descriptor = find(value["engine"])
     if descriptor is None:
         raise ValueError(unknown_engine(value["engine"]))
-    return validate_chosen(descriptor.recipe, value, descriptor.name, info.mode == "json")  # type: ignore[no-any-return]
+    return validate_chosen(descriptor.recipe, value, descriptor.name, info.mode == "json")
 
 
 Recipe = Annotated[SerializeAsAny[EngineRecipe], WrapValidator(_validate_recipe)]

@@ -9,22 +9,27 @@ in its descriptor (``FormGroups``, :mod:`engine.spec.descriptor`), found through
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from collections.abc import Mapping
+from typing import get_args
 
 from pydantic import ValidationError
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.spec import engines, sources
 from engine.spec.rules import Dependency, unused_knobs
 from engine.spec.sources.base import TrafficSource
 from engine.spec.sources.flat import source_of
 
+# A value of a closed-choice knob (a Literal's or a bool's), one of the form's choices.
+Choice = str | bool | int
 
-def option_reason(engine: str, field_name: str, value: Any, device: str) -> str | None:
+
+def option_reason(engine: str, field_name: str, value: Choice, device: str) -> str | None:
     """Why ``field_name=value`` of ``engine``'s recipe (other knobs at their defaults) cannot run on ``device``;
     None when it can."""
     descriptor = engines.get(engine)
     form, cls = descriptor.form, descriptor.recipe
-    base: dict[str, Any] = {field_name: value}
+    base: JSONObject = {field_name: value}
     if value != cls.model_fields[field_name].default:
         base.update(form.enablers.get(field_name, {}))
     base.update(form.companions.get((field_name, value), {}))
@@ -36,21 +41,22 @@ def option_reason(engine: str, field_name: str, value: Any, device: str) -> str 
     return "; ".join(problems) if problems else None
 
 
-def options(engine: str, device: str) -> dict[str, dict[Any, str | None]]:
+def options(engine: str, device: str) -> dict[str, dict[Choice, str | None]]:
     """Every Literal/bool knob of ``engine``'s recipe: value -> None (can run) or the reason it cannot.
 
     Empty for an engine whose form does not offer per-device choices (``FormGroups.device_choices``)."""
     descriptor = engines.get(engine)
     if not descriptor.form.device_choices:
         return {}
-    out: dict[str, dict[Any, str | None]] = {}
+    out: dict[str, dict[Choice, str | None]] = {}
     for name, info in descriptor.recipe.model_fields.items():
         if name == "engine":
             continue
-        values: tuple[Any, ...] = (False, True) if info.annotation is bool else get_args(info.annotation)
-        if not values or not all(isinstance(v, str | bool | int) for v in values):
+        values: tuple[object, ...] = (False, True) if info.annotation is bool else get_args(info.annotation)
+        choices = [v for v in values if isinstance(v, str | bool | int)]
+        if not values or len(choices) < len(values):
             continue
-        out[name] = {v: option_reason(engine, name, v, device) for v in values}
+        out[name] = {v: option_reason(engine, name, v, device) for v in choices}
     return out
 
 
@@ -102,7 +108,7 @@ WORKLOAD_BASIC: tuple[str, ...] = (
 )
 # Form-only dependencies, beyond the spec's (engine.spec.rules): (knob, shown when, what shows it).
 # The device is in the values as "_device" ("cpu" or "cuda:...").
-WORKLOAD_SHOWN_WITH: tuple[tuple[str, Any, str], ...] = (
+WORKLOAD_SHOWN_WITH: tuple[Dependency, ...] = (
     ("burstiness", lambda v: v["arrival"] == "gamma", "arrival=gamma"),
     ("batch_size", lambda v: v["arrival"] == "batch", "arrival=batch"),
     *(
@@ -133,7 +139,7 @@ def traffic_choices() -> dict[str, str]:
     return {sources.name_of(c): c.label for c in sources.all_sources()}
 
 
-def traffic_of(values: dict[str, Any]) -> str:
+def traffic_of(values: JSONMapping) -> str:
     """The source a link's flat values name (``source=`` or its naming fields), the default one when they name
     none or several (the form then says what is wrong)."""
     try:
@@ -175,7 +181,7 @@ def dependencies(section: str) -> tuple[Dependency, ...]:
     return cls.dependencies if cls is not None else engines.knob_dependencies(section)
 
 
-def _shown_with(section: str) -> tuple[tuple[str, Any, str], ...]:
+def _shown_with(section: str) -> tuple[Dependency, ...]:
     if section == "workload":
         return WORKLOAD_SHOWN_WITH
     descriptor = engines.find(section)
@@ -183,7 +189,7 @@ def _shown_with(section: str) -> tuple[tuple[str, Any, str], ...]:
 
 
 def hidden_fields(
-    section: str, values: dict[str, Any], device: str = "cpu", traffic: str | None = None
+    section: str, values: Mapping[str, object], device: str = "cpu", traffic: str | None = None
 ) -> dict[str, str]:
     """Knobs of ``section`` (an engine name or 'workload') the other ``values`` leave unused -> what would use
     them; the form hides those (and submits their defaults). ``values`` hold every field of the section;

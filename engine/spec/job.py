@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from engine.jsonvalue import JSONMapping
 from engine.spec import engines
 from engine.spec.accuracy import AccuracySpec
 from engine.spec.base import SpecError, _Strict, canonical_json, format_validation_error
@@ -105,7 +105,7 @@ class JobSpec(_Strict):
         return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:16]
 
 
-def parse_job_spec(data: dict[str, Any] | str) -> JobSpec:
+def parse_job_spec(data: JSONMapping | str) -> JobSpec:
     """Validate a spec from a dict or JSON text; raise :class:`SpecError` with one line."""
     try:
         if isinstance(data, str):

@@ -11,8 +11,8 @@ picked preset, so every knob stays editable.
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from engine.jsonvalue import JSONMapping
 from engine.spec import engines
 from engine.spec.base import SpecError
 from engine.spec.descriptor import RecipePreset
@@ -47,7 +47,7 @@ def presets_for(device: str, source: str = "demo") -> list[tuple[RecipePreset, s
     return [r for r in rated if r[1] is None] + [r for r in rated if r[1] is not None]
 
 
-def preset_of(recipe: dict[str, Any]) -> RecipePreset | None:
+def preset_of(recipe: JSONMapping) -> RecipePreset | None:
     """The preset whose knobs a recipe has exactly (the others at their defaults), if any."""
     engine = recipe.get("engine", engines.default().name)
     descriptor = engines.find(engine)

@@ -9,11 +9,12 @@ and the few others below are all a spec, a form or a job needs to know.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from engine.spec.base import _Strict
 
 if TYPE_CHECKING:
+    from engine.jsonvalue import JSONObject
     from engine.spec.workload import Workload
 
 # Precision of weights and activations, as the engines that run a local model spell it.
@@ -48,7 +49,7 @@ class EngineRecipe(_Strict):
         """Why the accuracy phase cannot be measured with this recipe (empty: it can)."""
         return []
 
-    def shape_problems(self, config: dict[str, Any] | None, device: str) -> list[str]:
+    def shape_problems(self, config: JSONObject | None, device: str) -> list[str]:
         """What the model's declared config (``config.json``) forbids with this recipe on ``device``."""
         return []
 

@@ -16,10 +16,10 @@ compute capability, installed packages) are judged by each engine's pre-flight.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
-# (knob, whether the section's other values use it, what would enable it)
-Dependency = tuple[str, Callable[[Mapping[str, Any]], bool], str]
+# (knob, whether the section's other values use it, what would enable it); the values are a section's fields
+# (a spec's, or a form's as typed: any Python value)
+Dependency = tuple[str, Callable[[Mapping[str, object]], bool], str]
 
 WORKLOAD_DEPENDENCIES: tuple[Dependency, ...] = (
     ("rate", lambda w: w["arrival"] in ("poisson", "gamma"), "arrival=poisson or gamma"),
@@ -31,14 +31,14 @@ WORKLOAD_DEPENDENCIES: tuple[Dependency, ...] = (
 )
 
 
-def unused_knobs(dependencies: Sequence[Dependency], values: Mapping[str, Any]) -> list[tuple[str, str]]:
+def unused_knobs(dependencies: Sequence[Dependency], values: Mapping[str, object]) -> list[tuple[str, str]]:
     """(knob, what enables it) for every knob of ``dependencies`` that the other ``values`` (every field of the
     section) leave unused."""
     return [(knob, enabler) for knob, used, enabler in dependencies if not used(values)]
 
 
 def unused_knob_problems(
-    dependencies: Sequence[Dependency], values: Mapping[str, Any], defaults: Mapping[str, Any]
+    dependencies: Sequence[Dependency], values: Mapping[str, object], defaults: Mapping[str, object]
 ) -> list[str]:
     """One message per knob set away from its default where nothing uses it."""
     return [

@@ -31,8 +31,8 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from engine.jsonvalue import JSONObject, JSONValue
 from engine.spec import engines
 from engine.spec.base import SpecError
 from engine.spec.job import JobSpec, parse_job_spec
@@ -40,7 +40,7 @@ from engine.spec.rules import unused_knobs
 from engine.spec.workload import Workload
 
 # What one point of an axis sets: section ("recipe", "workload", "quality") -> field -> value.
-Overrides = dict[str, dict[str, Any]]
+Overrides = dict[str, dict[str, JSONValue]]
 
 
 @dataclass(frozen=True)
@@ -59,14 +59,14 @@ class SweepPoint:
     """One combination: its label (``dtype=float32, batch_size=2``; empty without axes) and spec data."""
 
     label: str
-    data: dict[str, Any]
+    data: JSONObject
 
     def where(self, index: int, total: int) -> str:
         """``job 2 of 4 (dtype=float32): `` for messages about this point ('' without a sweep)."""
         return f"job {index + 1} of {total} ({self.label}): " if self.label else ""
 
 
-def field_axis(section: str, field: str, values: Sequence[Any]) -> Axis:
+def field_axis(section: str, field: str, values: Sequence[JSONValue]) -> Axis:
     """Every value of one field, labelled ``field=value``."""
     return Axis(tuple((f"{field}={value}", {section: {field: value}}) for value in values))
 
@@ -83,7 +83,7 @@ def rate_axis(rates: Sequence[float], arrival: str = "poisson") -> Axis:
                 )
             )
             continue
-        wl: dict[str, Any] = {"arrival": "gamma" if arrival == "gamma" else "poisson", "rate": rate, "batch_size": 1}
+        wl: JSONObject = {"arrival": "gamma" if arrival == "gamma" else "poisson", "rate": rate, "batch_size": 1}
         if wl["arrival"] == "poisson":
             wl["burstiness"] = 1.0
         points.append((load_label(("rate", rate)), {"workload": wl}))
@@ -115,7 +115,7 @@ def concurrency_axis(concurrencies: Sequence[int]) -> Axis:
 LOAD_FIELDS: tuple[str, ...] = ("arrival", "rate", "max_concurrency", "burstiness", "batch_size")
 
 
-def load_of(data: dict[str, Any]) -> tuple[str, float] | None:
+def load_of(data: JSONObject) -> tuple[str, float] | None:
     """A spec's load as (``"rate"`` | ``"concurrency"``, value): requests/s (inf: all at once) or
     requests in flight; None for static batches or a spec without one."""
     workload = data.get("workload") or {}
@@ -129,7 +129,7 @@ def load_of(data: dict[str, Any]) -> tuple[str, float] | None:
     return None
 
 
-def load_group(data: dict[str, Any]) -> str:
+def load_group(data: JSONObject) -> str:
     """What the points of one load curve share: the spec without its load fields and name (canonical)."""
     rest = {k: v for k, v in data.items() if k != "name"}
     rest["workload"] = {k: v for k, v in (data.get("workload") or {}).items() if k not in LOAD_FIELDS}
@@ -159,7 +159,7 @@ def grid_size(axes: Sequence[Axis]) -> int:
     return math.prod(len(axis.points) for axis in axes)
 
 
-def build_grid(base: JobSpec | dict[str, Any], axes: Sequence[Axis]) -> list[SweepPoint]:
+def build_grid(base: JobSpec | JSONObject, axes: Sequence[Axis]) -> list[SweepPoint]:
     """One point per combination of the axes' values, in order (the first axis varies slowest)."""
     data = base.model_dump(mode="json") if isinstance(base, JobSpec) else base
     if not axes:
@@ -217,11 +217,11 @@ def grid_specs(points: Sequence[SweepPoint]) -> list[JobSpec]:
     return specs
 
 
-def _copy(data: dict[str, Any]) -> dict[str, Any]:
+def _copy(data: JSONObject) -> JSONObject:
     return {key: dict(value) if isinstance(value, dict) else value for key, value in data.items()}
 
 
-def _reset_unused(spec: dict[str, Any], swept: set[tuple[str, str]]) -> None:
+def _reset_unused(spec: JSONObject, swept: set[tuple[str, str]]) -> None:
     """Put knobs this point does not use back to their defaults (unless swept: validation then says why)."""
     recipe = spec.get("recipe") or {}
     engine = recipe.get("engine", engines.default().name)

@@ -9,13 +9,12 @@ that quotes what a user typed quotes at most :data:`QUOTED_CHARS` characters of 
 from __future__ import annotations
 
 import unicodedata
-from typing import Any
 
 MAX_NAME = 200  # characters of a job, run or sweep name
 QUOTED_CHARS = 40  # characters of a user's value quoted in a message
 
 
-def quoted(value: Any, most: int = QUOTED_CHARS) -> str:
+def quoted(value: object, most: int = QUOTED_CHARS) -> str:
     """``value`` quoted for a one-line message (its ``repr``), cut to ``most`` characters and said so."""
     text = value if isinstance(value, str) else repr(value)
     if len(text) <= most:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.spec import sources
 from engine.spec.base import _Strict
 from engine.spec.rules import WORKLOAD_DEPENDENCIES, unused_knob_problems
@@ -17,7 +18,7 @@ Arrival = Literal["batch", "poisson", "gamma", "concurrency", "max"]
 # Flat workload fields (Workload.flat) whose defaults are left out of fingerprints (runs from before they existed
 # keep theirs): the serving and stopping fields, and the traffic fields of the flat workload of before
 # Workload.traffic (engine.spec.sources.base), at their old defaults.
-SERVING_DEFAULTS: dict[str, Any] = {
+SERVING_DEFAULTS: JSONObject = {
     "arrival": "batch",
     "rate": None,
     "burstiness": 1.0,
@@ -55,7 +56,7 @@ UntilMetric = Literal[
 UNTIL_METRIC_STORED: dict[str, str] = {key: ".".join(key.rsplit("_", 1)) for key in get_args(UntilMetric)}
 
 
-def stored_form(workload: dict[str, Any]) -> dict[str, Any]:
+def stored_form(workload: JSONObject) -> JSONObject:
     """A workload's JSON (``model_dump(mode="json")``) as canonical JSON and fingerprints write it (in place)."""
     if isinstance(workload.get("until_metric"), str):
         workload["until_metric"] = UNTIL_METRIC_STORED.get(workload["until_metric"], workload["until_metric"])
@@ -67,7 +68,7 @@ DEFAULT_MAX_REQUESTS = 1000
 # Measurement presets (``--preset``, the Launch page): workload fields they set.
 # "decision": at least 3 trials (rounds of ``requests`` requests), then more rounds until TPOT p50's
 # 95 % interval is within +-2 % (or 1000 requests / 10 minutes measured, whichever comes first).
-MEASUREMENT_PRESETS: dict[str, dict[str, Any]] = {
+MEASUREMENT_PRESETS: dict[str, JSONObject] = {
     "quick": {"trials": 1, "until_ci_pct": None, "max_requests": None, "max_seconds": None},
     "decision": {
         "trials": 3,
@@ -163,7 +164,7 @@ class Workload(_Strict):
         """The name of the request source that plans this workload's requests (its traffic says it)."""
         return self.traffic.source
 
-    def flat(self) -> dict[str, Any]:
+    def flat(self) -> JSONObject:
         """The workload as one flat JSON object, its traffic's options beside its other fields, as specs were
         stored before ``traffic`` existed: what fingerprints and the stored knobs hold."""
         return {**self.model_dump(mode="json", exclude={"traffic"}), **self.traffic.flat()}
@@ -174,7 +175,7 @@ class Workload(_Strict):
 
     @field_validator("until_metric", mode="before")
     @classmethod
-    def _stored_until_metric(cls, value: Any) -> Any:
+    def _stored_until_metric(cls, value: object) -> object:
         """The stored form (``tpot_ms.p50``) reads as its metric key."""
         stored = {form: key for key, form in UNTIL_METRIC_STORED.items()}
         return stored.get(value, value) if isinstance(value, str) else value
@@ -207,7 +208,7 @@ class Workload(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _read_traffic(cls, data: Any) -> Any:
+    def _read_traffic(cls, data: object) -> object:
         """Flat traffic fields (a spec stored before ``traffic``, flat overrides) read into ``traffic``; a source
         that brings its own request count (a trace: every row) gives ``requests`` when the workload does not."""
         if not isinstance(data, dict):
@@ -231,14 +232,14 @@ class Workload(_Strict):
         return data
 
 
-def apply_preset(workload: dict[str, Any], preset: str) -> dict[str, Any]:
+def apply_preset(workload: JSONMapping, preset: str) -> JSONObject:
     """``workload`` with a measurement preset's fields set (``quick`` or ``decision``); ValueError otherwise."""
     if preset not in MEASUREMENT_PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose {' or '.join(MEASUREMENT_PRESETS)}")
     return {**workload, **MEASUREMENT_PRESETS[preset]}
 
 
-def flat_workload(workload: Mapping[str, Any] | None) -> dict[str, Any]:
+def flat_workload(workload: JSONMapping | None) -> JSONObject:
     """A stored spec's workload section as flat fields (:meth:`Workload.flat`), whatever shape it was stored in:
     for the readers of many stored runs' specs as dicts (nothing validated: a stored spec was valid when stored)."""
     data = dict(workload or {})

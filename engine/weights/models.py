@@ -15,8 +15,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from engine.jsonvalue import JSONObject
 from engine.settings import get_settings
 from engine.spec import ModelSpec, SpecError
 from engine.spec.catalog import architecture_config
@@ -35,7 +35,7 @@ class ResolvedModel:
     spec: ModelSpec
     label: str
     path: str | None  # HF folder or hub id; None for synthetic
-    synthetic_config: dict[str, Any] | None = None
+    synthetic_config: JSONObject | None = None
     gguf_source: str | None = None
 
     @property
@@ -144,7 +144,7 @@ def check(spec: ModelSpec) -> None:
         _check_hub_cache(spec)
 
 
-def model_config(model: ResolvedModel) -> dict[str, Any]:
+def model_config(model: ResolvedModel) -> JSONObject:
     """The model's config as a dict (no weights)."""
     if model.synthetic_config is not None:
         return dict(model.synthetic_config)
@@ -236,7 +236,7 @@ def resolve(spec: ModelSpec, progress: Progress = _noop) -> ResolvedModel:
     return ResolvedModel(spec=spec, label=spec.label, path=spec.source.removeprefix("hf:"))
 
 
-def synthetic_folder(config: dict[str, Any]) -> Path:
+def synthetic_folder(config: JSONObject) -> Path:
     """A folder with only the config.json of a synthetic architecture (no weights, no tokenizer).
 
     For engines that build random weights themselves from a config file (vLLM's
@@ -258,7 +258,7 @@ def synthetic_folder(config: dict[str, Any]) -> Path:
     return folder
 
 
-def declared_config(spec: ModelSpec) -> dict[str, Any] | None:
+def declared_config(spec: ModelSpec) -> JSONObject | None:
     """The model's config from local files alone (demo, synthetic, local folder); None otherwise.
 
     Hub models and GGUF files are checked when they load (their config needs a download

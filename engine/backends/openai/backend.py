@@ -27,7 +27,7 @@ import asyncio
 import json
 import time
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from engine.backends.asyncloop import EventLoop
 from engine.backends.base import (
@@ -48,6 +48,7 @@ from engine.backends.openai.deadlines import Deadlines
 from engine.backends.openai.http import Client, ConnectFailed, Exchange, HttpError
 from engine.backends.openai.served import Context, Served, context_of, probe_models
 from engine.backends.openai.sse import EventStream, RequestFailed, http_reason
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure.records import RequestRecord
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ try:  # orjson writes a request body several times faster than json
     from orjson import dumps as _dumps
 except ImportError:  # pragma: no cover
 
-    def _dumps(obj: Any) -> bytes:
+    def _dumps(obj: object) -> bytes:
         return json.dumps(obj).encode()
 
 
@@ -74,7 +75,7 @@ class OpenAIBackend(Backend):
     def __init__(self) -> None:
         self._loop = EventLoop(fast=True)
         self._http: Client | None = None
-        self._tokenizer: Any = None
+        self._tokenizer: Tokenizer | None = None
         self._path = "/completions"
         self._headers: dict[str, str] = {}
         self._served: Served | None = None  # what /models said (None: no answer)
@@ -88,7 +89,7 @@ class OpenAIBackend(Backend):
         self._deadlines = Deadlines(self._timeout_s)  # each request's time limit, one timer for all
         self._api_key_env: str | None = None
         self._api_key: str | None = None  # read from its variable at load (registered: scrubbed everywhere)
-        self._tokenizer_source: dict[str, Any] | None = None
+        self._tokenizer_source: JSONObject | None = None
 
     # -- lifecycle -----------------------------------------------------------------
     def load(self, model: ResolvedModel, recipe: EngineRecipe, device: str, progress: Progress) -> LoadReport:
@@ -120,7 +121,7 @@ class OpenAIBackend(Backend):
             context_length=self._context.length,
         )
 
-    def _load_tokenizer(self, model: ResolvedModel, progress: Progress) -> Any | None:
+    def _load_tokenizer(self, model: ResolvedModel, progress: Progress) -> Tokenizer | None:
         """The model's tokenizer.json (tokenizers), else the server's /tokenize; None for synthetic weights."""
         from engine.backends.openai.server_tokenizer import probe
         from engine.backends.openai.tokenizer import FastTokenizer, load_tokenizer
@@ -141,7 +142,7 @@ class OpenAIBackend(Backend):
             self._tokenizer_source = {"kind": "server"}
         return tokenizer
 
-    def client_settings(self) -> dict[str, Any]:
+    def client_settings(self) -> JSONObject:
         """How another process builds this same client (:mod:`engine.backends.openai.client_process`): never the key."""
         return {
             "base_url": self._base_url,
@@ -153,7 +154,7 @@ class OpenAIBackend(Backend):
             "tokenizer": self._tokenizer_source,
         }
 
-    def remote_client_settings(self) -> dict[str, Any]:
+    def remote_client_settings(self) -> JSONObject:
         """:meth:`client_settings` for a process on another node (engine/backends/openai/client_settings.py)."""
         from engine.backends.openai.client_settings import remote_settings
 
@@ -200,10 +201,9 @@ class OpenAIBackend(Backend):
             raise BackendError(str(exc)) from exc
         self._loop.open()
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Coroutine[object, None, T]) -> T:
         """Run a coroutine on this backend's own event loop (one loop for its whole life)."""
-        result: T = self._loop.run(coro)
-        return result
+        return self._loop.run(coro)
 
     @property
     def http(self) -> Client:
@@ -223,7 +223,7 @@ class OpenAIBackend(Backend):
         """The tokenizer a client process was handed (its driver's, rebuilt from the settings)."""
         self._tokenizer = tokenizer
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> JSONObject:
         """Server URL, model, endpoint and where output counts came from (never the key)."""
         return {
             "engine": self.name,
@@ -262,8 +262,8 @@ class OpenAIBackend(Backend):
         self._loop.close()
 
     # -- requests ------------------------------------------------------------------
-    def _payload(self, request: Request) -> dict[str, Any]:
-        body: dict[str, Any] = {
+    def _payload(self, request: Request) -> JSONObject:
+        body: JSONObject = {
             "model": self._model_name,
             "max_tokens": request.max_new_tokens,
             "stream": True,
@@ -348,7 +348,7 @@ class OpenAIBackend(Backend):
         if request.want_text:
             record.text = "".join(events.texts)
 
-    def _count_tokens(self, record: RequestRecord, usage: dict[str, Any] | None, texts: list[str]) -> None:
+    def _count_tokens(self, record: RequestRecord, usage: JSONMapping | None, texts: list[str]) -> None:
         """Set the chunks' token counts from usage (spread evenly), else from the tokenizer (flagged)."""
         n_chunks = len(record.chunk_tokens)
         total: int | None = None

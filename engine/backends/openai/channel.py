@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-from typing import Any
 
 from engine.backends.base import Request
+from engine.jsonvalue import JSONList, JSONObject, JSONValue
 from engine.measure.records import RequestRecord
 
 try:
@@ -22,7 +22,7 @@ try:
 except ImportError:  # pragma: no cover
     import json
 
-    def _dumps(obj: Any) -> bytes:
+    def _dumps(obj: object) -> bytes:
         return json.dumps(obj).encode()
 
     _loads = json.loads
@@ -30,24 +30,24 @@ except ImportError:  # pragma: no cover
 _HEADER = struct.Struct(">I")
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def encode(message: JSONObject) -> bytes:
     """One message as it travels: its length, then its JSON."""
     data = _dumps(message)
     return _HEADER.pack(len(data)) + data
 
 
-def decode(data: bytes) -> dict[str, Any]:
+def decode(data: bytes) -> JSONObject:
     """A message's JSON (without its length)."""
-    message: dict[str, Any] = _loads(data)
+    message: JSONObject = _loads(data)
     return message
 
 
-def write(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
+def write(writer: asyncio.StreamWriter, message: JSONObject) -> None:
     """Queue one message on ``writer`` (the transport buffers it: never blocks the loop)."""
     writer.write(encode(message))
 
 
-async def read(reader: asyncio.StreamReader) -> dict[str, Any]:
+async def read(reader: asyncio.StreamReader) -> JSONObject:
     """The next message; ``asyncio.IncompleteReadError`` when the other side is gone."""
     (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
     return decode(await reader.readexactly(size))
@@ -64,7 +64,7 @@ def recv_exactly(sock: socket.socket, n: int) -> bytes:
     return data
 
 
-def request_json(request: Request) -> list[Any]:
+def request_json(request: Request) -> list[JSONValue]:
     return [
         request.prompt,
         request.max_new_tokens,
@@ -74,7 +74,7 @@ def request_json(request: Request) -> list[Any]:
     ]
 
 
-def request_of(data: list[Any]) -> Request:
+def request_of(data: JSONList) -> Request:
     prompt, max_new_tokens, ignore_eos, messages, want_text = data
     return Request(
         prompt=list(prompt),
@@ -85,7 +85,7 @@ def request_of(data: list[Any]) -> Request:
     )
 
 
-def record_json(record: RequestRecord) -> list[Any]:
+def record_json(record: RequestRecord) -> list[JSONValue]:
     """What a client process filled in: the send stamp, the chunks, the server's prompt count (and its
     prefix-cache hits), error, text."""
     return [
@@ -99,7 +99,7 @@ def record_json(record: RequestRecord) -> list[Any]:
     ]
 
 
-def fill_record(record: RequestRecord, data: list[Any], clock_offset_ns: int = 0) -> None:
+def fill_record(record: RequestRecord, data: JSONList, clock_offset_ns: int = 0) -> None:
     """Copy a client process's ``record_json`` into the driver's record, its stamps moved onto the driver's
     clock by ``clock_offset_ns`` (the process's clock minus the driver's: 0 on one host)."""
     send_ns, chunk_ns, chunk_tokens, prompt_tokens, error, text, cached = data

@@ -25,18 +25,18 @@ import socket
 import sys
 import time
 import traceback
-from typing import Any
 
 from engine.backends.openai import channel
 from engine.backends.openai.backend import OpenAIBackend
 from engine.backends.openai.client_settings import api_key, tokenizer_of
 from engine.backends.openai.sse import RequestFailed
+from engine.jsonvalue import JSONObject, JSONValue
 from engine.measure.client_lag import LoopMonitor, pause_gc, resume_gc
 from engine.measure.records import RequestRecord
 from engine.secrets import scrub
 
 
-def client_from_settings(settings: dict[str, Any]) -> OpenAIBackend:
+def client_from_settings(settings: JSONObject) -> OpenAIBackend:
     """An OpenAI client configured as the driver's (:meth:`OpenAIBackend.client_settings`), with its tokenizer."""
     key = api_key(settings.get("api_key_env"), settings.get("api_key"), required=False)
     client = OpenAIBackend()
@@ -63,7 +63,7 @@ class _Serving:
         self.monitor: LoopMonitor | None = None
         self.gc_paused = False
 
-    def handle(self, message: dict[str, Any]) -> bool:
+    def handle(self, message: JSONObject) -> bool:
         """One message; False on ``stop``."""
         op, ident = message.get("op"), message.get("id")
         if op == "stop":
@@ -103,10 +103,10 @@ class _Serving:
         self.monitor = None
         channel.write(self.writer, {"id": ident, "sample": sample})
 
-    async def _stream(self, ident: int, message: dict[str, Any]) -> None:
+    async def _stream(self, ident: int, message: JSONObject) -> None:
         requests = [channel.request_of(r) for r in message["requests"]]
         records = [RequestRecord(index=0, arrival_ns=0, send_ns=0, prompt_tokens=n) for n in message["prompt_tokens"]]
-        reply: dict[str, Any] = {"id": ident}
+        reply: JSONObject = {"id": ident}
         try:
             await self.client.stream(requests, records)
         except RequestFailed as exc:
@@ -121,7 +121,7 @@ class _Serving:
         channel.write(self.writer, reply)
 
 
-async def serve(sock: socket.socket, client: OpenAIBackend, ident: Any, facts: dict[str, Any] | None = None) -> None:
+async def serve(sock: socket.socket, client: OpenAIBackend, ident: JSONValue, facts: JSONObject | None = None) -> None:
     """Say ready (with ``facts``: where this process runs), then serve the driver's messages until
     ``stop`` or the driver goes."""
     from engine.backends.asyncloop import loop_kind
@@ -143,7 +143,7 @@ async def serve(sock: socket.socket, client: OpenAIBackend, ident: Any, facts: d
             task.cancel()
 
 
-def _read_setup(sock: socket.socket) -> dict[str, Any]:
+def _read_setup(sock: socket.socket) -> JSONObject:
     """The first message, read before any event loop exists (it says how to build the client)."""
     head = channel.recv_exactly(sock, 4)
     return channel.decode(channel.recv_exactly(sock, int.from_bytes(head, "big")))
@@ -154,7 +154,7 @@ def main(argv: list[str]) -> int:
     return serve_socket(socket.socket(fileno=int(argv[0])))
 
 
-def serve_socket(sock: socket.socket, facts: dict[str, Any] | None = None) -> int:
+def serve_socket(sock: socket.socket, facts: JSONObject | None = None) -> int:
     """Read the settings from ``sock``, build the client, serve the driver until it stops; 0, or 1
     when the client could not be built (said to the driver)."""
     setup = _read_setup(sock)

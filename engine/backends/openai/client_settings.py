@@ -11,10 +11,15 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.backends.base import BackendError
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.secrets import register
+
+if TYPE_CHECKING:
+    from engine.backends.base import Tokenizer
+    from engine.backends.openai.tokenizer import FastTokenizer
 
 
 def api_key(env_name: str | None, given: str | None = None, required: bool = True) -> str | None:
@@ -29,7 +34,7 @@ def api_key(env_name: str | None, given: str | None = None, required: bool = Tru
     return key
 
 
-def tokenizer_of(source: dict[str, Any] | None, key: str | None, server_root: str, model_name: str) -> Any:
+def tokenizer_of(source: JSONMapping | None, key: str | None, server_root: str, model_name: str) -> Tokenizer | None:
     """The tokenizer the settings name: the model folder's files, the server's /tokenize, or files sent inline."""
     kind = (source or {}).get("kind")
     if kind == "files":
@@ -45,7 +50,7 @@ def tokenizer_of(source: dict[str, Any] | None, key: str | None, server_root: st
     return None
 
 
-def _inline_tokenizer(files: dict[str, str]) -> Any:
+def _inline_tokenizer(files: dict[str, str]) -> FastTokenizer:
     """The tokenizer of files sent inline (a remote node has not the model's folder): written to a
     temporary folder, read, and the folder removed (a long text is then encoded, not cached by them)."""
     from engine.backends.openai.tokenizer import local_tokenizer
@@ -61,7 +66,7 @@ def _inline_tokenizer(files: dict[str, str]) -> Any:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def remote_settings(settings: dict[str, Any], api_key: str | None, tokenizer: Any) -> dict[str, Any]:
+def remote_settings(settings: JSONMapping, api_key: str | None, tokenizer: Tokenizer | None) -> JSONObject:
     """``settings`` (a client's :meth:`client_settings`) for a process on another node: the key itself,
     and a local tokenizer's files inline."""
     out = dict(settings)

@@ -26,13 +26,16 @@ import socket
 import ssl
 import time
 from collections.abc import Mapping
-from typing import Any
 from urllib.parse import urlsplit
 
-from engine.backends.openai.http_response import Exchange, HttpError, Lost
+from engine.backends.openai.http_response import Connection, Exchange, HttpError, Lost
 from engine.backends.openai.kernel_stamps import StampedConnection, kernel_stamps_on
 
 __all__ = ["Client", "ConnectFailed", "Exchange", "HttpError"]
+
+# The server's address as getaddrinfo gives it for a stream socket: (host, port) over IPv4,
+# (host, port, flowinfo, scope id) over IPv6.
+SocketAddress = tuple[str, int] | tuple[str, int, int, int]
 
 
 class ConnectFailed(HttpError):
@@ -123,24 +126,24 @@ class Client:
         self.host, self.prefix, self.port, self._tls, host_header = _target(base_url)
         fixed = {"Host": host_header, "User-Agent": "latencylab", **(headers or {})}
         self._fixed = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
-        self._idle: list[Any] = []  # _Connection, or StampedConnection (plain HTTP: kernel stamps)
-        self._all: set[Any] = set()
-        self._address: asyncio.Future[tuple[Any, ...]] | None = None
+        self._idle: list[Connection] = []  # _Connection, or StampedConnection (plain HTTP: kernel stamps)
+        self._all: set[Connection] = set()
+        self._address: asyncio.Future[SocketAddress] | None = None
         self.kernel_stamps = False  # whether reads are stamped by the kernel (engine/backends/openai/kernel_stamps.py)
 
-    def release(self, conn: Any, keep_alive: bool) -> None:
+    def release(self, conn: Connection, keep_alive: bool) -> None:
         """A connection whose exchange is over: back to the pool, or closed."""
         if keep_alive and not conn.closed:
             self._idle.append(conn)
         else:
             conn.abort()
 
-    def forget(self, conn: Any) -> None:
+    def forget(self, conn: Connection) -> None:
         self._all.discard(conn)
         if conn in self._idle:
             self._idle.remove(conn)
 
-    async def _connect(self) -> Any:
+    async def _connect(self) -> Connection:
         loop = asyncio.get_running_loop()
         try:
             address = await self._resolved(loop)
@@ -150,13 +153,13 @@ class Client:
         self._all.add(conn)
         return conn
 
-    async def _transported(self, loop: asyncio.AbstractEventLoop, address: tuple[Any, ...]) -> _Connection:
+    async def _transported(self, loop: asyncio.AbstractEventLoop, address: SocketAddress) -> _Connection:
         _, conn = await loop.create_connection(
             lambda: _Connection(self), host=address[0], port=self.port, ssl=self._tls, server_hostname=self.host
         )
         return conn
 
-    async def _plain(self, loop: asyncio.AbstractEventLoop, address: tuple[Any, ...]) -> Any:
+    async def _plain(self, loop: asyncio.AbstractEventLoop, address: SocketAddress) -> Connection:
         """A plain connection read with kernel stamps where the kernel gives them, else the loop's transport."""
         sock = socket.socket(socket.AF_INET6 if len(address) == 4 else socket.AF_INET, socket.SOCK_STREAM)
         try:
@@ -171,7 +174,7 @@ class Client:
             raise
         return conn
 
-    async def _resolved(self, loop: asyncio.AbstractEventLoop) -> tuple[Any, ...]:
+    async def _resolved(self, loop: asyncio.AbstractEventLoop) -> SocketAddress:
         """The server's address, resolved once for every connection (aiohttp cached its DNS answers too)."""
         if self._address is None:
             self._address = pending = loop.create_future()
@@ -237,7 +240,7 @@ class Client:
             await asyncio.gather(*(one() for _ in range(missing)))
         return len(self._idle)
 
-    def _pooled(self) -> Any:
+    def _pooled(self) -> Connection | None:
         while self._idle:
             conn = self._idle.pop()
             if conn.usable():

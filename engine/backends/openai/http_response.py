@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Protocol
 
 _MAX_HEAD = 65_536  # bytes of status line and headers
 _HEAD, _LENGTH, _CHUNKED, _UNTIL_CLOSE, _DONE = range(5)
@@ -17,6 +17,21 @@ _HEAD, _LENGTH, _CHUNKED, _UNTIL_CLOSE, _DONE = range(5)
 
 class HttpError(Exception):
     """A request failed below HTTP: no connection, the connection lost, a malformed response."""
+
+
+class Connection(Protocol):
+    """One keep-alive connection an exchange travels on: the loop's transport (``http._Connection``) or a socket read
+    with kernel stamps (:class:`~engine.backends.openai.kernel_stamps.StampedConnection`)."""
+
+    closed: bool
+    used: bool  # it carried an exchange already (a pooled connection the server may have closed meanwhile)
+    exchange: Exchange | None
+
+    def usable(self) -> bool: ...
+
+    def send(self, ex: Exchange, data: bytes) -> None: ...
+
+    def abort(self) -> None: ...
 
 
 class Exchange:
@@ -55,7 +70,7 @@ class Exchange:
         self._skip = 0
         self._trailer = False
         self._got_bytes = False
-        self.conn: Any = None  # the connection it travels on
+        self.conn: Connection | None = None  # the connection it travels on
 
     @property
     def body(self) -> bytes:

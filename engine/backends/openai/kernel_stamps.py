@@ -26,9 +26,12 @@ import socket
 import struct
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.backends.openai.http_response import Exchange, HttpError, Lost
+
+if TYPE_CHECKING:
+    from engine.backends.openai.http import Client
 
 # bytes asked for by one read: an SSE event is a few hundred. Under glibc's mmap threshold (128 KiB) on
 # purpose: Python allocates the whole size for each read, and a 256 KiB buffer was an mmap, an mremap and an
@@ -81,7 +84,7 @@ def _stamp(ancillary: list[tuple[int, int, bytes]], offset_ns: int) -> int:
 class StampedConnection:
     """One plain TCP connection read with ``recvmsg`` in a loop reader callback."""
 
-    def __init__(self, client: Any, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, client: Client, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
         self.client = client
         self.sock = sock
         self.loop = loop

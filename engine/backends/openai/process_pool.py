@@ -32,12 +32,13 @@ import itertools
 import socket
 import time
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from engine.backends.base import BackendError, ClientTraits, Handle, Launcher, Progress, Request, SenderPool
 from engine.backends.openai import channel
 from engine.backends.openai.launchers import LocalLauncher
 from engine.backends.openai.sse import RequestFailed
+from engine.jsonvalue import JSONObject
 from engine.measure.client_lag import ClientSample
 from engine.measure.records import RequestRecord
 
@@ -61,13 +62,13 @@ class _Process:
         self.sock = sock
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
-        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.pending: dict[int, asyncio.Future[JSONObject]] = {}
         self.in_flight = 0
         self.sent = 0
         self.dead: str | None = None
         self.pid = handle.pid
         self.event_loop = ""
-        self.node: dict[str, Any] = {}  # where a remote process runs (its node id, address, host)
+        self.node: JSONObject = {}  # where a remote process runs (its node id, address, host)
         self.clock_offset_ns = 0  # its perf_counter_ns minus ours (0 on this host)
         self.rtt_ns: int | None = None
 
@@ -106,11 +107,11 @@ class ClientProcesses(SenderPool):
             raise
         return self
 
-    async def _connect_all(self, settings: dict[str, Any]) -> None:
+    async def _connect_all(self, settings: JSONObject) -> None:
         async with asyncio.timeout(START_TIMEOUT_S):
             await asyncio.gather(*(self._connect(p, settings) for p in self._procs))
 
-    async def _connect(self, p: _Process, settings: dict[str, Any]) -> None:
+    async def _connect(self, p: _Process, settings: JSONObject) -> None:
         p.reader, p.writer = await asyncio.open_connection(sock=p.sock)
         channel.write(p.writer, {"op": "setup", "id": 0, "settings": settings})
         try:
@@ -179,7 +180,7 @@ class ClientProcesses(SenderPool):
                 p.writer.close()
 
     # -- the Backend the load driver drives --------------------------------------------------------
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Coroutine[object, None, T]) -> T:
         """Run ``coro`` on the wrapped backend's loop (where the processes' sockets live)."""
         return self._backend.run(coro)
 
@@ -219,7 +220,7 @@ class ClientProcesses(SenderPool):
             raise BackendError(p.dead)
         assert p.writer is not None
         ident = next(self._ids)
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[JSONObject] = asyncio.get_running_loop().create_future()
         p.pending[ident] = fut
         p.in_flight += len(batch)
         p.sent += len(batch)
@@ -263,28 +264,28 @@ class ClientProcesses(SenderPool):
         replies = await asyncio.gather(*(self._ask(p, {"op": "sample", "start": start}) for p in self._procs))
         return [ClientSample.from_json(r["sample"]) for r in replies if not start and r.get("sample")]
 
-    async def _ask(self, p: _Process, message: dict[str, Any]) -> dict[str, Any]:
+    async def _ask(self, p: _Process, message: JSONObject) -> JSONObject:
         if p.dead:
             raise BackendError(p.dead)
         assert p.writer is not None
         ident = next(self._ids)
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[JSONObject] = asyncio.get_running_loop().create_future()
         p.pending[ident] = fut
         channel.write(p.writer, {**message, "id": ident})
         return await fut
 
     # -- what they said about themselves ---------------------------------------------------------
-    def info(self) -> dict[str, Any]:
+    def info(self) -> JSONObject:
         """The processes, their loops and how many requests each sent (and, on other nodes, each node's
         processes, requests, clock offsets and round trips)."""
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "processes": len(self._procs) or self._n,
             "pids": [p.pid for p in self._procs],
             "event_loops": sorted({p.event_loop for p in self._procs if p.event_loop}),
             "requests": [p.sent for p in self._procs],
         }
         if self._launcher.remote:
-            nodes: dict[str, dict[str, Any]] = {}
+            nodes: dict[str, JSONObject] = {}
             for p in self._procs:
                 key = str(p.node.get("node_id") or p.node.get("node_ip") or "?")
                 blank = {"processes": 0, "requests": 0, "clock_offsets_ns": [], "rtt_us": []}

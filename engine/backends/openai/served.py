@@ -15,7 +15,9 @@ import asyncio
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from engine.jsonvalue import JSONObject
 
 if TYPE_CHECKING:
     from engine.backends.openai.http import Client
@@ -72,9 +74,9 @@ class Context:
     length: int | None
     source: str  # "server" (/v1/models), "recipe" (max_model_len), "server and recipe" (the smaller), "unknown"
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JSONObject:
         """Its provenance: ``context_length``, ``context_length_source`` and, unknown, ``context_note``."""
-        out: dict[str, Any] = {"context_length": self.length, "context_length_source": self.source}
+        out: JSONObject = {"context_length": self.length, "context_length_source": self.source}
         if self.length is None:
             out["context_note"] = UNKNOWN_NOTE
         return out

@@ -14,7 +14,8 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
-from typing import Any
+
+from engine.jsonvalue import JSONMapping, JSONObject
 
 
 class ServerTokenizer:
@@ -31,7 +32,7 @@ class ServerTokenizer:
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         self._timeout_s = timeout_s
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, path: str, body: JSONObject) -> JSONObject:
         data = json.dumps({"model": self._model, **body}).encode()
         req = urllib.request.Request(self._root + path, data=data, headers=self._headers, method="POST")
         with urllib.request.urlopen(req, timeout=self._timeout_s) as resp:
@@ -56,12 +57,12 @@ class ServerTokenizer:
 
     def apply_chat_template(
         self,
-        conversation: Sequence[Mapping[str, Any]],
+        conversation: Sequence[JSONMapping],
         add_generation_prompt: bool = False,
         tokenize: bool = True,
         return_dict: bool = False,
-        **_kwargs: Any,
-    ) -> Any:
+        **_kwargs: object,
+    ) -> str | list[int] | dict[str, list[int]]:
         """The server's chat template applied to ``conversation`` (ids only: the server returns no text)."""
         if not tokenize:
             raise ValueError("the server's /tokenize returns token ids, not the rendered text")

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
 
 from engine.backends.base import RequestError
 from engine.backends.openai.served import REFUSED, refused_for_length
+from engine.jsonvalue import JSONObject
 from engine.measure.records import RequestRecord
 from engine.secrets import scrub
 
@@ -53,7 +53,7 @@ class EventStream:
         self.chunk_ns = record.chunk_ns
         self.chunk_tokens = record.chunk_tokens
         self.texts: list[str] = []
-        self.usage: dict[str, Any] | None = None
+        self.usage: JSONObject | None = None
         self.done = False
         self.chat = chat
 
@@ -92,7 +92,7 @@ class EventStream:
         if raw and not raw.startswith(_SSE_FIELDS):
             raise RequestFailed(f"malformed SSE line: {_clip(raw)}")
 
-    def _event(self, event: dict[str, Any], t: int) -> None:
+    def _event(self, event: JSONObject, t: int) -> None:
         choices = event.get("choices")
         if choices:
             c0 = choices[0]

@@ -31,7 +31,15 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from engine.jsonvalue import JSONMapping, JSONObject
+
+if TYPE_CHECKING:
+    from jinja2 import Template
+    from tokenizers import Tokenizer as TokenizerFile
+
+    from engine.backends.base import Tokenizer
 
 LONG_TEXT = 32_768  # characters: texts this long have their ids cached (see FastTokenizer.encode)
 _SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -43,7 +51,7 @@ class TokenizerFilesMissing(LookupError):
     """The model has no ``tokenizer.json`` this client can read."""
 
 
-def _token_text(value: Any) -> str | None:
+def _token_text(value: object) -> str | None:
     """A special token as tokenizer_config.json writes it: a string, or an AddedToken object."""
     if isinstance(value, str):
         return value
@@ -52,7 +60,7 @@ def _token_text(value: Any) -> str | None:
     return None
 
 
-def _chat_template(config: Mapping[str, Any], jinja_file: Path | None) -> str | None:
+def _chat_template(config: JSONMapping, jinja_file: Path | None) -> str | None:
     """``chat_template.jinja`` first (transformers 5 saves it there), else the config's own template."""
     if jinja_file is not None and jinja_file.is_file():
         return jinja_file.read_text(encoding="utf-8")
@@ -66,7 +74,9 @@ def _chat_template(config: Mapping[str, Any], jinja_file: Path | None) -> str | 
 class FastTokenizer:
     """``tokenizer.json`` + ``tokenizer_config.json`` (+ ``chat_template.jinja``), as transformers reads them."""
 
-    def __init__(self, backend: Any, config: Mapping[str, Any] | None = None, chat_template: str | None = None) -> None:
+    def __init__(
+        self, backend: TokenizerFile, config: JSONMapping | None = None, chat_template: str | None = None
+    ) -> None:
         self._tok = backend
         self._config = dict(config or {})
         self.chat_template = chat_template
@@ -82,7 +92,7 @@ class FastTokenizer:
         self._bpe = type(backend.model).__name__ == "BPE"
         if "add_bos_token" in self._config or "add_eos_token" in self._config or backend.post_processor is None:
             self._rebuild_post_processor()
-        self._template: Any = None
+        self._template: Template | None = None
         self.files: tuple[Path, ...] = ()  # where it was read from (the key of long texts' cached ids)
         self._files_digest: str | None = None
 
@@ -91,7 +101,7 @@ class FastTokenizer:
         """Read the files (``config_json`` and ``jinja_file`` may be absent)."""
         from tokenizers import Tokenizer
 
-        config: dict[str, Any] = {}
+        config: JSONObject = {}
         if config_json is not None and config_json.is_file():
             loaded = json.loads(config_json.read_text(encoding="utf-8"))
             config = loaded if isinstance(loaded, dict) else {}
@@ -189,12 +199,12 @@ class FastTokenizer:
 
     def apply_chat_template(
         self,
-        conversation: Sequence[Mapping[str, Any]],
+        conversation: Sequence[JSONMapping],
         add_generation_prompt: bool = False,
         tokenize: bool = True,
         return_dict: bool = False,
-        **kwargs: Any,
-    ) -> Any:
+        **kwargs: object,
+    ) -> str | list[int] | dict[str, list[int]]:
         """The conversation rendered by the model's chat template: ids (``tokenize``) or text.
 
         ``return_dict=True`` gives ``{"input_ids": ids}`` as transformers' default does."""
@@ -206,7 +216,7 @@ class FastTokenizer:
         ids = self.encode(text, add_special_tokens=False)
         return {"input_ids": ids, "attention_mask": [1] * len(ids)} if return_dict else ids
 
-    def _render(self, messages: list[dict[str, Any]], add_generation_prompt: bool, extra: Mapping[str, Any]) -> str:
+    def _render(self, messages: list[JSONObject], add_generation_prompt: bool, extra: Mapping[str, object]) -> str:
         if self._template is None:
             if not self.chat_template:
                 raise ValueError("this tokenizer has no chat template (no chat_template.jinja or chat_template)")
@@ -218,7 +228,7 @@ class FastTokenizer:
         return rendered
 
 
-def compile_chat_template(source: str) -> Any:
+def compile_chat_template(source: str) -> Template:
     """A chat template compiled as transformers compiles it (jinja2 sandbox, its filters and globals)."""
     import jinja2
     from jinja2.ext import loopcontrols
@@ -228,7 +238,11 @@ def compile_chat_template(source: str) -> Any:
         raise jinja2.exceptions.TemplateError(message)
 
     def tojson(
-        x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
+        x: object,
+        ensure_ascii: bool = False,
+        indent: int | str | None = None,
+        separators: tuple[str, str] | None = None,
+        sort_keys: bool = False,
     ) -> str:
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
@@ -273,8 +287,8 @@ def load_tokenizer(
     path: str | None,
     revision: str | None,
     label: str,
-    server: Callable[[], Any | None] | None = None,
-) -> Any | None:
+    server: Callable[[], Tokenizer | None] | None = None,
+) -> Tokenizer | None:
     """The client's tokenizer: local files first, else ``server()`` (the server's ``/tokenize``); None without weights.
 
     Raises ``LookupError`` with one line when neither is there."""

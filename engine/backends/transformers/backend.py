@@ -11,16 +11,33 @@ from __future__ import annotations
 
 import time
 from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import torch
+from torch import nn
 
 from engine.backends.asyncloop import EventLoop
-from engine.backends.base import Backend, BackendError, LoadReport, Progress, Request, Tokenizer, stamp_chunks
+from engine.backends.base import (
+    Backend,
+    BackendError,
+    LoadReport,
+    Progress,
+    Request,
+    Tokenizer,
+    TokenScores,
+    stamp_chunks,
+)
 from engine.backends.transformers import loading
 from engine.backends.transformers.memory import weights_memory_bytes
 from engine.backends.transformers.recipe import TransformersRecipe
-from engine.backends.transformers.streaming import Chunk, StampingStreamer, continuous_manager, stream_continuous
+from engine.backends.transformers.streaming import (
+    Chunk,
+    ContinuousManager,
+    StampingStreamer,
+    continuous_manager,
+    stream_continuous,
+)
+from engine.jsonvalue import JSONObject
 from engine.measure.memory import CUDA_KIND
 from engine.measure.records import RequestRecord
 from engine.weights.models import ResolvedModel
@@ -35,16 +52,16 @@ class TransformersBackend(Backend):
 
     def __init__(self) -> None:
         self._loop = EventLoop()
-        self._model: Any = None
-        self._tokenizer: Any = None
+        self._model: nn.Module | None = None
+        self._tokenizer: Tokenizer | None = None
         self._device = torch.device("cpu")
-        self._applied: dict[str, Any] = {}
+        self._applied: JSONObject = {}
         self._device_name = ""
         self._recipe: TransformersRecipe | None = None
         self._threads_before: int | None = None
-        self._gen_kwargs: dict[str, Any] = {}
-        self._assistant: Any = None
-        self._cb_manager: Any = None
+        self._gen_kwargs: dict[str, object] = {}
+        self._assistant: nn.Module | None = None
+        self._cb_manager: ContinuousManager | None = None
         self._cb_calls = 0
         from engine.backends.transformers.knobs import SpeculationStats
 
@@ -65,7 +82,7 @@ class TransformersBackend(Backend):
         dtype = loading.resolve_dtype(recipe.dtype, self._device)
         attn = "sdpa" if recipe.attn_implementation == "auto" else recipe.attn_implementation
         self._device_name = device_name(self._device)
-        applied: dict[str, Any] = {}
+        applied: JSONObject = {}
         if recipe.cpu_threads is not None and self._device.type == "cpu":
             self._set_threads(recipe.cpu_threads)
             applied["cpu_threads"] = torch.get_num_threads()
@@ -111,7 +128,7 @@ class TransformersBackend(Backend):
         dtype: torch.dtype,
         attn: str,
         progress: Progress,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         """Random weights, or the model (its GPTQ build, its tensor-parallel shard) with its tokenizer."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -136,7 +153,7 @@ class TransformersBackend(Backend):
             self._model.to(self._device)
         return applied
 
-    def _generation_knobs(self, recipe: TransformersRecipe) -> dict[str, Any]:
+    def _generation_knobs(self, recipe: TransformersRecipe) -> JSONObject:
         """The cache, compile and speculation knobs as ``generate`` kwargs; returns what they applied."""
         from engine.backends.transformers import knobs
         from engine.settings import get_settings
@@ -156,10 +173,9 @@ class TransformersBackend(Backend):
     def tokenizer(self) -> Tokenizer | None:
         return self._tokenizer
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Coroutine[object, None, T]) -> T:
         """Run a coroutine (the load driver's phase) on this backend's loop."""
-        result: T = self._loop.run(coro)
-        return result
+        return self._loop.run(coro)
 
     async def stream(self, batch: Sequence[Request], records: Sequence[RequestRecord]) -> None:
         """Generate one batch in one ``model.generate`` (blocking the loop); chunks go to the records."""
@@ -201,7 +217,7 @@ class TransformersBackend(Backend):
         streamer = StampingStreamer(
             chunk, len(prompts), eos_ids, None if uniform else max_new_tokens, texts is not None
         )
-        kwargs: dict[str, Any] = {
+        kwargs: dict[str, object] = {
             **self._gen_kwargs,
             "max_new_tokens": longest,
             "streamer": streamer,
@@ -250,7 +266,7 @@ class TransformersBackend(Backend):
         return ids.to(self._device), mask.to(self._device)
 
     # -- reporting ---------------------------------------------------------------
-    def info(self) -> dict[str, Any]:
+    def info(self) -> JSONObject:
         import transformers
 
         return {
@@ -303,7 +319,7 @@ class TransformersBackend(Backend):
             torch.cuda.empty_cache()
 
     # -- scoring (accuracy phase) --------------------------------------------------
-    def score(self, sequences: list[list[int]], top_k: int = 0, full: bool = False) -> list[Any]:
+    def score(self, sequences: list[list[int]], top_k: int = 0, full: bool = False) -> list[TokenScores]:
         """Teacher-forced log-softmax of every next token: one forward pass per batch (:mod:`.scoring`)."""
         from engine.backends.transformers.scoring import score_sequences
 

@@ -13,15 +13,19 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Protocol
 
 import torch
 from torch import nn
 
+from engine.backends.base import Progress
 from engine.backends.transformers.recipe import TransformersRecipe
+from engine.jsonvalue import JSONObject
 
-Applied = dict[str, Any]
+Applied = JSONObject
 
 
 # -- model structure -------------------------------------------------------------------------
@@ -117,7 +121,7 @@ class _LibraryNoise(logging.Filter):
         return not (text.startswith("Failed to load") or "is now natively supported by torch.compile" in text)
 
 
-def import_torchao() -> Any:
+def import_torchao() -> ModuleType:
     """``torchao``, imported without its harmless start-up warnings (:class:`_LibraryNoise`)."""
     noise = _LibraryNoise()
     loggers = [logging.getLogger(name) for name in ("torchao", "torch.utils._pytree")]
@@ -131,7 +135,7 @@ def import_torchao() -> Any:
     return torchao
 
 
-def torchao_config(kind: str) -> Any:
+def torchao_config(kind: str) -> object:
     """The torchao config object of a ``torchao_*`` quantization knob."""
     import_torchao()
     from torchao import quantization as q
@@ -231,7 +235,7 @@ def _calibration_source(recipe: TransformersRecipe) -> str:
 
 
 def gptq_folder(
-    model_path: str, recipe: TransformersRecipe, cache_dir: Path, device: torch.device, progress: Any
+    model_path: str, recipe: TransformersRecipe, cache_dir: Path, device: torch.device, progress: Progress
 ) -> tuple[Path, Applied]:
     """Build (once) the GPTQ-quantized model through transformers' GPTQConfig and gptqmodel; return its folder."""
     from filelock import FileLock
@@ -277,9 +281,9 @@ def gptq_folder(
 # -- cache, compile, speculation ---------------------------------------------------------------------
 def cache_kwargs(
     recipe: TransformersRecipe, device: torch.device, cache_root: Path | None = None
-) -> tuple[dict[str, Any], Applied]:
+) -> tuple[dict[str, object], Applied]:
     """Generation kwargs for the KV cache and torch.compile knobs."""
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, object] = {}
     applied: Applied = {"cache_implementation": recipe.cache_implementation}
     if recipe.kv_cache_quantization != "none":
         backend, bits = recipe.kv_cache_quantization.split("_int")
@@ -327,27 +331,34 @@ class SpeculationStats:
         self.accepted = 0
         self.steps = 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONObject:
         rate = self.accepted / self.proposed if self.proposed else None
         return {"proposed": self.proposed, "accepted": self.accepted, "steps": self.steps, "acceptance_rate": rate}
 
 
-def instrument_speculation(model: Any, stats: SpeculationStats) -> None:
-    """Count proposed and accepted draft tokens by wrapping the model's candidate generator."""
-    original = model._get_candidate_generator
+class _CandidateGenerator(Protocol):
+    """transformers' candidate generator of speculative decoding, as :func:`instrument_speculation` wraps it."""
 
-    def _wrapped(*args: Any, **kwargs: Any) -> Any:
+    get_candidates: Callable[..., tuple[torch.Tensor, torch.Tensor | None]]
+    update_candidate_strategy: Callable[..., None]
+
+
+def instrument_speculation(model: nn.Module, stats: SpeculationStats) -> None:
+    """Count proposed and accepted draft tokens by wrapping the model's candidate generator."""
+    original: Callable[..., _CandidateGenerator] = model._get_candidate_generator
+
+    def _wrapped(*args: object, **kwargs: object) -> _CandidateGenerator:
         generator = original(*args, **kwargs)
         get_candidates = generator.get_candidates
         update = generator.update_candidate_strategy
 
-        def _get(input_ids: torch.Tensor, *a: Any, **k: Any) -> Any:
+        def _get(input_ids: torch.Tensor, *a: object, **k: object) -> tuple[torch.Tensor, torch.Tensor | None]:
             out = get_candidates(input_ids, *a, **k)
             stats.proposed += int(out[0].shape[1] - input_ids.shape[1])
             stats.steps += 1
             return out
 
-        def _update(input_ids: torch.Tensor, scores: Any, num_matches: Any, *a: Any, **k: Any) -> Any:
+        def _update(input_ids: torch.Tensor, scores: torch.Tensor, num_matches: int, *a: object, **k: object) -> None:
             stats.accepted += int(num_matches)
             return update(input_ids, scores, num_matches, *a, **k)
 
@@ -358,7 +369,7 @@ def instrument_speculation(model: Any, stats: SpeculationStats) -> None:
     model._get_candidate_generator = _wrapped
 
 
-def speculative_kwargs(recipe: TransformersRecipe, assistant: Any | None) -> tuple[dict[str, Any], Applied]:
+def speculative_kwargs(recipe: TransformersRecipe, assistant: nn.Module | None) -> tuple[dict[str, object], Applied]:
     """Generation kwargs for prompt lookup, an assistant model or self-speculative early exit."""
     k = recipe.num_speculative_tokens
     if recipe.speculative == "prompt_lookup":

@@ -11,15 +11,30 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Protocol
 
 import torch
+from torch import nn
 
 from engine.backends.base import BackendError, Progress
 from engine.backends.transformers.recipe import TransformersRecipe
+from engine.jsonvalue import JSONObject
 from engine.weights.models import ResolvedModel
 
-Applied = dict[str, Any]
+Applied = JSONObject
+
+
+class GenerationConfig(Protocol):
+    """What is set and read of a model's ``generation_config`` (transformers' ``GenerationConfig``)."""
+
+    do_sample: bool
+    temperature: float | None
+    top_p: float | None
+    top_k: int | None
+    pad_token_id: int | None
+    eos_token_id: int | list[int] | None
+
+
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -62,7 +77,7 @@ def load_errors(label: str, recipe: TransformersRecipe, device: str) -> Iterator
 
 def build_synthetic(
     model: ResolvedModel, recipe: TransformersRecipe, device: torch.device, dtype: torch.dtype, attn: str
-) -> Any:
+) -> nn.Module:
     """Random weights of the model's architecture, built in place on ``device``."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -101,7 +116,7 @@ def pretrained_source(
     attn: str,
     progress: Progress,
     set_threads: Callable[[int], None],
-) -> tuple[str, dict[str, Any], Applied]:
+) -> tuple[str, dict[str, object], Applied]:
     """Where ``from_pretrained`` loads from and with which arguments: the model, its GPTQ build, TP shards."""
     from engine.backends.transformers import knobs
     from engine.backends.transformers.rules import tensor_parallel_world_size
@@ -109,7 +124,7 @@ def pretrained_source(
 
     path = str(model.path)
     remote = {"trust_remote_code": recipe.trust_remote_code}  # off unless the recipe says so
-    kwargs: dict[str, Any] = {"revision": model.spec.revision, "dtype": dtype, "attn_implementation": attn, **remote}
+    kwargs: dict[str, object] = {"revision": model.spec.revision, "dtype": dtype, "attn_implementation": attn, **remote}
     if recipe.quantization not in ("none", "gptq"):
         # Read the file into memory instead of mapping it: a mapping kept alive by the weights
         # left unquantized (embeddings) would keep every replaced float page resident.
@@ -131,8 +146,8 @@ def pretrained_source(
 
 
 def quantize(
-    model: Any, recipe: TransformersRecipe, dtype: torch.dtype, device: torch.device, progress: Progress
-) -> tuple[Any, Applied]:
+    model: nn.Module, recipe: TransformersRecipe, dtype: torch.dtype, device: torch.device, progress: Progress
+) -> tuple[nn.Module, Applied]:
     """Apply a post-load weight quantization knob (torchao, torch dynamic int8, bitsandbytes)."""
     from engine.backends.transformers import knobs
 
@@ -150,8 +165,8 @@ def quantize(
 
 
 def load_assistant(
-    recipe: TransformersRecipe, main: Any, device: torch.device, dtype: torch.dtype, attn: str, progress: Progress
-) -> Any:
+    recipe: TransformersRecipe, main: nn.Module, device: torch.device, dtype: torch.dtype, attn: str, progress: Progress
+) -> nn.Module | None:
     """The draft model for speculative=assistant (same tokenizer), on the same device; else None."""
     if recipe.speculative != "assistant" or not recipe.assistant_model:
         return None
@@ -181,7 +196,7 @@ def load_assistant(
     return assistant.to(device).eval()
 
 
-def greedy(generation_config: Any) -> None:
+def greedy(generation_config: GenerationConfig) -> None:
     """Greedy decoding with a pad token (the model's EOS when it has none)."""
     gen = generation_config
     gen.do_sample = False

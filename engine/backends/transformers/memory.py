@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import torch
 from torch import nn
 
 
-def storage_bytes(tensors: Iterable[Any]) -> int:
+def storage_bytes(tensors: Iterable[object]) -> int:
     """Bytes of the distinct storages behind ``tensors`` (nested tuples/lists allowed).
 
     A tensor subclass (torchao's quantized weights, DTensor shards) is opened with
@@ -42,7 +41,7 @@ def storage_bytes(tensors: Iterable[Any]) -> int:
 
 def weights_memory_bytes(*models: nn.Module | None) -> int:
     """Parameters, buffers and packed state (torch's dynamic int8 Linear) of the given models."""
-    tensors: list[Any] = []
+    tensors: list[object] = []
     for model in models:
         if model is None:
             continue

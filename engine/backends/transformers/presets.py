@@ -7,14 +7,13 @@ description; whether one can run on a device is said by the spec's own rules
 
 from __future__ import annotations
 
-from typing import Any
-
+from engine.jsonvalue import JSONObject
 from engine.spec.descriptor import RecipePreset
 
 ENGINE = "transformers"
 
 
-def _preset(key: str, name: str, description: str, recipe: dict[str, Any] | None = None) -> RecipePreset:
+def _preset(key: str, name: str, description: str, recipe: JSONObject | None = None) -> RecipePreset:
     return RecipePreset(key, name, description, recipe or {}, ENGINE)
 
 

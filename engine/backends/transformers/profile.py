@@ -16,13 +16,18 @@ torch's Chrome/Perfetto JSON, gzipped (``chrome://tracing``, https://ui.perfetto
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from engine.backends.transformers.backend import TransformersBackend
+from engine.jsonvalue import JSONObject
+
+if TYPE_CHECKING:
+    from torch.autograd.profiler_util import FunctionEventAvg
 
 TOP = 20
 OUTSIDE = "(outside operators)"
@@ -31,7 +36,7 @@ OUTSIDE = "(outside operators)"
 class _StepSink:
     """Steps the profiler at every token of row 0 and stamps the steps (perf_counter_ns)."""
 
-    def __init__(self, prof: Any) -> None:
+    def __init__(self, prof: profile) -> None:
         self.prof = prof
         self.stamps: list[int] = []
 
@@ -41,13 +46,13 @@ class _StepSink:
             self.prof.step()
 
 
-def _self_us(event: Any, on_cuda: bool) -> float:
+def _self_us(event: FunctionEventAvg, on_cuda: bool) -> float:
     if on_cuda:
         return float(getattr(event, "self_device_time_total", 0.0) or 0.0)
     return float(event.self_cpu_time_total or 0.0)
 
 
-def top_operators(events: Any, on_cuda: bool, limit: int = TOP) -> list[dict[str, Any]]:
+def top_operators(events: Iterable[FunctionEventAvg], on_cuda: bool, limit: int = TOP) -> list[JSONObject]:
     """The ``limit`` operators with the most self time: name, self_ms, calls, share_pct (of all operators)."""
     rows: dict[str, list[float]] = {}
     for event in events:
@@ -72,14 +77,14 @@ def top_operators(events: Any, on_cuda: bool, limit: int = TOP) -> list[dict[str
 
 def profile_decode(
     backend: TransformersBackend, prompts: list[list[int]], steps: int, trace_path: Path | None
-) -> dict[str, Any]:
+) -> JSONObject:
     """Profile ``steps`` decode steps of ``prompts`` (one batch) on the loaded backend; the ``profile`` record."""
     device = str(backend.info().get("device", "cpu"))
     on_cuda = device.startswith("cuda")
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if on_cuda else [])]
-    got: dict[str, Any] = {}
+    got: JSONObject = {}
 
-    def ready(prof: Any) -> None:
+    def ready(prof: profile) -> None:
         got["top"] = top_operators(prof.key_averages(), on_cuda)
         if trace_path is not None:
             trace_path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
@@ -10,6 +10,7 @@ from engine.backends.transformers import rules
 from engine.spec.recipes import REMOTE_CODE_HELP, REMOTE_CODE_WORDS, DType, EngineRecipe
 
 if TYPE_CHECKING:
+    from engine.jsonvalue import JSONObject
     from engine.spec.workload import Workload
 
 Attention = Literal["auto", "eager", "sdpa", "flash_attention_2"]
@@ -120,7 +121,7 @@ class TransformersRecipe(EngineRecipe):
             "measure it on the same recipe without tensor_parallel, or drop the quality metrics"
         ]
 
-    def shape_problems(self, config: dict[str, Any] | None, device: str) -> list[str]:
+    def shape_problems(self, config: JSONObject | None, device: str) -> list[str]:
         """GPTQ groups and tensor-parallel ranks against the model's shapes; dropped layers against its depth."""
         return rules.shape_problems(self, config, device) + rules.layer_problems(self, config)
 

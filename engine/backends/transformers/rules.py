@@ -17,13 +17,14 @@ each knob can I pick here, and why not the others" for the Launch page and the C
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engine.spec.device import gpu_count
 from engine.spec.rules import Dependency, unused_knob_problems
 
 if TYPE_CHECKING:  # the recipe imports this module; keep the import one-way at runtime
     from engine.backends.transformers.recipe import TransformersRecipe
+    from engine.jsonvalue import JSONObject
     from engine.spec.workload import Workload
 
 FLOAT8_MIN_CAPABILITY = (8, 9)
@@ -232,7 +233,7 @@ def notes(recipe: TransformersRecipe, device: str) -> list[str]:
     return out
 
 
-def shape_problems(recipe: TransformersRecipe, config: dict[str, Any] | None, device: str) -> list[str]:
+def shape_problems(recipe: TransformersRecipe, config: JSONObject | None, device: str) -> list[str]:
     """What the model's shapes forbid (pure): GPTQ groups that do not tile the Linear inputs,
     tensor-parallel ranks that do not divide the attention heads."""
     if not config:
@@ -265,7 +266,7 @@ def shape_problems(recipe: TransformersRecipe, config: dict[str, Any] | None, de
     return problems
 
 
-def layer_problems(recipe: TransformersRecipe, config: dict[str, Any] | None) -> list[str]:
+def layer_problems(recipe: TransformersRecipe, config: JSONObject | None) -> list[str]:
     """``drop_layers`` must leave at least one decoder layer (the count is in the declared config)."""
     dropped = recipe.drop_layers
     layers = next((config[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if config and config.get(k)), None)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
+from torch import nn
 
 from engine.backends.base import BackendError, TokenScores
 
@@ -36,7 +35,7 @@ def _row_scores(logits: torch.Tensor, target: torch.Tensor, top_k: int, full: bo
 
 
 def score_sequences(
-    model: Any, device: torch.device, sequences: list[list[int]], top_k: int = 0, full: bool = False
+    model: nn.Module, device: torch.device, sequences: list[list[int]], top_k: int = 0, full: bool = False
 ) -> list[TokenScores]:
     """Log-softmax of every next token of each sequence under ``model``.
 

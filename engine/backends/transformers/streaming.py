@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Protocol
 
 import torch
+from torch import nn
 
 from engine.backends.base import BackendError
+from engine.jsonvalue import JSONObject
 
 Chunk = Callable[[int, int, int], None]  # (row, t_ns, n_tokens)
 
@@ -72,9 +74,35 @@ class StampingStreamer:
         return None
 
 
+class _Result(Protocol):
+    """One streamed result of the continuous-batching manager (transformers' ``GenerationOutput``)."""
+
+    request_id: str
+    error: str | None
+    generated_tokens: list[int]
+
+    def is_finished(self) -> bool: ...
+
+
+class ContinuousManager(Protocol):
+    """What is asked of transformers' continuous-batching manager (``model.init_continuous_batching()``)."""
+
+    def start(self) -> None: ...
+
+    def stop(self, block: bool = ..., timeout: float | None = ...) -> None: ...
+
+    def add_request(
+        self, input_ids: list[int], request_id: str, max_new_tokens: int, streaming: bool, eos_token_id: int | None
+    ) -> str: ...
+
+    def get_result(self, timeout: float | None = ...) -> _Result | None: ...
+
+    def is_running(self) -> bool: ...
+
+
 def continuous_manager(
-    model: Any, prompts: list[list[int]], max_new_tokens: int, on_cuda: bool
-) -> tuple[Any, dict[str, Any]]:
+    model: nn.Module, prompts: list[list[int]], max_new_tokens: int, on_cuda: bool
+) -> tuple[ContinuousManager, JSONObject]:
     """Start transformers' continuous-batching manager sized for this batch; returns it and its sizes.
 
     Sized on the first (warm-up) batch, which has the measured shapes.
@@ -101,7 +129,7 @@ def continuous_manager(
 
 
 def stream_continuous(
-    manager: Any,
+    manager: ContinuousManager,
     prompts: list[list[int]],
     max_new_tokens: Sequence[int],
     ignore_eos: bool,

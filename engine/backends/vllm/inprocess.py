@@ -32,24 +32,26 @@ from engine.backends.base import (
     TokenScores,
     device_name,
 )
+from engine.backends.vllm.recipe import VllmKnobs
+from engine.jsonvalue import JSONObject
 from engine.measure.records import RequestRecord
 from engine.weights.models import ResolvedModel
 
 T = TypeVar("T")
 
 
-def resolved_dtype(recipe: Any, device: str) -> str:
+def resolved_dtype(recipe: VllmKnobs, device: str) -> str:
     """``auto`` is float32 on the CPU (no AVX512-BF16 here), the model's own dtype on a GPU."""
     if recipe.dtype == "auto":
         return "float32" if device == "cpu" else "auto"
     return recipe.dtype
 
 
-def speculative_config(recipe: Any) -> dict[str, Any] | None:
+def speculative_config(recipe: VllmKnobs) -> JSONObject | None:
     """vLLM's ``speculative_config`` for the recipe, or None."""
     if recipe.speculative == "none":
         return None
-    cfg: dict[str, Any] = {"num_speculative_tokens": recipe.num_speculative_tokens}
+    cfg: JSONObject = {"num_speculative_tokens": recipe.num_speculative_tokens}
     if recipe.speculative == "ngram":
         cfg.update(
             method="ngram", prompt_lookup_min=recipe.prompt_lookup_min, prompt_lookup_max=recipe.prompt_lookup_max
@@ -61,9 +63,9 @@ def speculative_config(recipe: Any) -> dict[str, Any] | None:
     return cfg
 
 
-def engine_kwargs(recipe: Any, device: str, model_path: str) -> dict[str, Any]:
+def engine_kwargs(recipe: VllmKnobs, device: str, model_path: str) -> JSONObject:
     """``AsyncEngineArgs`` keyword arguments for the recipe (knobs left None keep vLLM's defaults)."""
-    kw: dict[str, Any] = {
+    kw: JSONObject = {
         "model": model_path,
         "dtype": resolved_dtype(recipe, device),
         "enforce_eager": (device == "cpu") if recipe.enforce_eager == "auto" else recipe.enforce_eager == "on",
@@ -90,7 +92,7 @@ def engine_kwargs(recipe: Any, device: str, model_path: str) -> dict[str, Any]:
     return kw
 
 
-def server_args(recipe: Any, device: str, model_path: str) -> list[str]:
+def server_args(recipe: VllmKnobs, device: str, model_path: str) -> list[str]:
     """The same knobs as command-line flags of vLLM's OpenAI API server."""
     args: list[str] = []
     for key, value in engine_kwargs(recipe, device, model_path).items():
@@ -106,7 +108,7 @@ def server_args(recipe: Any, device: str, model_path: str) -> list[str]:
     return args
 
 
-def vllm_env(recipe: Any, device: str, base: dict[str, str] | None = None) -> dict[str, str]:
+def vllm_env(recipe: VllmKnobs, device: str, base: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for vLLM: KV cache size on the CPU, a project cache root, a private TMPDIR, offline hub."""
     from engine.settings import get_settings
 
@@ -168,15 +170,15 @@ class VllmBackend(Backend):
     def __init__(self) -> None:
         self._loop = EventLoop()
         self._engine: Any = None
-        self._tokenizer: Any = None
+        self._tokenizer: Tokenizer | None = None
         self._device = "cpu"
-        self._kwargs: dict[str, Any] = {}
+        self._kwargs: JSONObject = {}
         self._saved_env: dict[str, str | None] = {}
         self._detokenize = True
         self._device_name = ""
         self._spec_baseline: dict[str, float] = {}
 
-    def load(self, model: ResolvedModel, recipe: Any, device: str, progress: Progress) -> LoadReport:
+    def load(self, model: ResolvedModel, recipe: VllmKnobs, device: str, progress: Progress) -> LoadReport:
         """Start the engine (30-60 s on a 2-core CPU with enforce_eager).
 
         Synthetic weights: vLLM builds random weights itself (``load_format="dummy"``) from a
@@ -231,12 +233,11 @@ class VllmBackend(Backend):
             self._loop.close()
             raise BackendError(f"vLLM failed to start: {str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Coroutine[object, None, T]) -> T:
         """Run a coroutine on the engine's event loop."""
-        result: T = self._loop.run(coro)
-        return result
+        return self._loop.run(coro)
 
-    def _sampling(self, max_new_tokens: int, ignore_eos: bool, **extra: Any) -> Any:
+    def _sampling(self, max_new_tokens: int, ignore_eos: bool, **extra: object) -> object:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
@@ -317,11 +318,11 @@ class VllmBackend(Backend):
     def tokenizer(self) -> Tokenizer | None:
         return self._tokenizer
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> JSONObject:
         """vLLM version, engine arguments and speculative-decoding acceptance where used."""
         import torch
 
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "engine": self.name,
             "vllm": vllm_version(),
             "torch": torch.__version__,
@@ -357,7 +358,7 @@ class VllmBackend(Backend):
         tempfile.tempdir = None
 
 
-async def _get_tokenizer(engine: Any) -> Any:
+async def _get_tokenizer(engine: Any) -> Tokenizer:
     tok = engine.get_tokenizer()
     if asyncio.iscoroutine(tok):
         tok = await tok
@@ -374,7 +375,7 @@ def _spec_counters() -> dict[str, float]:
         return {}
 
 
-def spec_stats_from(values: dict[str, float], baseline: dict[str, float] | None = None) -> dict[str, Any] | None:
+def spec_stats_from(values: dict[str, float], baseline: dict[str, float] | None = None) -> JSONObject | None:
     """Acceptance rate and mean accepted length from vLLM's spec-decode counters.
 
     ``baseline`` is the counters' snapshot taken as the measured phase started: the figures

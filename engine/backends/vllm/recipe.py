@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -72,7 +72,7 @@ class VllmKnobs(EngineRecipe):
 
     @field_validator("enable_prefix_caching", "enable_chunked_prefill", "enforce_eager", mode="before")
     @classmethod
-    def _toggle(cls, value: Any) -> Any:
+    def _toggle(cls, value: object) -> object:
         if value is None:
             return "auto"
         if isinstance(value, bool):

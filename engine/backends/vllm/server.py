@@ -21,12 +21,13 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 from engine.backends.base import BackendError, LoadReport, Progress, device_name
 from engine.backends.openai.backend import OpenAIBackend
 from engine.backends.vllm.inprocess import check_importable, server_args, spec_stats_from, vllm_env, vllm_version
+from engine.backends.vllm.recipe import VllmKnobs
 from engine.backends.vllm.server_flags import server_extra_argv
+from engine.jsonvalue import JSONObject
 from engine.processes import die_with_parent, free_port, signal_group
 from engine.spec.recipes import EngineRecipe
 from engine.weights.models import ResolvedModel
@@ -39,7 +40,7 @@ _LIVE: set[ManagedServer] = set()
 class ManagedServer:
     """One vLLM API server process group; ``stop()`` is idempotent."""
 
-    def __init__(self, model_path: str, recipe: Any, device: str, served_name: str = SERVED_MODEL) -> None:
+    def __init__(self, model_path: str, recipe: VllmKnobs, device: str, served_name: str = SERVED_MODEL) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.served_name = served_name
@@ -202,7 +203,7 @@ class VllmServerBackend(OpenAIBackend):
             context_length=self._context.length,  # prompts are clipped against it as for the in-process engine
         )
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> JSONObject:
         """The client's facts plus vLLM's version, the server command and spec-decode acceptance."""
         out = super().info()
         out.update(

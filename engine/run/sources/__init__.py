@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from engine.backends.base import Tokenizer
+from engine.jsonvalue import JSONObject
 from engine.run.plan import RequestPlan, with_cancellations
 from engine.spec import JobSpec, SpecError, Workload, sources
 from engine.spec.sources.base import TrafficSource
@@ -33,7 +34,7 @@ class Planner(Protocol):
 
     name: str
 
-    def check(self, traffic: TrafficSource, workload: Workload, ctx: PlanContext | None) -> dict[str, Any]:
+    def check(self, traffic: TrafficSource, workload: Workload, ctx: PlanContext | None) -> JSONObject:
         """Its whole input checked before any model loads, with the model's light context where there is one
         (:mod:`engine.run.sources.context`; None: the model's files are not here yet): what the job would send
         (``requests``, ``duration_s`` where it has a schedule, what it counted), or SpecError in one line naming

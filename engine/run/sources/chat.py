@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.backends.base import Message, Tokenizer, chat_prompt_ids
 from engine.spec import SpecError
+
+if TYPE_CHECKING:
+    from engine.data.conversations import Message as DatasetMessage
 
 
 def chat_ids(tokenizer: Tokenizer, messages: Sequence[Mapping[str, str]]) -> list[int]:
@@ -21,7 +24,7 @@ def chat_ids(tokenizer: Tokenizer, messages: Sequence[Mapping[str, str]]) -> lis
         return tokenizer.encode(text, add_special_tokens=False)
 
 
-def messages_of(pairs: Sequence[Any]) -> tuple[Message, ...]:
+def messages_of(pairs: Sequence[DatasetMessage]) -> tuple[Message, ...]:
     """Dataset messages (``role``, ``content`` attributes) as the dicts engines and templates take."""
     return tuple({"role": m.role, "content": m.content} for m in pairs)
 

@@ -22,8 +22,8 @@ import os
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
+from engine.jsonvalue import JSONObject
 from engine.run.sources import PlanContext, planner_of
 from engine.spec import JobSpec, SpecError
 from engine.spec.sources.base import TrafficSource
@@ -36,7 +36,7 @@ class TrafficCheck:
     """What a job's traffic would send (``facts``: ``requests``, ``duration_s`` for a schedule, counts), and
     whether the answer came from the cache."""
 
-    facts: dict[str, Any]
+    facts: JSONObject
     cached: bool = False
 
     def words(self, traffic: TrafficSource) -> str:
@@ -101,7 +101,7 @@ def _folder() -> Path:
     return get_settings().data_dir / "cache" / "traffic-checks"
 
 
-def _read(key: str) -> dict[str, Any] | None:
+def _read(key: str) -> JSONObject | None:
     try:
         data = json.loads((_folder() / f"{key}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -109,7 +109,7 @@ def _read(key: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _write(key: str, facts: dict[str, Any]) -> None:
+def _write(key: str, facts: JSONObject) -> None:
     """Kept atomically (a reader never sees half a file); a cache that cannot be written is no error."""
     folder = _folder()
     try:

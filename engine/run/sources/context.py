@@ -14,14 +14,18 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from engine.jsonvalue import JSONObject
 from engine.run.sources import PlanContext
 from engine.spec import ModelSpec, SpecError
 
+if TYPE_CHECKING:
+    from engine.backends.openai.tokenizer import FastTokenizer
+
 
 @lru_cache(maxsize=8)
-def _folder_tokenizer(folder: str) -> Any:
+def _folder_tokenizer(folder: str) -> FastTokenizer:
     from engine.backends.openai.tokenizer import FastTokenizer
 
     return FastTokenizer.from_folder(folder)
@@ -55,7 +59,7 @@ def model_folder(model: ModelSpec) -> tuple[Path | None, str]:
     return _hub_folder(repo), f"{repo} has no tokenizer.json in the local Hugging Face cache"
 
 
-def _config(model: ModelSpec, folder: Path | None) -> dict[str, Any]:
+def _config(model: ModelSpec, folder: Path | None) -> JSONObject:
     from engine.weights.models import declared_config
 
     try:

@@ -14,11 +14,11 @@ fewer than that is cycled, and says so. A prompt beyond the context is clipped a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from engine.backends.base import Request, Tokenizer
 from engine.data.conversations import Conversation, first_reply, first_request, read_conversations
 from engine.data.sampling import reservoir_sample
+from engine.jsonvalue import JSONObject
 from engine.run.plan import PlannedRequest, RequestPlan
 from engine.run.sources import PlanContext
 from engine.run.sources.chat import chat_ids, messages_of, refuse_or_fit
@@ -40,12 +40,12 @@ def needs_tokenizer(ctx: PlanContext, what: str) -> Tokenizer:
 
 def sample(
     traffic: Conversations, seed: int, count: int, keep: Callable[[Conversation], bool] | None
-) -> tuple[list[Conversation], dict[str, Any]]:
+) -> tuple[list[Conversation], JSONObject]:
     """``count`` conversations sampled seeded (cycled when the dataset has fewer), and what was counted."""
     column = traffic.dataset_column if isinstance(traffic, DatasetTraffic) else None
     stream = read_conversations(traffic.dataset, traffic.dataset_format, column)
     chosen = reservoir_sample(stream, count, seed, keep)
-    facts: dict[str, Any] = {"dataset": traffic.dataset, "records_read": stream.read, **_skipped(stream.skipped)}
+    facts: JSONObject = {"dataset": traffic.dataset, "records_read": stream.read, **_skipped(stream.skipped)}
     if not chosen:
         raise SpecError(f"dataset {traffic.dataset}: no conversation fits the prompt length limits")
     if len(chosen) < count:
@@ -54,7 +54,7 @@ def sample(
     return chosen, facts
 
 
-def check_conversations(traffic: Conversations, workload: Workload, ctx: PlanContext | None) -> dict[str, Any]:
+def check_conversations(traffic: Conversations, workload: Workload, ctx: PlanContext | None) -> JSONObject:
     """The dataset read through before any model loads: with the model's light tokenizer, the job's whole plan
     (every record, the prompt limits, the context); without one, every record of a local file (a Hub dataset: its
     first record and reachability, nothing downloaded beyond it). One line naming the record that fails."""
@@ -75,7 +75,7 @@ def check_conversations(traffic: Conversations, workload: Workload, ctx: PlanCon
     return {"requests": workload.requests, "records_read": stream.read, **_skipped(stream.skipped)}
 
 
-def _skipped(skipped: dict[str, int]) -> dict[str, Any]:
+def _skipped(skipped: dict[str, int]) -> JSONObject:
     return {"skipped": dict(skipped)} if skipped else {}
 
 
@@ -104,7 +104,7 @@ class DatasetSource:
 
     name = "dataset"
 
-    def check(self, traffic: DatasetTraffic, workload: Workload, ctx: PlanContext | None) -> dict[str, Any]:
+    def check(self, traffic: DatasetTraffic, workload: Workload, ctx: PlanContext | None) -> JSONObject:
         return check_conversations(traffic, workload, ctx)
 
     def plan(self, traffic: DatasetTraffic, workload: Workload, ctx: PlanContext) -> RequestPlan:

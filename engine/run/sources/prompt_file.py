@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from engine.data.prompts import read_prompts
+from engine.jsonvalue import JSONObject
 from engine.run.plan import RequestPlan, plan_of
 from engine.run.sources import PlanContext
 from engine.spec import SpecError, Workload
@@ -17,7 +16,7 @@ class PromptFileSource:
 
     name = "prompt_file"
 
-    def check(self, traffic: PromptFileTraffic, workload: Workload, ctx: PlanContext | None) -> dict[str, Any]:
+    def check(self, traffic: PromptFileTraffic, workload: Workload, ctx: PlanContext | None) -> JSONObject:
         """Read the prompt file now (exists, UTF-8, at least one prompt), so a bad one fails before loading; with the
         model's light tokenizer, the whole plan (a prompt beyond the context refused with strict lengths)."""
         texts = read_prompts(traffic.prompt_file)  # bounded, streamed, every line checked (engine/data/prompts.py)

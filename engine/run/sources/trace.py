@@ -26,13 +26,12 @@ that shorten it).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from engine.backends.base import Request
 from engine.data.hash_blocks import prompt_ids_from_hash_ids
-from engine.data.traces import TraceRow, read_trace, scan_trace, time_scale
+from engine.data.traces import Trace, TraceRow, TraceScan, read_trace, scan_trace, time_scale
+from engine.jsonvalue import JSONObject
 from engine.run.plan import PlannedRequest, RequestPlan
 from engine.run.sources import PlanContext
 from engine.run.sources.chat import refuse_or_fit
@@ -79,7 +78,7 @@ class TraceSource:
 
     name = "trace"
 
-    def check(self, traffic: TraceTraffic, workload: Workload, ctx: PlanContext | None) -> dict[str, Any]:
+    def check(self, traffic: TraceTraffic, workload: Workload, ctx: PlanContext | None) -> JSONObject:
         """The whole file read through before any model loads: what the replay sends, or one line why it cannot."""
         scan = scan_trace(
             traffic.trace, traffic.trace_format, start_s=traffic.trace_start_s, duration_s=traffic.trace_duration_s
@@ -104,7 +103,7 @@ class TraceSource:
         seconds = float(np.frombuffer(scan.due_s)[replayed[-1]]) / traffic.time_scale
         return self._facts(traffic, scan, replayed.size, scan.rows - left.size, seconds)
 
-    def _facts(self, traffic: TraceTraffic, scan: Any, n: int, filtered: int, seconds: float) -> dict[str, Any]:
+    def _facts(self, traffic: TraceTraffic, scan: TraceScan, n: int, filtered: int, seconds: float) -> JSONObject:
         if seconds > MAX_SCHEDULE_S:
             raise SpecError(
                 f"trace {traffic.trace}: replaying {n:,} rows would take {seconds / 3600:,.1f} h (its longest gap "
@@ -112,7 +111,7 @@ class TraceSource:
                 f"replayed: choose a window (--trace-window START:DURATION) or a speed-up (--time-scale "
                 f"{int(seconds // MAX_SCHEDULE_S) + 1} replays it in under an hour)"
             )
-        facts: dict[str, Any] = {"requests": n, "duration_s": round(seconds, 3), "window_rows": scan.rows}
+        facts: JSONObject = {"requests": n, "duration_s": round(seconds, 3), "window_rows": scan.rows}
         if filtered:
             facts["filtered"] = filtered
         if n < scan.rows - filtered:
@@ -163,9 +162,9 @@ class TraceSource:
 
 
 def _plan_facts(
-    traffic: TraceTraffic, trace: Any, rows: list[TraceRow], all_rows: list[TraceRow], left: int, clipped: int
-) -> dict[str, Any]:
-    facts: dict[str, Any] = {
+    traffic: TraceTraffic, trace: Trace, rows: list[TraceRow], all_rows: list[TraceRow], left: int, clipped: int
+) -> JSONObject:
+    facts: JSONObject = {
         "trace": traffic.trace,
         "format": traffic.trace_format,
         "rows": len(rows),

@@ -14,7 +14,7 @@ register one with :func:`register`), and dumps as that class.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import SerializeAsAny, ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator
 
@@ -53,17 +53,17 @@ def names() -> tuple[str, ...]:
     return tuple(name_of(c) for c in _REGISTERED)
 
 
-def find(name: Any) -> type[TrafficSource] | None:
+def find(name: object) -> type[TrafficSource] | None:
     """The class of source ``name``, or None when no source of that name is registered."""
     return next((c for c in _REGISTERED if name_of(c) == name), None)
 
 
-def unknown_source(name: Any) -> str:
+def unknown_source(name: object) -> str:
     """The one line said for a source nobody registered."""
     return f"unknown request source {str(name)[:40]!r}; available: {', '.join(names())}"
 
 
-def get(name: Any) -> type[TrafficSource]:
+def get(name: object) -> type[TrafficSource]:
     """The class of source ``name``; :class:`SpecError` naming the available ones when there is none."""
     found = find(name)
     if found is None:
@@ -109,7 +109,7 @@ def unregister(name: str) -> None:
 
 
 # -- Workload.traffic: the class of the source the section names ---------------------------------
-def _validate_traffic(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> TrafficSource:
+def _validate_traffic(value: object, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> TrafficSource:
     """A traffic section as the class of the source it names (an options object as it is)."""
     if isinstance(value, TrafficSource):
         return value
@@ -120,7 +120,7 @@ def _validate_traffic(value: Any, handler: ValidatorFunctionWrapHandler, info: V
     cls = find(value["source"])
     if cls is None:
         raise ValueError(unknown_source(value["source"]))
-    return validate_chosen(cls, value, name_of(cls), info.mode == "json")  # type: ignore[no-any-return]
+    return validate_chosen(cls, value, name_of(cls), info.mode == "json")
 
 
 Traffic = Annotated[SerializeAsAny[TrafficSource], WrapValidator(_validate_traffic)]

@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import Field
 
+from engine.jsonvalue import JSONObject
 from engine.spec.base import _Strict
 from engine.spec.rules import Dependency
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 # The flat workload's traffic fields of before Workload.traffic, at their defaults: a stored spec's field at its
 # default here said nothing (every stored spec held all of them), and fingerprints leave them out at these values.
-LEGACY_FLAT_DEFAULTS: dict[str, Any] = {
+LEGACY_FLAT_DEFAULTS: JSONObject = {
     "prompt_tokens": None,
     "prompt_file": None,
     "prompt_length": "fixed",
@@ -65,7 +66,7 @@ class ExtraFlag:
 
     flag: str
     help: str
-    parse: Callable[[Any], dict[str, Any]]
+    parse: Callable[[str | bool], JSONObject]
     metavar: str | None = None  # None: a switch (store_true)
 
 
@@ -85,7 +86,7 @@ class TrafficSource(_Strict):
     legacy: ClassVar[bool] = False  # a source of before the typed field: its flat form names no "source"
     default_requests: ClassVar[int | None] = None  # ``requests`` when the workload gives none (a trace: all rows)
     labels: ClassVar[dict[str, str]] = {}  # its fields in words with their units (forms, messages)
-    launch_start: ClassVar[dict[str, Any]] = {}  # Launch's first values of its fields (where not the defaults)
+    launch_start: ClassVar[JSONObject] = {}  # Launch's first values of its fields (where not the defaults)
     extra_flags: ClassVar[tuple[ExtraFlag, ...]] = ()
     dependencies: ClassVar[tuple[Dependency, ...]] = ()  # options used only with another's value (forms hide them)
 
@@ -126,7 +127,7 @@ class TrafficSource(_Strict):
         return []
 
     # -- the flat form (fingerprints, stored knobs, old specs, the command line) --------------------------
-    def flat(self) -> dict[str, Any]:
+    def flat(self) -> JSONObject:
         """Its options as flat workload fields (module doc): a source of before the typed field as specs stored
         them then; any other with its name under ``source``."""
         own = self.model_dump(mode="json", exclude={"source"})
@@ -137,7 +138,7 @@ class TrafficSource(_Strict):
         own = {k: v for k, v in own.items() if k not in later}  # options added since: at their default, unsaid
         return {**LEGACY_FLAT_DEFAULTS, **own, **self.flat_extras()}
 
-    def flat_extras(self) -> dict[str, Any]:
+    def flat_extras(self) -> JSONObject:
         """Flat fields that name this source without being options of it (sessions: ``multi_turn``)."""
         return {}
 

@@ -13,15 +13,13 @@ read, are refused in one line: nothing is dropped silently.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from engine.jsonvalue import JSONMapping, JSONObject
 from engine.spec.sources import all_sources as _all
 from engine.spec.sources import find, name_of, names, unknown_source
 from engine.spec.sources.base import LEGACY_FLAT_DEFAULTS, TrafficSource
 
 
-def _said(flat: Mapping[str, Any]) -> dict[str, Any]:
+def _said(flat: JSONMapping) -> JSONObject:
     """The flat fields that say something: set, and not at their old default."""
     return {
         k: v
@@ -30,7 +28,7 @@ def _said(flat: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _named(said: Mapping[str, Any]) -> list[type[TrafficSource]]:
+def _named(said: JSONMapping) -> list[type[TrafficSource]]:
     """The sources whose naming fields are all set, the most specific ones; a source that declares none is named
     by ``source`` alone, but for the default source (the first registered), which flat fields name by default."""
     default = _all()[0]
@@ -39,7 +37,7 @@ def _named(said: Mapping[str, Any]) -> list[type[TrafficSource]]:
     return [c for c in found if len(c.selected_by) == most]
 
 
-def _not_read(cls: type[TrafficSource], said: Mapping[str, Any]) -> list[str]:
+def _not_read(cls: type[TrafficSource], said: JSONMapping) -> list[str]:
     return sorted(k for k in said if k not in cls.flat_names())
 
 
@@ -49,7 +47,7 @@ def _refusal(cls: type[TrafficSource], unread: list[str]) -> str:
     return f"{what} of the {cls.label} source ({name_of(cls)}: its options are {options})"
 
 
-def source_of(flat: Mapping[str, Any]) -> type[TrafficSource]:
+def source_of(flat: JSONMapping) -> type[TrafficSource]:
     """The source flat fields name (module doc); ValueError in one line when they name none or two."""
     said = _said(flat)
     if flat.get("source") is not None:
@@ -67,7 +65,7 @@ def source_of(flat: Mapping[str, Any]) -> type[TrafficSource]:
     return candidates[0]
 
 
-def from_flat(flat: Mapping[str, Any]) -> dict[str, Any]:
+def from_flat(flat: JSONMapping) -> JSONObject:
     """The traffic section flat fields describe (``{"source": ..., options}``); ValueError in one line."""
     cls = source_of(flat)
     said = _said(flat)
@@ -77,7 +75,7 @@ def from_flat(flat: Mapping[str, Any]) -> dict[str, Any]:
     return {"source": name_of(cls), **{k: v for k, v in flat.items() if k in cls.option_names() and v is not None}}
 
 
-def merged(traffic: TrafficSource | Mapping[str, Any], flat: Mapping[str, Any]) -> dict[str, Any]:
+def merged(traffic: TrafficSource | JSONMapping, flat: JSONMapping) -> JSONObject:
     """``traffic`` with flat overrides (the command line's on a spec file, a sweep point's): its own options are
     set whatever their value; fields that name another source replace it with that source (every option of the
     new one from ``flat``); anything else it does not read is refused in one line."""
@@ -101,7 +99,7 @@ def _no_source() -> str:
     return f"give the source: one of {', '.join(names())}"
 
 
-def stored_traffic(flat: Mapping[str, Any]) -> TrafficSource | None:
+def stored_traffic(flat: JSONMapping) -> TrafficSource | None:
     """The traffic of a stored run's flat workload (:func:`engine.spec.workload.flat_workload`), unvalidated (it was
     valid when stored), for readers of many stored specs; None when its fields name no one source."""
     try:

@@ -3,10 +3,11 @@ request takes one, seeded), so a prefix cache sees them again. Planned by :mod:`
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from engine.jsonvalue import JSONObject
 from engine.spec.sources.base import PREFIX_LABELS
 from engine.spec.sources.synthetic import SYNTHETIC_LABELS, SyntheticLengths
 
@@ -27,7 +28,7 @@ class PrefixesTraffic(SyntheticLengths):
     selected_by: ClassVar[tuple[str, ...]] = ("prefix_count",)
     legacy: ClassVar[bool] = True
     labels: ClassVar[dict[str, str]] = {**SYNTHETIC_LABELS, **PREFIX_LABELS}
-    launch_start: ClassVar[dict[str, Any]] = {"prefix_count": 4, "prefix_tokens": 512}
+    launch_start: ClassVar[JSONObject] = {"prefix_count": 4, "prefix_tokens": 512}
 
     def nominal_prompt_tokens(self) -> int | None:
         return self.prefix_tokens + self.prompt_tokens

@@ -3,10 +3,11 @@ the engine really returned, a think time apart. Planned by :mod:`engine.run.sour
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from engine.jsonvalue import JSONObject
 from engine.spec.sources.base import FILE_LABELS, FileInput, OutputLengths, TrafficSource, base_name
 from engine.spec.sources.dataset import DATASET_LABELS
 
@@ -47,5 +48,5 @@ class SessionsTraffic(TrafficSource, FileInput, OutputLengths):
         think = f", {self.think_time_s:g} s think time" if self.think_time_s else ""
         return f"multi-turn sessions from {base_name(self.dataset)} ({self.dataset_format}{digest}){think}"
 
-    def flat_extras(self) -> dict[str, Any]:
+    def flat_extras(self) -> JSONObject:
         return {"multi_turn": True}

@@ -3,10 +3,11 @@ its own schedule, optionally a window of it and faster. Planned by :mod:`engine.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
+from engine.jsonvalue import JSONObject
 from engine.spec.sources.base import FILE_LABELS, ExtraFlag, FileInput, OutputLengths, TrafficSource, base_name
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ TraceFormat = Literal["mooncake", "azure", "burstgpt"]
 TRACE_ROWS_CAP = 1_000_000  # a trace without ``requests``: every row of its window, at most this many
 
 
-def _scale(text: Any) -> float:
+def _scale(text: str | bool) -> float:
     try:
         value = float(text)
     except (TypeError, ValueError):
@@ -26,7 +27,7 @@ def _scale(text: Any) -> float:
     return value
 
 
-def trace_window(text: Any) -> dict[str, Any]:
+def trace_window(text: str | bool) -> JSONObject:
     """``START:DURATION`` (``START:`` for the rest of the trace) as the window's fields; ValueError in one line."""
     start, _, duration = str(text).partition(":")
     try:

@@ -2,7 +2,7 @@
 
 :func:`preview` plans the workload's requests with the real request source
 (:mod:`engine.run.sources`: the same readers, sampling, seeds and clipping as the job) and the
-model's light tokenizer (:class:`~engine.backends.openai.tokenizer.FastTokenizer` from the model's
+model's light tokenizer (:func:`engine.run.sources.context.plan_context`: ``tokenizer.json`` from the model's
 local or cached folder: the demo model's converted folder, a local folder, a Hugging Face id in
 the cache; synthetic weights have none and send random token ids). Nothing here imports torch or
 transformers, nothing is downloaded and nothing is converted, so the app server may call it.
@@ -23,11 +23,8 @@ only first turns are counted.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from engine.spec import JobSpec, ModelSpec, SpecError, Workload
@@ -65,76 +62,6 @@ class TrafficPreview:
     turns_per_session: list[int]  # one entry per session (empty without sessions)
     facts: dict[str, Any] = field(default_factory=dict)  # what the source counted: rows skipped, clipped ...
     notes: list[str] = field(default_factory=list)  # caveats in words (the cap, a missing tokenizer)
-
-
-# -- the model's light tokenizer -------------------------------------------------------------
-@lru_cache(maxsize=8)
-def _folder_tokenizer(folder: str) -> Any:
-    from engine.backends.openai.tokenizer import FastTokenizer
-
-    return FastTokenizer.from_folder(folder)
-
-
-def _hub_folder(repo: str) -> Path | None:
-    """A Hugging Face id's snapshot folder in the local cache (holding tokenizer.json), never the network."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:  # pragma: no cover - comes with tokenizers
-        return None
-    found = try_to_load_from_cache(repo, "tokenizer.json")
-    return Path(found).parent if isinstance(found, str) else None
-
-
-def _model_folder(model: ModelSpec) -> tuple[Path | None, str]:
-    """(the folder holding the model's tokenizer.json, or None; why there is none)."""
-    from engine.weights.models import converted_folder, demo_gguf_path
-
-    kind = model.kind
-    if kind == "synthetic":
-        return None, "synthetic weights have no tokenizer"
-    if kind in ("demo", "gguf"):
-        gguf = demo_gguf_path() if kind == "demo" else Path(model.source).expanduser()
-        folder = converted_folder(gguf) if gguf.is_file() else None
-        return folder, f"{model.label} is converted to a Hugging Face folder on its first run; run one job first"
-    if kind == "local":
-        folder = Path(model.source).expanduser()
-        return (folder if (folder / "tokenizer.json").is_file() else None), f"{folder} has no tokenizer.json"
-    repo = model.source.removeprefix("hf:")
-    return _hub_folder(repo), f"{repo} has no tokenizer.json in the local Hugging Face cache"
-
-
-def _config(model: ModelSpec, folder: Path | None) -> dict[str, Any]:
-    from engine.weights.models import declared_config
-
-    try:
-        declared = declared_config(model)
-    except SpecError:
-        declared = None
-    if declared:
-        return declared
-    try:
-        return json.loads((folder / "config.json").read_text()) if folder else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def plan_context(model: ModelSpec) -> tuple[Any, str | None]:
-    """(the :class:`~engine.run.sources.PlanContext` of ``model`` from local files, why it has no tokenizer)."""
-    from engine.run.sources import PlanContext
-
-    folder, why = _model_folder(model)
-    tokenizer = None
-    if folder is not None:
-        try:
-            tokenizer = _folder_tokenizer(str(folder))
-        except (OSError, ValueError, RuntimeError, LookupError) as exc:
-            why = f"its tokenizer cannot be read ({type(exc).__name__}: {exc})"
-    cfg = _config(model, folder)
-    context = cfg.get("max_position_embeddings")
-    vocab = len(tokenizer) if tokenizer is not None else int(cfg.get("vocab_size") or 32_000)
-    return PlanContext(tokenizer, vocab, context if isinstance(context, int) else None), (
-        None if tokenizer is not None else why
-    )
 
 
 # -- the preview -------------------------------------------------------------------------------
@@ -190,6 +117,7 @@ def preview(spec_or_workload: JobSpec | Workload, model: ModelSpec | str | None 
     Raises :class:`SpecError` in one line for bad input (a file outside the allowed roots, a malformed
     row), :class:`PreviewUnavailable` when a dataset needs the model's tokenizer and it is not here."""
     from engine.run.sources import plan_requests
+    from engine.run.sources.context import plan_context
 
     if isinstance(spec_or_workload, JobSpec):
         from engine.run.policy import check_inputs

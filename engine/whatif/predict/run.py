@@ -26,7 +26,7 @@ from engine.whatif.memory import weights_bytes
 from engine.whatif.predict.calibration import Calibrated
 from engine.whatif.predict.deployment import NotModelled, deployment, with_acceptance
 from engine.whatif.predict.replay import Case, PlanUnavailable, case_metrics, case_of, case_records, simulate_case
-from engine.whatif.serving import ConfigError, DoesNotFit, kv_capacity
+from engine.whatif.serving import ConfigError, DoesNotFit, StepCosts, StepModel, kv_capacity
 from engine.whatif.serving.config import blocks_needed
 from engine.whatif.serving.result import SimResult
 from engine.whatif.shapes import EstimateError, model_shape
@@ -54,6 +54,7 @@ class Setup:
 def _check_fits(case: Case, hardware: Hardware) -> None:
     dep = case.deployment
     config, served = dep.config, dep.served
+    StepModel(served, config.tensor_parallel, StepCosts())  # ConfigError: heads not divisible, no interconnect
     weights = weights_bytes(served.shape, served.precisions.weight) / config.tensor_parallel
     if weights > hardware.memory_bytes:
         raise DoesNotFit(

@@ -100,5 +100,15 @@ def test_the_demo_model_on_this_cpu_is_a_predicted_run_shaped_as_a_measured_one(
     assert [r.id for r in list_runs(db, predicted=True)] == [obj["run_id"]]
 
 
+def test_runs_lists_predicted_runs_only_when_asked(capsys, cpu_db):
+    code, out, err = run(capsys, "simulate", "--db", cpu_db, "--model", "demo", "--engine", "vllm-server", "--json")
+    assert code == 0, err
+    predicted_id = json.loads(out)["run_id"]
+    assert run(capsys, "runs", "--db", cpu_db, "--json")[1].strip() in ("[]", "")
+    [row] = json.loads(run(capsys, "runs", "--db", cpu_db, "--predicted", "--json")[1])
+    assert row["run_id"] == predicted_id and row["predicted"] is True
+    assert "PREDICTED" in run(capsys, "runs", "--db", cpu_db, "--all")[1]
+
+
 def test_the_verb_is_registered():
     assert VERB_MODULES["engine.cli.simulate"] == ("simulate",)

@@ -185,8 +185,11 @@ def save_run(db: Database, run: NewRun) -> int:
     The run records who launched it: its job's ``submitted_by``; a run without a job is
     stored only by ``python -m engine run``/``sweep``, so by ``cli:<OS user>``.
     The requests go in one bulk insert (:func:`request_values` rows, no ORM object per request):
-    10,000 requests of 32 stamps in a fraction of a second.
+    10,000 requests of 32 stamps in a fraction of a second. A predicted run (``predicted``) must name its
+    prediction in its provenance (hardware key, tensor parallelism, calibration label and band): ValueError.
     """
+    if run.predicted and not (run.provenance or {}).get("prediction"):
+        raise ValueError("a predicted run names its prediction (provenance['prediction']: hardware, TP, calibration)")
     row = run_row(run, with_requests=False)
     with db.session() as s:
         if row.submitted_by is None:

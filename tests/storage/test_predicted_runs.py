@@ -129,6 +129,14 @@ def test_a_predicted_run_round_trips_with_its_prediction(both):
     assert result_object(get_run(db, both[1]))["predicted"] is False
 
 
+def test_a_predicted_run_without_its_prediction_is_refused(db):
+    run = _run(predicted=True)
+    run.provenance = {}
+    with pytest.raises(ValueError, match="names its prediction"):
+        save_run(db, run)
+    assert list_runs(db, predicted=None) == []
+
+
 def test_listings_are_measured_unless_they_ask(both):
     db, measured, predicted = both
     assert [r.id for r in list_runs(db)] == [measured]

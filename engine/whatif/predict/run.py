@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.measure import aggregates
+from engine.measure.energy import energy_metrics
 from engine.measure.records import RequestRecord
 from engine.spec import JobSpec
 from engine.whatif.hardware import Hardware
@@ -32,6 +33,7 @@ from engine.whatif.serving.result import SimResult
 from engine.whatif.shapes import EstimateError, model_shape
 
 GB = 1e9
+NOT_PREDICTED = "not predicted (the serving simulator predicts latency and throughput only)"
 
 
 class PredictError(ValueError):
@@ -150,6 +152,8 @@ def predict(setup: Setup, calibration: Calibrated) -> Prediction:
     metrics = case_metrics(case, records, start, end, result.due_times)
     metrics["load"] = _load_group(case, records, end)
     metrics["noise_flags"] = []
+    metrics.update(energy_metrics(None, 0.0, 0, None, NOT_PREDICTED))
+    metrics.update(weights_memory_bytes=None, peak_memory_bytes=None, load_s=None)
     return Prediction(
         Setup(setup.spec, setup.hardware, case), calibration, result, records, metrics, time.perf_counter() - t0
     )

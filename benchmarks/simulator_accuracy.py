@@ -64,11 +64,17 @@ class Planned:
     repeats: str | None = None  # a repeat names the run it repeats
 
 
+def _workload(workload: dict[str, Any]) -> dict[str, Any]:
+    """The shared fields under the run's own; a trace or a dataset brings its own prompts."""
+    own_prompts = "trace" in workload or "dataset" in workload
+    return {**{k: v for k, v in BASE.items() if not (own_prompts and k == "prompt_tokens")}, **workload}
+
+
 def _vllm(workload: dict[str, Any], **recipe: Any) -> dict[str, Any]:
     return {
         "model": {"source": "demo"},
         "recipe": {"engine": "vllm-server", **recipe},
-        "workload": {**BASE, **workload},
+        "workload": _workload(workload),
         "quality": {"metrics": []},
     }
 
@@ -77,7 +83,7 @@ def _tf(workload: dict[str, Any]) -> dict[str, Any]:
     return {
         "model": {"source": "demo"},
         "recipe": {"engine": "transformers"},
-        "workload": {**BASE, **workload},
+        "workload": _workload(workload),
         "quality": {"metrics": []},
     }
 

@@ -11,11 +11,12 @@ start, once per run) serves each run below; every run is stored in this script's
   by chunked prefill (max_num_batched_tokens 64); a run that preempts (``--num-gpu-blocks-override 24``).
 - **transformers**, its own calibration group: calibrated on concurrency 1 and Poisson 0.25/s, held out
   Poisson 0.4/s, batch 1.
-- **Noise floor**: the 0.75 Poisson and the gamma runs measured twice: measured-vs-measured differences
-  beside the simulator's errors.
+- **Noise floor**: the 0.75 Poisson, the gamma, the Azure and the cached Mooncake runs measured twice:
+  measured-vs-measured differences beside the simulator's errors (on a shared machine the second
+  measurement of a run is as far from the first as contention makes it).
 
 For each held-out run: predicted vs measured (with the measured 95 % interval) TTFT p50/p90/p99, TPOT
-p50/p90, E2E p90, output throughput, SLO attainment (TTFT <= 1,000 ms and TPOT <= 50 ms), prefix-cache hit
+p50/p90, E2E p90, output throughput, SLO attainment (TTFT <= 500 ms and TPOT <= 100 ms), prefix-cache hit
 rate and preemptions; then the error by load level and the median |error| per figure against the targets.
 
     .venv/bin/python benchmarks/simulator_accuracy.py --db sqlite:///data/simacc.db [--reuse] [--only a,b]
@@ -49,7 +50,7 @@ import simulator_files  # noqa: E402
 from simulator_report import report  # noqa: E402
 
 PREFIX = "simacc"
-SLO = {"ttft_ms": 1000.0, "tpot_ms": 50.0}
+SLO = {"ttft_ms": 500.0, "tpot_ms": 100.0}  # near the medians at half load: attainment moves with load
 BASE = {"prompt_tokens": 128, "output_tokens": 32, "warmup_requests": 2, "seed": 7}
 
 
@@ -92,6 +93,15 @@ def _poisson(fraction: float, arrival: str = "poisson", **more: Any) -> Callable
     return lambda cap, _f: _vllm({"requests": 100, "arrival": arrival, "rate": round(fraction * cap, 3), **more})
 
 
+def _azure(_capacity: float, folder: Path) -> dict[str, Any]:
+    trace = simulator_files.azure_trace(folder)
+    return _vllm({"trace": str(trace), "trace_format": "azure", "trace_duration_s": 90})
+
+
+def _mooncake(_capacity: float, folder: Path) -> dict[str, Any]:
+    return _vllm({"trace": str(simulator_files.mooncake_trace(folder))})
+
+
 def plan() -> list[Planned]:
     """Every run, calibration first (the capacity comes from the second)."""
     files = simulator_files
@@ -104,12 +114,8 @@ def plan() -> list[Planned]:
         Planned("p85", "held", _poisson(0.85), 0.85),
         Planned("p95", "held", _poisson(0.95), 0.95),
         Planned("gamma75", "held", _poisson(0.75, "gamma", burstiness=0.25), 0.75),
-        Planned(
-            "azure",
-            "held",
-            lambda c, f: _vllm({"trace": str(files.azure_trace(f)), "trace_format": "azure", "trace_duration_s": 90}),
-        ),
-        Planned("mooncake-cache", "held", lambda c, f: _vllm({"trace": str(files.mooncake_trace(f))})),
+        Planned("azure", "held", _azure),
+        Planned("mooncake-cache", "held", _mooncake),
         Planned(
             "mooncake-nocache",
             "held",
@@ -152,6 +158,7 @@ def plan() -> list[Planned]:
                     "output_tokens": 128,
                 },
                 extra_args="--num-gpu-blocks-override 24",
+                max_model_len=2048,  # vLLM refuses a KV cache that cannot hold one request of the model's context
             ),  # fmt: skip
         ),
         Planned("tf-c1", "cal-tf", lambda c, f: _tf({"requests": 12, "arrival": "concurrency", "max_concurrency": 1})),
@@ -159,6 +166,8 @@ def plan() -> list[Planned]:
         Planned("tf-p040", "held", lambda c, f: _tf({"requests": 30, "arrival": "poisson", "rate": 0.4})),
         Planned("p75-again", "repeat", _poisson(0.75), 0.75, repeats="p75"),
         Planned("gamma75-again", "repeat", _poisson(0.75, "gamma", burstiness=0.25), 0.75, repeats="gamma75"),
+        Planned("azure-again", "repeat", _azure, repeats="azure"),
+        Planned("mooncake-cache-again", "repeat", _mooncake, repeats="mooncake-cache"),
     ]
 
 
@@ -171,14 +180,18 @@ def _stored(db: Any, name: str) -> int | None:
     return None
 
 
-def _measure(db: Any, p: Planned, capacity: float, files: Path) -> int:
-    from engine.run.runner import run_benchmark
+def _measure(db: Any, p: Planned, capacity: float, files: Path) -> int | None:
+    from engine.run.runner import BenchmarkFailed, run_benchmark
     from engine.spec import parse_job_spec
 
     spec = parse_job_spec({**p.spec(capacity, files), "name": f"{PREFIX} {p.name}"})
     t0 = time.perf_counter()
     print(f"measuring {p.name} (load {os.getloadavg()[0]:.2f}) ...", file=sys.stderr, flush=True)
-    result = run_benchmark(spec, db=db, log=lambda m: None)
+    try:
+        result = run_benchmark(spec, db=db, log=lambda m: None)
+    except BenchmarkFailed as exc:  # stored as failed; the table goes on without it
+        print(f"  {p.name}: run {exc.run_id} FAILED: {exc.reason[:300]}", file=sys.stderr, flush=True)
+        return None
     print(f"  {p.name}: run {result.run_id} in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     return result.run_id
 
@@ -200,8 +213,8 @@ def measure_all(db: Any, runs: list[Planned], args: argparse.Namespace, files: P
         wanted = only is None or p.name in only or p.role.startswith("cal")
         if found is not None:
             ids[p.name] = found
-        elif wanted:
-            ids[p.name] = _measure(db, p, capacity, files)
+        elif wanted and (run_id := _measure(db, p, capacity, files)) is not None:
+            ids[p.name] = run_id
         if p.name == "c8" and p.name in ids:
             capacity = _capacity(db, ids[p.name])
             print(f"measured capacity (concurrency 8): {capacity:.3f} requests/s", file=sys.stderr, flush=True)

@@ -138,12 +138,15 @@ def _title(p: Any, capacity: float, db: Any, run_id: int) -> str:
     from storage.runs import get_run
 
     run = get_run(db, run_id)
-    load = (run.metrics or {}).get("load") or {}
+    metrics = run.metrics or {}
+    load = metrics.get("load") or {}
     rate = load.get("configured_rate")
     words = f"{load.get('arrival', '?')}" + (f" {rate:.2f}/s" if rate else "")
-    avg = (run.provenance or {}).get("load_avg_after") or [None]
     words += f" = {p.load:.2f} x capacity" if p.load else ""
-    return words + (f"; load average after it {avg[0]:.1f}" if avg[0] is not None else "")
+    flags = {f.get("flag"): f.get("detail", "") for f in metrics.get("noise_flags") or [] if isinstance(f, dict)}
+    if "contention" in flags:  # "load 4.6 on 2 cores; other processes used 0.1 cores (...)"
+        words += "; measured under contention: " + flags["contention"].split(" (")[0]
+    return words
 
 
 def _summary(errors: dict[str, dict[str, float | None]], runs: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from storage import open_database
 from storage.runs import NewRun, get_run, list_runs, save_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "whatif"))
-from whatif_seed import save_cpu_measurement  # noqa: E402  (the what-if tests' measured test CPU)
+from whatif_seed import save_cpu_measurement  # the what-if tests' measured test CPU
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

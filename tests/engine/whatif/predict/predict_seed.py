@@ -24,7 +24,7 @@ CPU = Hardware(
     tflops={"fp32": 0.2},
     measured=True,
 )
-TRUE = StepCosts(step_s=15e-3, seq_s=1e-3, arrival_s=8e-3, eff_bandwidth=0.8, eff_compute=0.3)
+TRUE = StepCosts(step_s=15e-3, seq_s=1e-3, arrival_s=8e-3, eff_bandwidth=0.8, eff_compute=0.3, frontend_s=2e-3)
 
 
 def spec(workload: dict[str, Any], engine: str = "vllm", model: str = MODEL, **recipe: Any) -> JobSpec:

@@ -64,7 +64,7 @@ def test_the_leave_one_out_band_is_small_when_the_model_holds_and_grows_when_a_r
     held = leave_one_out(runs, prior)
     assert [h.run_id for h in held] == [1, 2, 3]
     band = band_of(held)
-    assert band.n_runs == 3 and band.pct["tpot_p50"] < 6 and band.pct["e2el_p90"] < 6  # two runs leave costs unsplit
+    assert band.n_runs == 3 and band.pct["tpot_p50"] < 10 and band.pct["e2el_p90"] < 10  # 2 runs, 6 costs
     odd = [*runs[:2], measured(3, runs[2].observed.spec, slower=1.3)]  # a run 30 % slower than the model says
     worse = band_of(leave_one_out(odd, prior))
     assert worse.pct["e2el_p90"] > band.pct["e2el_p90"] + 5

@@ -11,7 +11,8 @@ start, once per run) serves each run below; every run is stored in this script's
   by chunked prefill (max_num_batched_tokens 64); a run that preempts (``--num-gpu-blocks-override 24``).
 - **transformers**, its own calibration group: calibrated on concurrency 1 and Poisson 0.25/s, held out
   Poisson 0.4/s, batch 1.
-- **Noise floor**: the 0.75 Poisson, the gamma, the Azure and the cached Mooncake runs measured twice:
+- **Noise floor**: the 0.75 Poisson, the gamma, the Azure, the cached Mooncake, the chunked-prefill and the
+  transformers runs measured twice:
   measured-vs-measured differences beside the simulator's errors (on a shared machine the second
   measurement of a run is as far from the first as contention makes it).
 
@@ -102,6 +103,15 @@ def _mooncake(_capacity: float, folder: Path) -> dict[str, Any]:
     return _vllm({"trace": str(simulator_files.mooncake_trace(folder))})
 
 
+def _chunked(capacity: float, _folder: Path) -> dict[str, Any]:
+    workload = {"requests": 60, "arrival": "poisson", "rate": round(0.5 * capacity, 3), "prompt_tokens": 256}
+    return _vllm(workload, max_num_batched_tokens=64, max_num_seqs=16)
+
+
+def _tf_poisson(_capacity: float, _folder: Path) -> dict[str, Any]:
+    return _tf({"requests": 30, "arrival": "poisson", "rate": 0.4})
+
+
 def plan() -> list[Planned]:
     """Every run, calibration first (the capacity comes from the second)."""
     files = simulator_files
@@ -136,16 +146,7 @@ def plan() -> list[Planned]:
                 }
             ),  # fmt: skip
         ),
-        Planned(
-            "chunked64",
-            "held",
-            lambda c, f: _vllm(
-                {"requests": 60, "arrival": "poisson", "rate": round(0.5 * c, 3), "prompt_tokens": 256},
-                max_num_batched_tokens=64,
-                max_num_seqs=16,
-            ),
-            0.5,
-        ),
+        Planned("chunked64", "held", _chunked, 0.5),
         Planned(
             "preempt",
             "held",
@@ -163,11 +164,13 @@ def plan() -> list[Planned]:
         ),
         Planned("tf-c1", "cal-tf", lambda c, f: _tf({"requests": 12, "arrival": "concurrency", "max_concurrency": 1})),
         Planned("tf-p025", "cal-tf", lambda c, f: _tf({"requests": 24, "arrival": "poisson", "rate": 0.25})),
-        Planned("tf-p040", "held", lambda c, f: _tf({"requests": 30, "arrival": "poisson", "rate": 0.4})),
+        Planned("tf-p040", "held", _tf_poisson),
         Planned("p75-again", "repeat", _poisson(0.75), 0.75, repeats="p75"),
         Planned("gamma75-again", "repeat", _poisson(0.75, "gamma", burstiness=0.25), 0.75, repeats="gamma75"),
         Planned("azure-again", "repeat", _azure, repeats="azure"),
         Planned("mooncake-cache-again", "repeat", _mooncake, repeats="mooncake-cache"),
+        Planned("chunked64-again", "repeat", _chunked, 0.5, repeats="chunked64"),
+        Planned("tf-p040-again", "repeat", _tf_poisson, repeats="tf-p040"),
     ]
 
 

@@ -1,7 +1,8 @@
 """Runs as pandas DataFrames for tables and charts (one row per run, flat columns).
 
 Read from the headline columns (storage/columns.py): filters, sorting and paging are SQL
-(:class:`RunQuery`), and 100,000 runs make a frame in well under a second. A figure the
+(:class:`RunQuery`), and 100,000 runs make a frame in well under a second. Measured runs only unless
+the query asks for predicted ones too (``RunQuery.predicted``; the ``predicted`` column says which). A figure the
 registry shows in Explore without a column of its own (one declared since the schema was
 written) is read from each run's metrics and quality JSON instead: slower on many runs, so a
 figure Explore lists often gets a column (and an Alembic revision). Recipe and workload columns come from ``knobs_json`` (what differs from
@@ -24,10 +25,11 @@ from storage.columns import expand_knobs
 from storage.db import Database
 from storage.jsontext import loads, skip_warning
 from storage.models import RunRow
+from storage.runs import which_runs
 
 BASE = ("run_id", "created_at", "status", "name", "sweep", "model", "engine", "device", "device_name", "error")
 _BASE_COLUMNS = ("id", *BASE[1:])
-EXTRAS = ("completed", "failed", "noise", "contended")
+EXTRAS = ("completed", "failed", "noise", "contended", "predicted")
 FILTERABLE = ("model", "engine", "device", "status", "sweep")
 
 
@@ -49,6 +51,7 @@ class RunQuery:
     until: date | None = None
     text: str = ""
     quiet: bool = False  # leave out runs measured under contention (NULL: not recorded, kept)
+    predicted: bool | None = False  # measured runs only (False), predicted only (True), both (None): storage.runs
     sort: str = "id"
     descending: bool = True
     limit: int | None = None
@@ -71,6 +74,7 @@ def sortable() -> list[str]:
 
 
 def _where(stmt: Any, q: RunQuery) -> Any:
+    stmt = which_runs(stmt, q.predicted)
     for name in FILTERABLE:
         values = getattr(q, name)
         if values:
@@ -105,12 +109,13 @@ def count(db: Database, query: RunQuery | None = None) -> int:
         return int(s.scalar(_where(select(func.count(RunRow.id)), query or RunQuery())) or 0)
 
 
-def distinct_values(db: Database, column: str, status: str | None = None) -> list[str]:
-    """The distinct values of a filterable column (model, engine, device, status, sweep), sorted."""
+def distinct_values(db: Database, column: str, status: str | None = None, predicted: bool | None = False) -> list[str]:
+    """The distinct values of a filterable column (model, engine, device, status, sweep) among the measured
+    runs (``predicted``: as :class:`RunQuery`), sorted."""
     if column not in FILTERABLE:
         raise ValueError(f"{column!r} is not one of {', '.join(FILTERABLE)}")
     attr = getattr(RunRow, column)
-    stmt = select(attr).where(attr.is_not(None)).distinct()
+    stmt = which_runs(select(attr).where(attr.is_not(None)).distinct(), predicted)
     if status:
         stmt = stmt.where(RunRow.status == status)
     with db.session() as s:

@@ -82,6 +82,8 @@ class RunRow(Base):
     contended: Mapped[bool | None] = mapped_column(Boolean)
     knobs_json: Mapped[str | None] = mapped_column(Text)  # recipe knobs / workload fields off their defaults
     tasks_json: Mapped[str | None] = mapped_column(Text)  # task scores and their kinds; NULL: no tasks
+    # Predicted by the serving simulator, not measured: listings leave these out unless asked (storage/runs.py).
+    predicted: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false(), index=True)
 
     requests: Mapped[list[RequestRow]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="RequestRow.idx"

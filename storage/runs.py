@@ -8,6 +8,12 @@ A run stored by a job's process names the job and its worker (``NewRun.worker_id
 is stored only while that worker still holds the job, in the same transaction that links
 the job to the run; otherwise :class:`~storage.db.ClaimLost` is raised and nothing is
 stored (a late result after recovery never leaves an orphan run).
+
+A run may be **predicted** (``NewRun.predicted``: the serving simulator's, never measured). Listings
+take ``predicted``: ``False`` (the default) lists measured runs only, ``True`` predicted ones only,
+``None`` both; so every page, front, history, gate and calibration that lists runs stays measured
+unless it asks. A run fetched by its id (:func:`get_run`, :func:`get_runs`) is returned either way,
+with ``predicted`` set, for its page and links.
 """
 
 from __future__ import annotations
@@ -53,6 +59,17 @@ class NewRun:
     # Side records by kind ("telemetry", "server_metrics", "profile", ...): strict-JSON dicts, read
     # back with storage.series.get_series.
     series: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Predicted by the serving simulator (engine/whatif/predict), not measured: its provenance's ``prediction``
+    # names the hardware, tensor parallelism, calibration label and band.
+    predicted: bool = False
+
+
+Predicted = bool | None  # which runs a listing holds: False measured only (default), True predicted only, None both
+
+
+def which_runs(stmt: Any, predicted: Predicted) -> Any:
+    """``stmt`` restricted to measured runs (``False``), predicted ones (``True``) or left as is (``None``)."""
+    return stmt if predicted is None else stmt.where(RunRow.predicted.is_(bool(predicted)))
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,7 @@ class RunSummary:
     quality: dict[str, Any] | None
     job_id: int | None
     submitted_by: str | None
+    predicted: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,6 +119,7 @@ def _summary_fields(row: RunRow) -> dict[str, Any]:
         "quality": loads_or_none(row.quality_json),
         "job_id": row.job_id,
         "submitted_by": row.submitted_by,
+        "predicted": bool(row.predicted),
     }
 
 
@@ -146,6 +165,7 @@ def run_row(run: NewRun, with_requests: bool = True) -> RunRow:
         error=run.error,
         job_id=run.job_id,
         submitted_by=run.submitted_by,
+        predicted=run.predicted,
     )
     # the headline columns, from the same values as the JSON (read back, so non-finite numbers are NULL there too)
     stored = [None if text is None else loads(text) for text in (row.spec_json, row.metrics_json, row.quality_json)]
@@ -165,8 +185,11 @@ def save_run(db: Database, run: NewRun) -> int:
     The run records who launched it: its job's ``submitted_by``; a run without a job is
     stored only by ``python -m engine run``/``sweep``, so by ``cli:<OS user>``.
     The requests go in one bulk insert (:func:`request_values` rows, no ORM object per request):
-    10,000 requests of 32 stamps in a fraction of a second.
+    10,000 requests of 32 stamps in a fraction of a second. A predicted run (``predicted``) must name its
+    prediction in its provenance (hardware key, tensor parallelism, calibration label and band): ValueError.
     """
+    if run.predicted and not (run.provenance or {}).get("prediction"):
+        raise ValueError("a predicted run names its prediction (provenance['prediction']: hardware, TP, calibration)")
     row = run_row(run, with_requests=False)
     with db.session() as s:
         if row.submitted_by is None:
@@ -210,9 +233,12 @@ def _readable(rows: Any, make: Any) -> list[Any]:
     return out
 
 
-def list_runs(db: Database, limit: int = 200, offset: int = 0, status: str | None = None) -> list[RunSummary]:
-    """Newest first; a run whose stored JSON cannot be read is skipped (with a warning)."""
-    stmt = select(RunRow).order_by(RunRow.id.desc()).limit(limit).offset(offset)
+def list_runs(
+    db: Database, limit: int = 200, offset: int = 0, status: str | None = None, predicted: Predicted = False
+) -> list[RunSummary]:
+    """Newest first, measured runs only unless ``predicted`` says (module doc); a run whose stored JSON cannot
+    be read is skipped (with a warning)."""
+    stmt = which_runs(select(RunRow).order_by(RunRow.id.desc()).limit(limit).offset(offset), predicted)
     if status:
         stmt = stmt.where(RunRow.status == status)
     with db.session() as s:

@@ -146,12 +146,13 @@ def has_tag(db: Database, suite: str, tag: str) -> bool:
 
 
 def newest_runs(db: Database, fingerprints: list[str]) -> dict[str, int]:
-    """``{fingerprint: run id}``: the newest stored run (any status) of each fingerprint."""
+    """``{fingerprint: run id}``: the newest stored measured run (any status) of each fingerprint (predicted
+    runs are never a gate's baseline or newest run)."""
     if not fingerprints:
         return {}
     stmt = (
         select(RunRow.fingerprint, func.max(RunRow.id))
-        .where(RunRow.fingerprint.in_(fingerprints))
+        .where(RunRow.fingerprint.in_(fingerprints), RunRow.predicted.is_(False))
         .group_by(RunRow.fingerprint)
     )
     with db.session() as s:
@@ -159,10 +160,11 @@ def newest_runs(db: Database, fingerprints: list[str]) -> dict[str, int]:
 
 
 def fingerprint_run_ids(db: Database, fingerprint: str, limit: int = 500) -> list[int]:
-    """The done runs of one fingerprint, oldest first (the newest ``limit``)."""
+    """The done measured runs of one fingerprint, oldest first (the newest ``limit``): a history never holds a
+    predicted run."""
     stmt = (
         select(RunRow.id)
-        .where(RunRow.fingerprint == fingerprint, RunRow.status == DONE)
+        .where(RunRow.fingerprint == fingerprint, RunRow.status == DONE, RunRow.predicted.is_(False))
         .order_by(RunRow.id.desc())
         .limit(limit)
     )
@@ -171,10 +173,10 @@ def fingerprint_run_ids(db: Database, fingerprint: str, limit: int = 500) -> lis
 
 
 def fingerprints(db: Database, limit: int = 200) -> list[FingerprintInfo]:
-    """Fingerprints of done runs, most runs first (then newest): what a history can be drawn for."""
+    """Fingerprints of done measured runs, most runs first (then newest): what a history can be drawn for."""
     stmt = (
         select(RunRow.fingerprint, func.count(RunRow.id), func.max(RunRow.id), func.max(RunRow.created_at))
-        .where(RunRow.status == DONE)
+        .where(RunRow.status == DONE, RunRow.predicted.is_(False))
         .group_by(RunRow.fingerprint)
         .order_by(func.count(RunRow.id).desc(), func.max(RunRow.id).desc())
         .limit(limit)

@@ -45,6 +45,7 @@ VERB_MODULES: dict[str, tuple[str, ...]] = {
     "engine.cli.suite": ("suite", "check"),
     "engine.cli.optimize": ("optimize",),
     "engine.cli.sla": ("sla",),
+    "engine.cli.simulate": ("simulate",),
 }
 
 

@@ -1,4 +1,7 @@
-"""``python -m engine runs`` and ``show``: the stored runs, as a table or JSON."""
+"""``python -m engine runs`` and ``show``: the stored runs, as a table or JSON.
+
+``runs`` lists measured runs; ``--predicted`` lists the serving simulator's predicted runs instead (marked
+``predicted`` in JSON and the table), ``--all`` both."""
 
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ def run_row(r: Any) -> dict[str, Any]:
         "tpot_p50_ms": (m.get("tpot_ms") or {}).get("p50"),
         "output_tokens_per_s": m.get("output_tokens_per_s"),
         "error": r.error,
+        "predicted": bool(getattr(r, "predicted", False)),
     }
 
 
@@ -44,7 +48,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from storage.runs import list_runs
 
     db = open_db(args)
-    runs = list_runs(db, limit=args.limit)
+    which = None if args.all else bool(args.predicted)
+    runs = list_runs(db, limit=args.limit, predicted=which)
     if listed_as_json_or_empty(args, runs, run_row, "no runs stored yet; try: python -m engine run --model demo"):
         return EXIT_OK
     print(
@@ -56,7 +61,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(
             f"{r.id:>5}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.status:<7}{r.model[:31]:<32}{r.engine:<14}"
             f"{r.device:<8}{_num(row['ttft_p50_ms']):>10}{_num(row['tpot_p50_ms']):>10}"
-            f"{_num(row['output_tokens_per_s'], 1):>9}"
+            f"{_num(row['output_tokens_per_s'], 1):>9}{'  PREDICTED' if row['predicted'] else ''}"
         )
     return EXIT_OK
 
@@ -89,6 +94,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse
     """Add the ``runs`` and ``show`` verbs."""
     p = subparsers.add_parser("runs", parents=[common, as_json], help="list stored runs")
     p.add_argument("--limit", type=positive_int, default=50)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--predicted", action="store_true", help="list predicted runs (python -m engine simulate)")
+    which.add_argument("--all", action="store_true", help="list measured and predicted runs")
     p.set_defaults(func=cmd_runs)
     p = subparsers.add_parser("show", parents=[common, as_json], help="print one stored run")
     p.add_argument("run_id")

@@ -48,6 +48,9 @@ def read_prompts(path: str | Path, most: int | None = None) -> list[str]:
             prompts.append(_prompt(text, line_place(file, number)))
     except OSError as exc:
         raise SpecError(f"prompt file {file} cannot be read ({exc.strerror or type(exc).__name__})") from exc
+    except SpecError as exc:  # a line the reader refuses (not UTF-8, too long): said as the prompt file's
+        text = str(exc)
+        raise (exc if text.startswith("prompt file") else SpecError(f"prompt file {text}")) from None
     if not prompts:
         raise SpecError(f"prompt file {file} holds no prompts")
     return prompts

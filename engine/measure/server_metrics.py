@@ -15,7 +15,10 @@ server (``raw_names`` says which metric each came from):
   minus its value at the first scrape);
 - ``prefix_cache_hit_rate``: prefix-cache hits over queries since the measured phase started
   (vLLM's ``vllm:prefix_cache_hits_total`` / ``vllm:prefix_cache_queries_total``; SGLang's
-  ``sglang:cache_hit_rate``); None until a query was counted.
+  ``sglang:cache_hit_rate``); None until a query was counted;
+- ``iterations_total``, ``iteration_tokens_total``: engine steps and the tokens they scheduled since the
+  measured phase started (vLLM's ``vllm:iteration_tokens_total`` histogram's count and sum): the serving
+  simulator's calibration compares its steps with them (engine/whatif/predict).
 
 Samples with several label sets (engines, models) are summed; fractions take the largest.
 Stamps are ``time.perf_counter_ns()`` like every request stamp of the run
@@ -42,7 +45,10 @@ FIELDS: tuple[str, ...] = (
     "kv_cache_usage_perc",
     "num_preemptions_total",
     "prefix_cache_hit_rate",
+    "iterations_total",
+    "iteration_tokens_total",
 )
+_SINCE_FIRST = ("num_preemptions_total", "iterations_total", "iteration_tokens_total")  # counters from the phase start
 # Per server: field (or a counter the rates need, "_..."), its metric names by preference.
 SOURCES: dict[str, dict[str, tuple[str, ...]]] = {
     "vllm": {
@@ -53,6 +59,8 @@ SOURCES: dict[str, dict[str, tuple[str, ...]]] = {
         "_prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
         "_prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
         "prefix_cache_hit_rate": ("vllm:gpu_prefix_cache_hit_rate",),  # vLLM v0's own gauge
+        "iterations_total": ("vllm:iteration_tokens_total_count",),
+        "iteration_tokens_total": ("vllm:iteration_tokens_total_sum",),
     },
     "tgi": {
         "num_requests_running": ("tgi_batch_current_size",),
@@ -164,8 +172,9 @@ class ServerSeries:
 
     def _derived(self, values: dict[str, float]) -> dict[str, float]:
         out = {k: v for k, v in values.items() if not k.startswith("_")}
-        if "num_preemptions_total" in out:
-            out["num_preemptions_total"] -= self._first.get("num_preemptions_total", 0.0)
+        for counter in _SINCE_FIRST:
+            if counter in out:
+                out[counter] -= self._first.get(counter, 0.0)
         if "_prefix_queries" in values and "prefix_cache_hit_rate" not in out:
             queries = values["_prefix_queries"] - self._first.get("_prefix_queries", 0.0)
             hits = values.get("_prefix_hits", 0.0) - self._first.get("_prefix_hits", 0.0)

@@ -7,6 +7,10 @@ support) and adds ``n`` (samples), ``ci`` (``{"p50": [lo, hi] | None, ..., "mean
 must not quote that number). Throughput intervals sit under ``ci`` at the top level
 (``{"output_tokens_per_s": [lo, hi] | None, ...}``). The text table prints
 "n too small" instead of an unsupported percentile and each interval under its figure.
+
+A predicted run (the serving simulator's, ``storage.runs`` ``predicted``) has the same keys, with
+``"predicted": true``, its leave-one-out error ``band`` (None: uncalibrated, no band claimed) and its
+``prediction`` (hardware, tensor parallelism, calibration label); a measured run has ``"predicted": false``.
 """
 
 from __future__ import annotations
@@ -101,6 +105,13 @@ def result_object(run: RunSummary, requests: Sequence[RequestRecord] | None = No
         if metrics.get(key) is not None:
             obj[key] = metrics[key]
     obj["quality"] = run.quality
+    if getattr(run, "predicted", False):  # the serving simulator's: its hardware, calibration and band
+        prediction = (getattr(run, "provenance", None) or {}).get("prediction") or {}
+        obj["predicted"] = True
+        obj["band"] = prediction.get("band")
+        obj["prediction"] = prediction
+    else:
+        obj["predicted"] = False
     return obj
 
 
@@ -115,9 +126,11 @@ def _fmt(value: object, digits: int = 2) -> str:
 def render_table(obj: JSONMapping) -> str:
     """A plain-text table of one result object."""
     lines = [
-        f"run {obj['run_id']}  status={obj['status']}  model={obj['model']}  engine={obj['engine']}  "
-        f"device={obj['device']} ({obj.get('device_name') or '?'})"
+        f"{'PREDICTED run' if obj.get('predicted') else 'run'} {obj['run_id']}  status={obj['status']}  "
+        f"model={obj['model']}  engine={obj['engine']}  device={obj['device']} ({obj.get('device_name') or '?'})"
     ]
+    if obj.get("predicted"):
+        lines.append(f"predicted, not measured: {(obj.get('prediction') or {}).get('label') or 'no label'}")
     if obj.get("status") != "done":
         lines.append(f"error: {obj.get('error') or 'no reason recorded'}")
         return "\n".join(lines)

@@ -59,7 +59,7 @@ def _latency(metrics: dict[str, Any]) -> tuple[float, float] | None:
     return (float(ttft), float(tpot)) if ttft and tpot else None
 
 
-def _measurement(run: Any, measurements: list[Any]) -> Any | str:
+def device_measurement(run: Any, measurements: list[Any]) -> Any | str:
     """The micro-benchmark of the run's device (same host first), or why there is none."""
     if "," in run.device:
         return "multi-device run: not used for calibration yet"
@@ -77,7 +77,7 @@ def point_of(run: Any, measurements: list[Any]) -> Point | str:
     latency = _latency(run.metrics or {})
     if latency is None:
         return "no TTFT/TPOT (needs at least 2 output tokens)"
-    measurement = _measurement(run, measurements)
+    measurement = device_measurement(run, measurements)
     if isinstance(measurement, str):
         return measurement
     hw = from_measurement(measurement)

@@ -2,7 +2,8 @@
 without events run at once.
 
 Time moves step by step: before each step the requests sent (and cancelled) by then reach the
-engine, the scheduler decides the step, the step-time model says how long it takes, and the
+engine (through the API server's queue when ``StepCosts.frontend_s`` is set: one request at a time, so
+requests sent together reach the engine spread out, as a real server's do), the scheduler decides the step, the step-time model says how long it takes, and the
 requests that ended set off the client's next sends (a freed concurrency slot, a session's next
 turn after its think time, the next static wave). An idle engine jumps to the next send. A
 cancellation reaches the engine between steps: the request frees its blocks, and the client
@@ -104,6 +105,9 @@ class _Simulation:
         self.lives: list[Live | None] = [None] * len(requests)
         self.sends: list[tuple[float, int]] = []
         self.cancels: list[tuple[float, int]] = []
+        self.ingest: list[tuple[float, float, int]] = []  # (reaches the engine, sent, request): the API server's
+        self.front_free = 0.0  # when the API server has handed over the requests before
+        self.frontend_s = model.costs.frontend_s
         self.now, self.g, self.fast_steps = 0.0, 0, 0
         self.ends: list[float] = []
         self.tokens: list[int] = []
@@ -115,9 +119,10 @@ class _Simulation:
         while True:
             self._events()
             if not sched.running and not sched.waiting:
-                if not self.sends:
+                arrival = self._next_arrival()
+                if arrival == math.inf:
                     return
-                self.now = max(self.now, self.sends[0][0])
+                self.now = max(self.now, arrival)
                 continue
             step = sched.schedule(self.g)
             if step.seqs == 0:
@@ -134,18 +139,36 @@ class _Simulation:
         for send in sends:
             heapq.heappush(self.sends, send)
 
+    def _next_arrival(self) -> float:
+        """When the next request is sent, or reaches the engine from the API server's queue."""
+        return min(self.sends[0][0] if self.sends else math.inf, self.ingest[0][0] if self.ingest else math.inf)
+
     def _events(self) -> None:
-        """Sends and cancellations up to now, in time order (an ended request may send another)."""
-        sends, cancels = self.sends, self.cancels
+        """Sends, requests reaching the engine and cancellations up to now, in time order (an ended request
+        may send another)."""
+        sends, cancels, ingest = self.sends, self.cancels, self.ingest
         while True:
             t_send = sends[0][0] if sends else math.inf
             t_cancel = cancels[0][0] if cancels else math.inf
-            if min(t_send, t_cancel) > self.now:
+            t_in = ingest[0][0] if ingest else math.inf
+            if min(t_send, t_cancel, t_in) > self.now:
                 return
-            if t_send <= t_cancel:
-                self._send(*heapq.heappop(sends))
+            if t_in <= min(t_send, t_cancel):
+                _, sent, i = heapq.heappop(ingest)
+                self._send(sent, i)
+            elif t_send <= t_cancel:
+                self._sent(*heapq.heappop(sends))
             else:
                 self._cancel(*heapq.heappop(cancels))
+
+    def _sent(self, t: float, i: int) -> None:
+        """A client's send: to the engine at once, or through the API server's queue, which hands requests over
+        one at a time, ``frontend_s`` each (requests sent together reach the engine spread out)."""
+        if self.frontend_s <= 0:
+            self._send(t, i)
+            return
+        self.front_free = max(t, self.front_free) + self.frontend_s
+        heapq.heappush(self.ingest, (self.front_free, t, i))
 
     def _send(self, t: float, i: int) -> None:
         req = self.requests[i]
@@ -215,7 +238,7 @@ class _Simulation:
         """The decode-only steps before the next event, at once: up to a request's last token, a
         send or a cancellation, or a KV block that cannot be had without preempting (the blocks
         decodes need on the way are allocated in the order steps would allocate them)."""
-        t_next = min(self.sends[0][0] if self.sends else math.inf, self.cancels[0][0] if self.cancels else math.inf)
+        t_next = min(self._next_arrival(), self.cancels[0][0] if self.cancels else math.inf)
         while True:
             hi = min(self.sched.finish_bound(), self.g + _STRETCH)
             last = self.ends[-1] - (self.ends[-2] if len(self.ends) > 1 else 0.0)

@@ -59,6 +59,7 @@ class StepCosts:
     attention_coef: float = 1.0
     eff_interconnect: float = INTERCONNECT_EFFICIENCY
     allreduce_latency_s: float = ALLREDUCE_LATENCY_S
+    frontend_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("eff_bandwidth", "eff_compute", "eff_interconnect"):
@@ -84,6 +85,7 @@ UNITS: dict[str, str] = {
     "attention_coef": "multiplier on 4 x layers x heads x head_dim FLOPs per query-key pair",
     "eff_interconnect": "share of the interconnect's bandwidth, (0, 1]",
     "allreduce_latency_s": "s per ring hop of one all-reduce",
+    "frontend_s": "s the API server takes per request before the engine sees it (serial)",
 }  # each StepCosts field's unit, for a fitter and its report
 
 IDEAL = StepCosts(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0)  # the bare roofline, no host work

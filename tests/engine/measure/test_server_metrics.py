@@ -71,6 +71,7 @@ def test_recorded_vllm_metrics_map_to_the_stable_fields() -> None:
     assert names["kv_cache_usage_perc"] == "vllm:kv_cache_usage_perc"  # vLLM 0.32's name (older: gpu_cache_usage_perc)
     assert names["num_preemptions_total"] == "vllm:num_preemptions_total"
     assert values["_prefix_queries"] == 120.0 and values["_prefix_hits"] == 0.0
+    assert values["iterations_total"] == 49.0 and values["iteration_tokens_total"] == 216.0  # the histogram's
     assert {"num_requests_running", "num_requests_waiting", "kv_cache_usage_perc"} <= set(values)
 
 
@@ -119,6 +120,19 @@ def test_preemptions_and_hit_rate_count_from_the_phase_start() -> None:
         "preemptions": 2.0,
         "prefix_cache_hit_rate": 0.3,
     }
+
+
+def test_engine_steps_count_from_the_phase_start() -> None:
+    series = ServerSeries(t0_ns=0, interval_ms=500)
+    for t_ns, steps, tokens in ((0, 10, 300), (500_000_000, 25, 420)):
+        text = (
+            "# TYPE vllm:iteration_tokens_total histogram\n"
+            f'vllm:iteration_tokens_total_count{{engine="0"}} {steps}\n'
+            f'vllm:iteration_tokens_total_sum{{engine="0"}} {tokens}\n'
+        )
+        series.add(t_ns, text)
+    fields = series.body()["fields"]
+    assert fields["iterations_total"] == [0.0, 15.0] and fields["iteration_tokens_total"] == [0.0, 120.0]
 
 
 def test_metrics_url_drops_the_api_path() -> None:

@@ -22,7 +22,7 @@ from engine.optimize.driver import advance
 from engine.optimize.study import StudyDefinition, parse_definition
 from storage import StorageError, jobs, studies
 from storage.db import MIGRATIONS, Database
-from storage.runs import NewRun, get_requests, list_runs, save_run
+from storage.runs import NewRun, get_requests, get_run, list_runs, save_run
 from storage.version_table import SHARED_TABLE, VERSION_TABLE, heads
 
 REPO = Path(__file__).resolve().parents[2]
@@ -139,6 +139,7 @@ def test_the_database_made_by_main_is_carried_over_with_every_row(old_copy, monk
     assert len(runs) == 4 and {"fp32 baseline", "bf16", "sweep point"} <= {r.name for r in runs}
     assert sum(len(get_requests(db, r.id)) for r in runs) == 21
     assert [j.status for j in jobs.list_jobs(db)] == ["queued", "queued", "done"]
+    _old_specs_read_into_the_typed_traffic(db, runs)
     [study] = studies.list_studies(db)
     [ostudy] = optuna_storage.get_all_studies()
     assert ostudy.study_name == study.optuna_name
@@ -151,6 +152,23 @@ def test_the_database_made_by_main_is_carried_over_with_every_row(old_copy, monk
     assert _versions(old_copy) == (ours, theirs)
     _reopen(old_copy, monkeypatch)
     assert _versions(old_copy) == (ours, theirs)
+
+
+def _old_specs_read_into_the_typed_traffic(db, runs) -> None:
+    """Specs stored with the flat workload of before Workload.traffic read into it, keep their fingerprints, and
+    every page's words and links work on them (issue 31)."""
+    from engine.report.naming import run_name
+    from engine.report.recipes import workload_words
+    from engine.spec import parse_job_spec
+
+    for run in runs:
+        detail = get_run(db, run.id)
+        assert "traffic" not in detail.spec["workload"]  # stored flat, before the typed field
+        spec = parse_job_spec(detail.spec)
+        assert spec.fingerprint() == detail.fingerprint and spec.workload.traffic.source == "synthetic"
+        assert run_name(detail) and "prompts" in workload_words(detail.spec["workload"])
+    for job in jobs.list_jobs(db):
+        assert parse_job_spec(job.spec).workload.traffic.source == "synthetic"
 
 
 def test_a_study_made_through_the_project_opens_in_plain_optuna_and_upgrades(db_url, monkeypatch):

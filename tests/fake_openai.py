@@ -73,11 +73,19 @@ class _Handler(BaseHTTPRequestHandler):
             seen.in_flight += 1
             seen.peak_in_flight = max(seen.peak_in_flight, seen.in_flight)
         refusal = context_refusal(body, server.max_model_len)
+        self._counted = True
         try:
             if refusal is not None:
                 return self._json(400, refusal)
             self._stream(server, body, self.path.endswith("/chat/completions"))
         finally:
+            self._leave(seen)
+
+    def _leave(self, seen: Seen) -> None:
+        """The request is no longer in flight: said before its last bytes go out (a client that has them may send
+        the next request at once, before this thread runs again), once."""
+        if self._counted:
+            self._counted = False
             with seen.lock:
                 seen.in_flight -= 1
 
@@ -100,6 +108,7 @@ class _Handler(BaseHTTPRequestHandler):
             chunk(b"data: " + json.dumps({"choices": [piece]}).encode() + b"\n\n")
         usage = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}
         usage["prompt_tokens_details"] = {"cached_tokens": 2}  # as vLLM with --enable-prompt-tokens-details
+        self._leave(server.seen)
         chunk(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\ndata: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()

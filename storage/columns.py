@@ -11,14 +11,20 @@ into every knob's value.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.measure import registry
 from engine.measure.registry import finite
 from storage.jsontext import dumps
 
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONMapping, JSONObject, JSONValue
+
 EXTRA_COLUMNS: tuple[str, ...] = ("completed", "failed", "noise", "contended", "knobs_json", "tasks_json")
+ColumnValue = bool | int | float | str | None  # a headline column's value
+Knobs = dict[str, "JSONObject"]  # {"recipe": {...}, "workload": {...}}: what differs from the defaults
 
 
 def metric_columns() -> list[str]:
@@ -26,29 +32,31 @@ def metric_columns() -> list[str]:
     return [m.column for m in registry.stored_metrics()]
 
 
-def _noise(metrics: dict[str, Any]) -> tuple[str | None, bool | None]:
+def _noise(metrics: JSONMapping) -> tuple[str | None, bool | None]:
     flags = metrics.get("noise_flags")  # engine/run/noise.py; None for runs from before it
     if not isinstance(flags, list):
         return None, None
-    flags = [f for f in flags if isinstance(f, dict)]
-    return "; ".join(str(f.get("detail") or "") for f in flags), any(f.get("kind") == "machine" for f in flags)
+    found = [f for f in flags if isinstance(f, dict)]
+    return "; ".join(str(f.get("detail") or "") for f in found), any(f.get("kind") == "machine" for f in found)
 
 
-def _count(value: Any) -> int | None:
+def _count(value: JSONValue) -> int | None:
     number = finite(value)
     return None if number is None else int(number)
 
 
-def column_values(spec: Any, metrics: Any, quality: Any, engine: str | None = None) -> dict[str, Any]:
+def column_values(
+    spec: JSONValue, metrics: JSONValue, quality: JSONValue, engine: str | None = None
+) -> dict[str, ColumnValue]:
     """Every headline column of one run from its parsed spec, metrics and quality dicts (any may be None)."""
     metrics = metrics if isinstance(metrics, dict) else {}
     quality = quality if isinstance(quality, dict) else {}
     accuracy = registry.accuracy_metrics(quality)
-    out: dict[str, Any] = {m.column: m.value(metrics, quality) for m in registry.stored_metrics()}
+    out: dict[str, ColumnValue] = {m.column: m.value(metrics, quality) for m in registry.stored_metrics()}
     out["noise"], out["contended"] = _noise(metrics)
     out["completed"], out["failed"] = _count(metrics.get("completed")), _count(metrics.get("failed"))
     out["knobs_json"] = dumps(changed_fields(spec, engine), sort_keys=True, separators=(",", ":"))
-    tasks = {k: v for k, v in accuracy.items() if k.startswith("quality.task:")}
+    tasks: dict[str, float | str] = {k: v for k, v in accuracy.items() if k.startswith("quality.task:")}
     tasks.update({f"{k}:kind": v for k, v in registry.task_kinds(quality).items() if k in tasks})
     out["tasks_json"] = dumps(tasks, sort_keys=True) if tasks else None
     return out
@@ -56,20 +64,20 @@ def column_values(spec: Any, metrics: Any, quality: Any, engine: str | None = No
 
 # -- recipe knobs and workload fields that differ from the defaults ---------------------------
 @lru_cache(maxsize=32)
-def _class_defaults(cls: type) -> tuple[tuple[str, Any], ...]:
+def _class_defaults(cls: type) -> tuple[tuple[str, object], ...]:
     fields = cls.model_fields  # type: ignore[attr-defined]
     return tuple((n, f.get_default(call_default_factory=True)) for n, f in fields.items() if not f.is_required())
 
 
 @lru_cache(maxsize=1)
-def _workload_defaults() -> tuple[tuple[str, Any], ...]:
+def _workload_defaults() -> tuple[tuple[str, object], ...]:
     """The default workload's flat fields (:meth:`engine.spec.workload.Workload.flat`): what the stored knobs hold."""
     from engine.spec.workload import Workload
 
     return tuple(Workload().flat().items())
 
 
-def _defaults(part: str, engine: str) -> tuple[tuple[str, Any], ...]:
+def _defaults(part: str, engine: str) -> tuple[tuple[str, object], ...]:
     """The defaults of the workload, or of the recipe class of a registered engine (its descriptor names it), as
     (field, value) pairs; none for an engine no longer registered."""
     from engine.spec import engines
@@ -80,16 +88,17 @@ def _defaults(part: str, engine: str) -> tuple[tuple[str, Any], ...]:
     return _class_defaults(descriptor.recipe) if descriptor else ()
 
 
-def _as_json(value: Any) -> Any:
+def _as_json(value: object) -> object:
     return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 
 
-def changed_fields(spec: Any, engine: str | None = None) -> dict[str, dict[str, Any]]:
+def changed_fields(spec: JSONValue, engine: str | None = None) -> Knobs:
     """``{"recipe": {...}, "workload": {...}}``: the knobs and workload fields that differ from the defaults."""
     spec = spec if isinstance(spec, dict) else {}
-    out: dict[str, dict[str, Any]] = {}
+    out: Knobs = {}
     for part in ("recipe", "workload"):
-        given = spec.get(part) if isinstance(spec.get(part), dict) else {}
+        section = spec.get(part)
+        given: JSONObject = section if isinstance(section, dict) else {}
         if part == "workload":
             from engine.spec.workload import flat_workload
 
@@ -100,8 +109,9 @@ def changed_fields(spec: Any, engine: str | None = None) -> dict[str, dict[str, 
     return out
 
 
-def expand_knobs(knobs: dict[str, Any], engine: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(recipe, workload): every knob's value, the defaults filled in around the stored changes."""
+def expand_knobs(knobs: Mapping[str, JSONMapping], engine: str | None) -> tuple[dict[str, object], dict[str, object]]:
+    """(recipe, workload): every knob's value (a default as its field gives it), the defaults filled in around the
+    stored changes (:data:`Knobs`)."""
     recipe = {k: _as_json(v) for k, v in _defaults("recipe", str(engine or "")) if k != "engine"}
     workload = {k: _as_json(v) for k, v in _defaults("workload", "")}
     recipe.update(knobs.get("recipe") or {})

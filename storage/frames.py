@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVarTuple, cast
 
 import numpy as np
 import pandas as pd
@@ -27,10 +27,19 @@ from storage.jsontext import loads, skip_warning
 from storage.models import RunRow
 from storage.runs import which_runs
 
+if TYPE_CHECKING:
+    from sqlalchemy import Select
+    from sqlalchemy.orm import InstrumentedAttribute
+
+    from engine.jsonvalue import JSONObject
+    from storage.columns import Knobs
+
 BASE = ("run_id", "created_at", "status", "name", "sweep", "model", "engine", "device", "device_name", "error")
 _BASE_COLUMNS = ("id", *BASE[1:])
 EXTRAS = ("completed", "failed", "noise", "contended", "predicted")
 FILTERABLE = ("model", "engine", "device", "status", "sweep")
+_Ts = TypeVarTuple("_Ts")  # a statement's column types
+Columns = dict[str, list[Any]]  # the rows of a query read column-wise: one list of SQL values per column name
 
 
 @dataclass(frozen=True)
@@ -58,7 +67,7 @@ class RunQuery:
     offset: int = 0
 
 
-def _metric_attrs() -> dict[str, Any]:
+def _metric_attrs() -> dict[str, InstrumentedAttribute[float | None]]:
     """Metric key -> its column attribute on RunRow (the registry's stored metrics)."""
     return {m.key: getattr(RunRow, m.column) for m in registry.stored_metrics()}
 
@@ -73,7 +82,7 @@ def sortable() -> list[str]:
     return ["created_at", "id", *_metric_attrs()]
 
 
-def _where(stmt: Any, q: RunQuery) -> Any:
+def _where(stmt: Select[*_Ts], q: RunQuery) -> Select[*_Ts]:
     stmt = which_runs(stmt, q.predicted)
     for name in FILTERABLE:
         values = getattr(q, name)
@@ -95,7 +104,7 @@ def _where(stmt: Any, q: RunQuery) -> Any:
     return stmt
 
 
-def _order(stmt: Any, q: RunQuery) -> Any:
+def _order(stmt: Select[*_Ts], q: RunQuery) -> Select[*_Ts]:
     column = {"created_at": RunRow.created_at, "id": RunRow.id, **_metric_attrs()}.get(q.sort, RunRow.id)
     if column is RunRow.id:
         return stmt.order_by(RunRow.id.desc() if q.descending else RunRow.id.asc())
@@ -122,7 +131,7 @@ def distinct_values(db: Database, column: str, status: str | None = None, predic
         return sorted(str(v) for v in s.scalars(stmt))
 
 
-def _select(q: RunQuery, metric_keys: list[str], from_json: bool = False) -> Any:
+def _select(q: RunQuery, metric_keys: list[str], from_json: bool = False) -> Select[*tuple[Any, ...]]:
     attrs = _metric_attrs()
     json_columns = (RunRow.metrics_json, RunRow.quality_json) if from_json else ()
     stmt = select(
@@ -162,18 +171,17 @@ def query_frame(
         return pd.DataFrame()
     texts = ("knobs_json", "tasks_json", "spec_json", *(("metrics_json", "quality_json") if from_json else ()))
     names = [*BASE, *EXTRAS, *metric_keys, *texts]
-    data: dict[str, Any] = dict(zip(names, (list(c) for c in zip(*rows, strict=True)), strict=True))
-    for key in metric_keys:
-        data[key] = np.array(data[key], dtype=np.float64)  # None -> NaN
-    data.update(_json_figures(from_json, data))
-    frame = pd.DataFrame({k: v for k, v in data.items() if k not in texts})
+    data: Columns = dict(zip(names, (list(c) for c in zip(*rows, strict=True)), strict=True))
+    figures = {key: np.array(data[key], dtype=np.float64) for key in metric_keys}  # None -> NaN
+    figures.update(_json_figures(from_json, data))
+    frame = pd.DataFrame({**{k: v for k, v in data.items() if k not in texts}, **figures})  # figures in their place
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True, format="mixed")
     parts = _knob_columns(frame, data, knobs)
     tasks = _task_columns(frame, data["tasks_json"])
     return pd.concat([frame, *parts, tasks], axis=1)
 
 
-def _json_figures(wanted: list[registry.Metric], data: dict[str, list[Any]]) -> dict[str, np.ndarray]:
+def _json_figures(wanted: list[registry.Metric], data: Columns) -> dict[str, np.ndarray]:
     """Each wanted figure of every row, read from its metrics and quality JSON as its declaration says."""
     if not wanted:
         return {}
@@ -194,11 +202,11 @@ def _json_figures(wanted: list[registry.Metric], data: dict[str, list[Any]]) -> 
     return {k: np.array(v, dtype=np.float64) for k, v in values.items()}
 
 
-def _knobs_of(engine: Any, knobs_json: Any, spec_json: Any, run_id: Any) -> dict[str, Any]:
+def _knobs_of(engine: str, knobs_json: str | None, spec_json: str | None, run_id: int) -> Knobs:
     """A run's changes from the defaults: its stored ``knobs_json``, else (older rows) from its spec."""
     try:
         if isinstance(knobs_json, str):
-            return loads(knobs_json)
+            return cast("Knobs", loads(knobs_json))  # what storage.columns.changed_fields gave
         if isinstance(spec_json, str):
             from storage.columns import changed_fields
 
@@ -208,7 +216,7 @@ def _knobs_of(engine: Any, knobs_json: Any, spec_json: Any, run_id: Any) -> dict
     return {}
 
 
-def _knob_columns(frame: pd.DataFrame, data: dict[str, list[Any]], with_knobs: bool) -> list[pd.DataFrame]:
+def _knob_columns(frame: pd.DataFrame, data: Columns, with_knobs: bool) -> list[pd.DataFrame]:
     """``recipe.*`` and ``workload.*`` columns, each distinct (engine, knobs) expanded once."""
     keys = list(zip(data["engine"], data["knobs_json"], data["spec_json"], strict=True))
     codes, uniques = pd.factorize(pd.Series(keys, dtype=object))
@@ -217,8 +225,9 @@ def _knob_columns(frame: pd.DataFrame, data: dict[str, list[Any]], with_knobs: b
         i = keys.index((engine, knobs_json, spec_json))
         knobs = _knobs_of(engine, knobs_json, spec_json, data["run_id"][i])
         recipe, workload = expand_knobs(knobs, engine)
-        if isinstance(workload.get("until_metric"), str):  # stored as tpot_ms.p50 before keys had one spelling
-            workload["until_metric"] = registry.canonical(workload["until_metric"])
+        until = workload.get("until_metric")
+        if isinstance(until, str):  # stored as tpot_ms.p50 before keys had one spelling
+            workload["until_metric"] = registry.canonical(until)
         recipes.append({f"recipe.{k}": v for k, v in recipe.items()})
         workloads.append({f"workload.{k}": v for k, v in workload.items()})
         changes.append(knobs)
@@ -230,14 +239,14 @@ def _knob_columns(frame: pd.DataFrame, data: dict[str, list[Any]], with_knobs: b
     return out
 
 
-def _task_columns(frame: pd.DataFrame, texts: list[Any]) -> pd.DataFrame:
+def _task_columns(frame: pd.DataFrame, texts: list[str | None]) -> pd.DataFrame:
     """Task scores (``quality.task:NAME``) and their kind hints, from the few runs that have tasks."""
-    rows: dict[int, dict[str, Any]] = {}
+    rows: dict[int, JSONObject] = {}
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             continue
         try:
-            rows[i] = loads(text)
+            rows[i] = cast("JSONObject", loads(text))
         except ValueError as exc:
             skip_warning("task scores of run", frame["run_id"].iat[i], exc)
     return (
@@ -245,10 +254,10 @@ def _task_columns(frame: pd.DataFrame, texts: list[Any]) -> pd.DataFrame:
     )
 
 
-def figure_records(db: Database, run_ids: Sequence[int]) -> dict[int, tuple[dict[str, Any], dict[str, Any]]]:
+def figure_records(db: Database, run_ids: Sequence[int]) -> dict[int, tuple[JSONObject, JSONObject]]:
     """Each run's stored (metrics, quality) dicts, for what the columns leave out (intervals, standard
     errors); unreadable ones are skipped with a warning. Read in chunks of ids."""
-    out: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+    out: dict[int, tuple[JSONObject, JSONObject]] = {}
     ids = [int(i) for i in dict.fromkeys(run_ids)]
     with db.session() as s:
         for start in range(0, len(ids), 900):

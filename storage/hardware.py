@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from sqlalchemy import select
 
 from storage.db import Database
-from storage.jsontext import dumps, loads, skip_warning
+from storage.jsontext import dumps, loads, loads_object, skip_warning
 from storage.models import HardwareMeasurementRow
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONObject
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class NewMeasurement:
     duration_s: float
     memory_bytes: int | None = None
     threads: int | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: JSONObject = field(default_factory=dict)  # a value that is not JSON is stored as its str()
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,11 @@ def _from_row(row: HardwareMeasurementRow) -> HardwareMeasurement:
         device=row.device,
         device_name=row.device_name,
         copy_gbs=row.copy_gbs,
-        matmul_tflops=loads(row.matmul_json),
+        matmul_tflops=cast("dict[str, float]", loads(row.matmul_json)),
         duration_s=row.duration_s,
         memory_bytes=row.memory_bytes,
         threads=row.threads,
-        details=loads(row.details_json or "{}"),
+        details=loads_object(row.details_json or "{}"),
     )
 
 

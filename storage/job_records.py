@@ -8,14 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
-from storage.jsontext import dumps, loads
+from storage.jsontext import dumps, loads_object
 from storage.models import JobRow, WorkerRow
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONObject
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 STATUSES: tuple[str, ...] = (QUEUED, RUNNING, DONE, FAILED, CANCELLED)
 FINAL: frozenset[str] = frozenset({DONE, FAILED, CANCELLED})
+ColumnValues = dict[str, object]  # column name -> its new value (or a SQL expression) for update().values()
 WORKER_LOST = "worker lost"
 LOST_AFTER_RUN = "worker lost after the run was stored"
 
@@ -39,7 +43,7 @@ class JobInfo:
     status: str
     name: str | None
     sweep: str | None
-    spec: dict[str, Any]
+    spec: JSONObject
     fingerprint: str
     device: str
     timeout_s: float
@@ -109,7 +113,7 @@ def job_info(row: JobRow) -> JobInfo:
         status=row.status,
         name=row.name,
         sweep=row.sweep,
-        spec=loads(row.spec_json),
+        spec=loads_object(row.spec_json),
         fingerprint=row.fingerprint,
         device=row.device,
         timeout_s=float(row.timeout_s),
@@ -148,7 +152,7 @@ def worker_info(row: WorkerRow) -> WorkerInfo:
     )
 
 
-def back_in_queue(note: str | None, now: datetime) -> dict[str, Any]:
+def back_in_queue(note: str | None, now: datetime) -> ColumnValues:
     """The column values of a running job handed back to the queue."""
     return {
         "status": QUEUED,

@@ -15,7 +15,8 @@ and are re-exported here, so ``storage.jobs`` stays the one façade callers impo
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select, update
 
@@ -30,6 +31,7 @@ from storage.job_records import (
     RUNNING,
     STATUSES,
     WORKER_LOST,
+    ColumnValues,
     JobInfo,
     Recovered,
     WorkerInfo,
@@ -50,6 +52,9 @@ from storage.workers import (
     requeue,
     stop_worker,
 )
+
+if TYPE_CHECKING:
+    from engine.spec import JobSpec
 
 __all__ = [
     "CANCELLED",
@@ -99,7 +104,7 @@ STOPS_AT_SATURATION = "stops at saturation: not run if a lower load of its sweep
 
 # -- queue ------------------------------------------------------------------------------
 def submit(
-    db: Database, spec: Any, *, sweep: str | None = None, timeout_s: float = 3600.0, submitted_by: str | None = None
+    db: Database, spec: JobSpec, *, sweep: str | None = None, timeout_s: float = 3600.0, submitted_by: str | None = None
 ) -> int:
     """Queue one validated :class:`~engine.spec.JobSpec`; returns the job id."""
     return submit_many(db, [spec], sweep=sweep, timeout_s=timeout_s, submitted_by=submitted_by)[0]
@@ -107,7 +112,7 @@ def submit(
 
 def submit_many(
     db: Database,
-    specs: list[Any],
+    specs: Sequence[JobSpec],
     *,
     sweep: str | None = None,
     timeout_s: float = 3600.0,
@@ -127,7 +132,7 @@ def submit_many(
 
 
 def new_job_rows(
-    specs: list[Any], *, sweep: str | None = None, timeout_s: float = 3600.0, submitted_by: str | None = None
+    specs: Sequence[JobSpec], *, sweep: str | None = None, timeout_s: float = 3600.0, submitted_by: str | None = None
 ) -> list[JobRow]:
     """Queued job rows for ``specs``, for a caller that adds them inside its own transaction."""
     if timeout_s <= 0:
@@ -169,7 +174,7 @@ def progress(
     measuring_started: bool = False,
 ) -> bool:
     """Store live progress; False when the job is no longer running (cancelled or recovered)."""
-    values: dict[str, Any] = {
+    values: ColumnValues = {
         "phase": phase[:32],
         "progress": max(0.0, min(1.0, float(fraction))),
         "progress_note": (note or None) and note[:500],
@@ -185,7 +190,7 @@ def progress(
 
 def set_result(db: Database, job_id: int, *, run_id: int | None = None, error: str | None = None) -> None:
     """The job's process reports its run id and/or failure reason (the worker sets the status)."""
-    values: dict[str, Any] = {"updated_at": now_utc()}
+    values: ColumnValues = {"updated_at": now_utc()}
     if run_id is not None:
         values["run_id"] = run_id
     if error is not None:
@@ -293,7 +298,7 @@ def list_jobs(
         return _readable(s.scalars(query))
 
 
-def _readable(rows: Any) -> list[JobInfo]:
+def _readable(rows: Iterable[JobRow]) -> list[JobInfo]:
     """Jobs whose stored spec can be read; any other is skipped with a warning naming it."""
     out = []
     for row in rows:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import (
     BigInteger,
@@ -24,6 +24,9 @@ from sqlalchemy.types import TypeDecorator
 from engine.measure.registry import stored_metrics
 from engine.secrets import scrub
 
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Dialect
+
 
 class ScrubbedText(TypeDecorator[str]):
     """Text that may quote a server or a log (errors, log tails, notes): every write, ORM or
@@ -32,7 +35,7 @@ class ScrubbedText(TypeDecorator[str]):
     impl = Text
     cache_ok = True
 
-    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
         return scrub(value) if isinstance(value, str) else value
 
 

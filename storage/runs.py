@@ -19,9 +19,10 @@ with ``predicted`` set, for its page and links.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, TypeVar, TypeVarTuple, cast
 
 from sqlalchemy import delete, func, insert, select, update
 
@@ -29,10 +30,18 @@ from engine.measure.records import RequestRecord
 from engine.settings import cli_actor
 from storage.columns import column_values
 from storage.db import ClaimLost, Database
-from storage.jsontext import dumps, dumps_numbers, loads, loads_or_none, skip_warning
+from storage.jsontext import dumps, dumps_numbers, loads, loads_object, loads_object_or_none, skip_warning
 from storage.models import JobRow, RequestRow, RunRow, RunSeriesRow
 
+if TYPE_CHECKING:
+    from sqlalchemy import Select
+    from sqlalchemy.orm import Session
+
+    from engine.jsonvalue import JSONObject
+
 _LOG = logging.getLogger(__name__)
+_T = TypeVar("_T")
+RequestValues = dict[str, int | str | None]  # one request's column values (a bool is an int)
 
 
 @dataclass
@@ -40,7 +49,7 @@ class NewRun:
     """Everything a finished (or failed) run stores, written in one transaction."""
 
     status: str  # "done" | "failed"
-    spec: dict[str, Any]
+    spec: JSONObject
     fingerprint: str
     model: str
     engine: str
@@ -48,9 +57,9 @@ class NewRun:
     device_name: str | None = None
     name: str | None = None
     sweep: str | None = None
-    provenance: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, Any] | None = None
-    quality: dict[str, Any] | None = None
+    provenance: JSONObject = field(default_factory=dict)  # a value that is not JSON is stored as its str()
+    metrics: JSONObject | None = None
+    quality: JSONObject | None = None
     error: str | None = None
     job_id: int | None = None
     requests: list[RequestRecord] = field(default_factory=list)
@@ -58,16 +67,17 @@ class NewRun:
     submitted_by: str | None = None  # a job's run inherits its job's; a run without a job is the CLI's
     # Side records by kind ("telemetry", "server_metrics", "profile", ...): strict-JSON dicts, read
     # back with storage.series.get_series.
-    series: dict[str, dict[str, Any]] = field(default_factory=dict)
+    series: dict[str, JSONObject] = field(default_factory=dict)
     # Predicted by the serving simulator (engine/whatif/predict), not measured: its provenance's ``prediction``
     # names the hardware, tensor parallelism, calibration label and band.
     predicted: bool = False
 
 
 Predicted = bool | None  # which runs a listing holds: False measured only (default), True predicted only, None both
+_Ts = TypeVarTuple("_Ts")  # a statement's column types
 
 
-def which_runs(stmt: Any, predicted: Predicted) -> Any:
+def which_runs(stmt: Select[*_Ts], predicted: Predicted) -> Select[*_Ts]:
     """``stmt`` restricted to measured runs (``False``), predicted ones (``True``) or left as is (``None``)."""
     return stmt if predicted is None else stmt.where(RunRow.predicted.is_(bool(predicted)))
 
@@ -87,8 +97,8 @@ class RunSummary:
     device_name: str | None
     fingerprint: str
     error: str | None
-    metrics: dict[str, Any] | None
-    quality: dict[str, Any] | None
+    metrics: JSONObject | None
+    quality: JSONObject | None
     job_id: int | None
     submitted_by: str | None
     predicted: bool = False
@@ -98,11 +108,31 @@ class RunSummary:
 class RunDetail(RunSummary):
     """A run with its full spec and provenance."""
 
-    spec: dict[str, Any] = field(default_factory=dict)
-    provenance: dict[str, Any] = field(default_factory=dict)
+    spec: JSONObject = field(default_factory=dict)
+    provenance: JSONObject = field(default_factory=dict)
 
 
-def _summary_fields(row: RunRow) -> dict[str, Any]:
+class _SummaryFields(TypedDict):
+    """:class:`RunSummary`'s fields, as read from a row (a :class:`RunDetail` adds its spec and provenance)."""
+
+    id: int
+    created_at: datetime
+    status: str
+    name: str | None
+    sweep: str | None
+    model: str
+    engine: str
+    device: str
+    device_name: str | None
+    fingerprint: str
+    error: str | None
+    metrics: JSONObject | None
+    quality: JSONObject | None
+    job_id: int | None
+    submitted_by: str | None
+
+
+def _summary_fields(row: RunRow) -> _SummaryFields:
     return {
         "id": row.id,
         "created_at": row.created_at,
@@ -115,15 +145,15 @@ def _summary_fields(row: RunRow) -> dict[str, Any]:
         "device_name": row.device_name,
         "fingerprint": row.fingerprint,
         "error": row.error,
-        "metrics": loads_or_none(row.metrics_json),
-        "quality": loads_or_none(row.quality_json),
+        "metrics": loads_object_or_none(row.metrics_json),
+        "quality": loads_object_or_none(row.quality_json),
         "job_id": row.job_id,
         "submitted_by": row.submitted_by,
         "predicted": bool(row.predicted),
     }
 
 
-def request_values(r: RequestRecord) -> dict[str, Any]:
+def request_values(r: RequestRecord) -> RequestValues:
     """One request's row values (every column of ``requests`` but its ids): the one place they are listed,
     for the rows attached by :func:`run_row` and the bulk insert of :func:`save_run` alike."""
     return {
@@ -168,8 +198,10 @@ def run_row(run: NewRun, with_requests: bool = True) -> RunRow:
         predicted=run.predicted,
     )
     # the headline columns, from the same values as the JSON (read back, so non-finite numbers are NULL there too)
-    stored = [None if text is None else loads(text) for text in (row.spec_json, row.metrics_json, row.quality_json)]
-    for column, value in column_values(*stored, run.engine).items():
+    spec, metrics, quality = (
+        None if text is None else loads(text) for text in (row.spec_json, row.metrics_json, row.quality_json)
+    )
+    for column, value in column_values(spec, metrics, quality, run.engine).items():
         setattr(row, column, value)
     if with_requests:
         row.requests = [RequestRow(**request_values(r)) for r in run.requests]
@@ -203,14 +235,14 @@ def save_run(db: Database, run: NewRun) -> int:
         return row.id
 
 
-def _launched_by(s: Any, job_id: int | None) -> str | None:
+def _launched_by(s: Session, job_id: int | None) -> str | None:
     """Who launched a run: its job's submitter, else (no job: the CLI) ``cli:<user>``."""
     if job_id is None:
         return cli_actor()
     return s.scalar(select(JobRow.submitted_by).where(JobRow.id == job_id))
 
 
-def _link_to_claimed_job(s: Any, job_id: int, worker_id: str, run_id: int) -> None:
+def _link_to_claimed_job(s: Session, job_id: int, worker_id: str, run_id: int) -> None:
     """Point the job at its run, if ``worker_id`` still runs it; else ClaimLost (the caller rolls back)."""
     result = s.execute(
         update(JobRow)
@@ -222,7 +254,7 @@ def _link_to_claimed_job(s: Any, job_id: int, worker_id: str, run_id: int) -> No
         raise ClaimLost(f"job {job_id} is no longer held by worker {worker_id}; its result was not stored")
 
 
-def _readable(rows: Any, make: Any) -> list[Any]:
+def _readable(rows: Iterable[RunRow], make: Callable[[RunRow], _T]) -> list[_T]:
     """``make(row)`` for every row whose JSON can be read; the others are skipped with a warning."""
     out = []
     for row in rows:
@@ -251,7 +283,8 @@ def count_runs(db: Database) -> int:
 
 
 def _detail(row: RunRow) -> RunDetail:
-    return RunDetail(**_summary_fields(row), spec=loads(row.spec_json), provenance=loads(row.provenance_json or "{}"))
+    fields = _summary_fields(row)  # read first, as before: an unreadable row names the same column
+    return RunDetail(**fields, spec=loads_object(row.spec_json), provenance=loads_object(row.provenance_json or "{}"))
 
 
 def get_run(db: Database, run_id: int) -> RunDetail | None:
@@ -305,8 +338,8 @@ def get_requests(db: Database, run_id: int) -> list[RequestRecord]:
                 arrival_ns=arrival_ns,
                 send_ns=send_ns,
                 prompt_tokens=prompt_tokens,
-                chunk_ns=loads(chunk_ns),
-                chunk_tokens=loads(chunk_tokens),
+                chunk_ns=cast("list[int]", loads(chunk_ns)),
+                chunk_tokens=cast("list[int]", loads(chunk_tokens)),
                 error=error,
                 warmup=bool(warmup),
                 trial=trial or 0,

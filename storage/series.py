@@ -8,7 +8,7 @@ stopped at this run's load, and the points it did not run), by :func:`add_series
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
@@ -16,8 +16,11 @@ from storage.db import Database
 from storage.jsontext import dumps, loads, skip_warning
 from storage.models import RunSeriesRow
 
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONObject
 
-def get_series(db: Database, run_id: int, kind: str) -> dict[str, Any] | None:
+
+def get_series(db: Database, run_id: int, kind: str) -> JSONObject | None:
     """The run's record of this kind, or None when it has none."""
     stmt = select(RunSeriesRow).where(RunSeriesRow.run_id == run_id, RunSeriesRow.kind == kind)
     with db.session() as s:
@@ -39,12 +42,12 @@ def series_kinds(db: Database, run_id: int) -> list[str]:
         return sorted(s.scalars(stmt))
 
 
-def series_by_run(db: Database, run_ids: list[int], kind: str) -> dict[int, dict[str, Any]]:
+def series_by_run(db: Database, run_ids: list[int], kind: str) -> dict[int, JSONObject]:
     """The record of this kind of each run that has one (one query), by run id."""
     if not run_ids:
         return {}
     stmt = select(RunSeriesRow).where(RunSeriesRow.run_id.in_(run_ids), RunSeriesRow.kind == kind)
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, JSONObject] = {}
     with db.session() as s:
         for row in s.scalars(stmt.order_by(RunSeriesRow.id)):
             try:
@@ -57,7 +60,7 @@ def series_by_run(db: Database, run_ids: list[int], kind: str) -> dict[int, dict
     return out
 
 
-def add_series(db: Database, run_id: int, kind: str, body: dict[str, Any]) -> None:
+def add_series(db: Database, run_id: int, kind: str, body: JSONObject) -> None:
     """Add a side record to a stored run (strict JSON), e.g. what its sweep decided after it ran."""
     with db.session() as s:
         s.add(RunSeriesRow(run_id=run_id, kind=kind[:32], body_json=dumps(body)))

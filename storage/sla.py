@@ -10,15 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from sqlalchemy import select, update
 
 from storage.db import Database, StorageError
-from storage.job_records import aware, now_utc
+from storage.job_records import ColumnValues, aware, now_utc
 from storage.jobs import new_job_rows
-from storage.jsontext import dumps, loads, loads_or_none, skip_warning
+from storage.jsontext import dumps, loads, loads_object, loads_object_or_none, skip_warning
 from storage.models import SlaSearchRow
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONObject
+    from engine.spec import JobSpec
 
 RUNNING, DONE, FAILED, STOPPED = "running", "done", "failed", "stopped"
 FINAL: frozenset[str] = frozenset({DONE, FAILED, STOPPED})
@@ -34,10 +38,10 @@ class SlaSearch:
 
     id: int
     name: str
-    definition: dict[str, Any]
+    definition: JSONObject
     status: str
-    probes: list[dict[str, Any]]
-    answer: dict[str, Any] | None
+    probes: list[JSONObject]
+    answer: JSONObject | None
     error: str | None
     version: int
     created_at: datetime
@@ -53,10 +57,10 @@ def _search(row: SlaSearchRow) -> SlaSearch:
     return SlaSearch(
         id=row.id,
         name=row.name,
-        definition=loads(row.definition_json),
+        definition=loads_object(row.definition_json),
         status=row.status,
-        probes=loads(row.probes_json or "[]"),
-        answer=loads_or_none(row.answer_json),
+        probes=cast("list[JSONObject]", loads(row.probes_json or "[]")),
+        answer=loads_object_or_none(row.answer_json),
         error=row.error,
         version=int(row.version or 0),
         created_at=aware(row.created_at),
@@ -65,7 +69,7 @@ def _search(row: SlaSearchRow) -> SlaSearch:
     )
 
 
-def create(db: Database, name: str, definition: dict[str, Any], *, submitted_by: str | None = None) -> SlaSearch:
+def create(db: Database, name: str, definition: JSONObject, *, submitted_by: str | None = None) -> SlaSearch:
     """Store a new running search; :class:`SearchExists` when the name is taken."""
     with db.session() as s:
         if s.scalar(select(SlaSearchRow.id).where(SlaSearchRow.name == name)) is not None:
@@ -124,14 +128,14 @@ def running_ids(db: Database) -> list[int]:
 def save(
     db: Database,
     search: SlaSearch,
-    probes: list[dict[str, Any]],
+    probes: list[JSONObject],
     *,
     status: str | None = None,
-    answer: dict[str, Any] | None = None,
+    answer: JSONObject | None = None,
     error: str | None = None,
 ) -> bool:
     """Write new probes (and status, answer, error) at ``search.version``; False when another caller won."""
-    values: dict[str, Any] = {"probes_json": dumps(probes), "updated_at": now_utc(), "version": search.version + 1}
+    values: ColumnValues = {"probes_json": dumps(probes), "updated_at": now_utc(), "version": search.version + 1}
     if status is not None:
         values["status"] = status
     if answer is not None:
@@ -150,9 +154,9 @@ def save(
 def queue_probe(
     db: Database,
     search: SlaSearch,
-    probes: list[dict[str, Any]],
-    spec: Any,
-    probe: dict[str, Any],
+    probes: list[JSONObject],
+    spec: JobSpec,
+    probe: JSONObject,
     *,
     sweep: str,
     timeout_s: float,

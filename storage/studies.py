@@ -11,9 +11,10 @@ the study's lease (:func:`try_lock`), a conditional UPDATE with an expiry.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -21,8 +22,12 @@ from sqlalchemy.exc import IntegrityError
 from storage.db import Database, StorageError
 from storage.job_records import aware, now_utc
 from storage.jobs import new_job_rows
-from storage.jsontext import dumps, loads, loads_or_none, skip_warning
+from storage.jsontext import dumps, loads_object, loads_object_or_none, loads_or_none, skip_warning
 from storage.models import JobRow, RunRow, StudyRow, StudyTrialRow
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONMapping, JSONObject
+    from engine.spec import JobSpec
 
 RUNNING, PAUSED, STOPPED, DONE = "running", "paused", "stopped", "done"
 STUDY_STATUSES: tuple[str, ...] = (RUNNING, PAUSED, STOPPED, DONE)
@@ -35,6 +40,8 @@ _MOVES: dict[str, tuple[str, ...]] = {
     STOPPED: (RUNNING, PAUSED),
     DONE: (RUNNING, PAUSED),
 }
+_T = TypeVar("_T")
+_Row = TypeVar("_Row", StudyRow, StudyTrialRow)
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,7 @@ class StudyInfo:
     id: int
     name: str
     optuna_name: str
-    definition: dict[str, Any]
+    definition: JSONObject
     status: str
     note: str | None
     created_at: datetime
@@ -64,18 +71,18 @@ class TrialInfo:
     study_id: int
     number: int
     status: str
-    params: dict[str, Any]
+    params: JSONObject  # the trial's recipe knobs: JSON scalars
     fingerprint: str | None
     job_id: int | None
     run_id: int | None
     reused: bool
     attempts: int
     values: list[float] | None
-    measured: dict[str, Any]
-    constraints: dict[str, Any]
+    measured: dict[str, float | None]  # the figures of its run the study reads
+    constraints: JSONObject  # one check per constraint (engine.optimize.evaluate.Check)
     feasible: bool | None
     reason: str | None
-    predicted: dict[str, Any]
+    predicted: JSONObject
     created_at: datetime
     updated_at: datetime
 
@@ -85,7 +92,7 @@ def _study(row: StudyRow) -> StudyInfo:
         id=row.id,
         name=row.name,
         optuna_name=row.optuna_name,
-        definition=loads(row.definition_json),
+        definition=loads_object(row.definition_json),
         status=row.status,
         note=row.note,
         created_at=aware(row.created_at),
@@ -100,24 +107,24 @@ def _trial(row: StudyTrialRow) -> TrialInfo:
         study_id=row.study_id,
         number=row.number,
         status=row.status,
-        params=loads(row.params_json),
+        params=loads_object(row.params_json),
         fingerprint=row.fingerprint,
         job_id=row.job_id,
         run_id=row.run_id,
         reused=bool(row.reused),
         attempts=int(row.attempts or 0),
-        values=loads_or_none(row.values_json),
-        measured=loads_or_none(row.measured_json) or {},
-        constraints=loads_or_none(row.constraints_json) or {},
+        values=cast("list[float] | None", loads_or_none(row.values_json)),
+        measured=cast("dict[str, float | None]", loads_or_none(row.measured_json) or {}),
+        constraints=loads_object_or_none(row.constraints_json) or {},
         feasible=row.feasible,
         reason=row.reason,
-        predicted=loads_or_none(row.predicted_json) or {},
+        predicted=loads_object_or_none(row.predicted_json) or {},
         created_at=aware(row.created_at),
         updated_at=aware(row.updated_at),
     )
 
 
-def _readable(rows: Any, make: Any, kind: str) -> list[Any]:
+def _readable(rows: Iterable[_Row], make: Callable[[_Row], _T], kind: str) -> list[_T]:
     """``make(row)`` for every row whose JSON reads; the others are skipped with a warning naming them."""
     out = []
     for row in rows:
@@ -129,7 +136,7 @@ def _readable(rows: Any, make: Any, kind: str) -> list[Any]:
 
 
 # -- studies ------------------------------------------------------------------------------------
-def create_study(db: Database, name: str, definition: dict[str, Any], *, submitted_by: str | None = None) -> StudyInfo:
+def create_study(db: Database, name: str, definition: JSONObject, *, submitted_by: str | None = None) -> StudyInfo:
     """Store a new study (status running); ValueError with one line when the name is taken."""
     now = now_utc()
     row = StudyRow(
@@ -222,13 +229,13 @@ def add_trial(
     db: Database,
     study_id: int,
     number: int,
-    params: dict[str, Any],
+    params: JSONMapping,
     *,
     status: str = PENDING,
-    spec: Any | None = None,
+    spec: JobSpec | None = None,
     timeout_s: float = 3600.0,
     submitted_by: str | None = None,
-    **fields: Any,
+    **fields: object,
 ) -> TrialInfo:
     """Record trial ``number``; with ``spec`` its job is queued in the same transaction (linked as
     ``job_id``). ``fields``: any of :func:`update_trial`'s."""
@@ -260,7 +267,7 @@ _JSON_FIELDS["predicted"] = "predicted_json"
 _PLAIN_FIELDS = ("status", "fingerprint", "job_id", "run_id", "reused", "attempts", "feasible", "reason")
 
 
-def _apply(row: StudyTrialRow, fields: dict[str, Any]) -> None:
+def _apply(row: StudyTrialRow, fields: Mapping[str, object]) -> None:
     for key, value in fields.items():
         if key in _JSON_FIELDS:
             setattr(row, _JSON_FIELDS[key], None if value is None else dumps(value, sort_keys=True))
@@ -270,7 +277,7 @@ def _apply(row: StudyTrialRow, fields: dict[str, Any]) -> None:
             raise TypeError(f"unknown trial field {key!r}")
 
 
-def update_trial(db: Database, trial_id: int, **fields: Any) -> TrialInfo | None:
+def update_trial(db: Database, trial_id: int, **fields: object) -> TrialInfo | None:
     """Set fields of a trial: status, fingerprint, job_id, run_id, reused, attempts, feasible, reason,
     and the JSON ones values, measured, constraints, predicted."""
     with db.session() as s:
@@ -321,7 +328,7 @@ def measured_run(db: Database, fingerprint: str, quality_keys: tuple[str, ...] =
     with db.session() as s:
         for run_id, quality_json in s.execute(stmt):
             try:
-                quality = loads_or_none(quality_json) or {}
+                quality = loads_object_or_none(quality_json) or {}
             except ValueError:
                 continue
             if all(quality.get(key) is not None for key in quality_keys):

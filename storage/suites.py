@@ -10,17 +10,27 @@ queue a due suite once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from sqlalchemy import func, or_, select, update
 
 from storage.db import Database, StorageError
 from storage.job_records import DONE, aware, now_utc
 from storage.jobs import new_job_rows
-from storage.jsontext import dumps, loads, loads_or_none
+from storage.jsontext import dumps, loads, loads_object, loads_or_none
 from storage.models import JobRow, RunRow, SuiteJobRow, SuiteRow, SuiteScheduleRow
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from engine.jsonvalue import JSONObject
+    from engine.spec import JobSpec
+    from storage.columns import Knobs
+
+Entries = Sequence[tuple[str, "JobSpec"]]  # (entry name, its job spec), in the suite's order
 
 
 @dataclass(frozen=True)
@@ -28,7 +38,7 @@ class StoredSuite:
     """A suite definition as stored: its name, body (the validated JSON) and source file."""
 
     name: str
-    body: dict[str, Any]
+    body: JSONObject
     source: str | None
     updated_at: datetime
     tags: tuple[str, ...] = ()
@@ -61,11 +71,11 @@ class FingerprintInfo:
     engine: str
     runs: int
     last_at: datetime
-    knobs: dict[str, Any] = field(default_factory=dict)
+    knobs: Knobs = field(default_factory=dict)
 
 
 # -- definitions ---------------------------------------------------------------------------
-def save_suite(db: Database, name: str, body: dict[str, Any], source: str | None = None) -> None:
+def save_suite(db: Database, name: str, body: JSONObject, source: str | None = None) -> None:
     """Store (or replace) the definition of suite ``name``."""
     now = now_utc()
     text = dumps(body, sort_keys=True)
@@ -83,17 +93,20 @@ def get_suite(db: Database, name: str) -> StoredSuite | None:
         row = s.scalar(select(SuiteRow).where(SuiteRow.name == name))
         if row is None:
             return None
-        return StoredSuite(row.name, loads(row.body_json), row.source, aware(row.updated_at), _tags(s, row.name))
+        return StoredSuite(row.name, loads_object(row.body_json), row.source, aware(row.updated_at), _tags(s, row.name))
 
 
 def list_suites(db: Database) -> list[StoredSuite]:
     """Every stored suite, by name, with the tags its jobs were queued under."""
     with db.session() as s:
         rows = s.scalars(select(SuiteRow).order_by(SuiteRow.name)).all()
-        return [StoredSuite(r.name, loads(r.body_json), r.source, aware(r.updated_at), _tags(s, r.name)) for r in rows]
+        return [
+            StoredSuite(r.name, loads_object(r.body_json), r.source, aware(r.updated_at), _tags(s, r.name))
+            for r in rows
+        ]
 
 
-def _tags(s: Any, suite: str) -> tuple[str, ...]:
+def _tags(s: Session, suite: str) -> tuple[str, ...]:
     stmt = (
         select(SuiteJobRow.tag)
         .where(SuiteJobRow.suite == suite, SuiteJobRow.tag.is_not(None))
@@ -104,7 +117,7 @@ def _tags(s: Any, suite: str) -> tuple[str, ...]:
 
 
 # -- queueing ------------------------------------------------------------------------------
-def _queue(s: Any, suite: str, items: list[tuple[str, Any]], tag: str | None, timeout_s: float) -> list[int]:
+def _queue(s: Session, suite: str, items: Entries, tag: str | None, timeout_s: float) -> list[int]:
     """Add one job per (entry, spec) and its suite record to session ``s``; the job ids."""
     rows = new_job_rows([spec for _entry, spec in items], timeout_s=timeout_s)
     s.add_all(rows)
@@ -118,7 +131,7 @@ def _queue(s: Any, suite: str, items: list[tuple[str, Any]], tag: str | None, ti
 
 
 def queue_suite(
-    db: Database, suite: str, items: list[tuple[str, Any]], tag: str | None = None, timeout_s: float = 3600.0
+    db: Database, suite: str, items: Entries, tag: str | None = None, timeout_s: float = 3600.0
 ) -> list[int]:
     """Queue one job per ``(entry name, JobSpec)`` in one transaction (all or none); the job ids."""
     with db.session() as s:
@@ -192,7 +205,7 @@ def fingerprints(db: Database, limit: int = 200) -> list[FingerprintInfo]:
         ]
 
 
-def _knobs(row: RunRow) -> dict[str, Any]:
+def _knobs(row: RunRow) -> Knobs:
     """A run row's knobs off their defaults (older rows: from their spec); {} when unreadable."""
     try:
         if row.knobs_json is None:
@@ -202,7 +215,7 @@ def _knobs(row: RunRow) -> dict[str, Any]:
         knobs = loads(row.knobs_json)
     except (ValueError, TypeError):
         return {}
-    return knobs if isinstance(knobs, dict) else {}
+    return cast("Knobs", knobs) if isinstance(knobs, dict) else {}  # what changed_fields gave
 
 
 # -- schedules -----------------------------------------------------------------------------
@@ -217,7 +230,7 @@ def _schedule(row: SuiteScheduleRow) -> Schedule:
         since_ts=int(row.since_ts),
         last_due_ts=row.last_due_ts,
         last_queued_at=aware(row.last_queued_at),
-        last_job_ids=tuple(loads_or_none(row.last_job_ids) or ()),
+        last_job_ids=tuple(cast("list[int]", loads_or_none(row.last_job_ids) or [])),
     )
 
 
@@ -250,7 +263,7 @@ def remove_schedule(db: Database, suite: str) -> bool:
 
 
 def claim_due(
-    db: Database, schedule_id: int, due_ts: int, items: list[tuple[str, Any]], timeout_s: float = 3600.0
+    db: Database, schedule_id: int, due_ts: int, items: Entries, timeout_s: float = 3600.0
 ) -> list[int] | None:
     """Claim due time ``due_ts`` of a schedule and queue its suite, in one transaction.
 

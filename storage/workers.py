@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 
@@ -30,6 +30,7 @@ from storage.job_records import (
     QUEUED,
     RUNNING,
     WORKER_LOST,
+    ColumnValues,
     JobInfo,
     Recovered,
     WorkerInfo,
@@ -43,6 +44,9 @@ from storage.jsontext import skip_warning
 from storage.models import JobRow, RunRow, WorkerRow
 from storage.runs import NewRun, run_row
 
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
 
 def claim(db: Database, worker_id: str, devices: list[str]) -> JobInfo | None:
     """Atomically take the oldest queued job for one of ``devices``; None when there is none.
@@ -55,7 +59,7 @@ def claim(db: Database, worker_id: str, devices: list[str]) -> JobInfo | None:
     if not devices:
         return None
     now = now_utc()
-    values: dict[str, Any] = {
+    values: ColumnValues = {
         "status": RUNNING,
         "worker_id": worker_id,
         "claimed_at": now,
@@ -147,7 +151,7 @@ def finish(
         return job_info(row)
 
 
-def _add_failed_run(s: Any, run: NewRun, reason: str) -> int:
+def _add_failed_run(s: Session, run: NewRun, reason: str) -> int:
     """Store ``run`` as failed with ``reason`` in session ``s``; its id."""
     run_row_ = run_row(replace(run, status="failed", error=reason, metrics=None, requests=[]))
     s.add(run_row_)
@@ -278,13 +282,13 @@ def recover_stale(
     return out
 
 
-def _end_lost(s: Any, row: JobRow, failed_run: FailedRun | None) -> str | None:
+def _end_lost(s: Session, row: JobRow, failed_run: FailedRun | None) -> str | None:
     """End one running job of a lost worker (see recover_stale); the action, or None if it changed meanwhile."""
     now = now_utc()
     stored = s.get(RunRow, row.run_id) if row.run_id is not None else None
     if stored is not None:
         action = DONE if stored.status == "done" else FAILED
-        values: dict[str, Any] = {"status": action, "finished_at": now, "updated_at": now, "eta_s": None}
+        values: ColumnValues = {"status": action, "finished_at": now, "updated_at": now, "eta_s": None}
         values["progress_note"] = LOST_AFTER_RUN
         if action == DONE:
             values.update(progress=1.0, phase="done", error=None)
@@ -308,7 +312,7 @@ def _end_lost(s: Any, row: JobRow, failed_run: FailedRun | None) -> str | None:
     return "failed" if action == CANCELLED else action
 
 
-def _store_lost_run(s: Any, row: JobRow, failed_run: FailedRun) -> None:
+def _store_lost_run(s: Session, row: JobRow, failed_run: FailedRun) -> None:
     """The failed run of a job whose worker was lost, linked to the job (a bad spec: none, warned)."""
     try:
         run = failed_run(job_info(row), WORKER_LOST)

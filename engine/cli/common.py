@@ -8,16 +8,23 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TypeAlias, TypeVar
 
 from engine.cli.traffic import add_traffic_arguments, traffic_from_args
 from engine.cli.values import finite_float, int_arg, positive_int, read_spec_file, spec_section, whole_number
 from engine.settings import database_url
 from engine.spec import JobSpec, SpecError, engines, parse_job_spec
 
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONObject, JSONScalar
+    from storage import Database
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# What a verb module's ``register(subparsers, common, as_json)`` adds its verbs to.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+_T = TypeVar("_T")
 
 
 class UsageError(Exception):
@@ -70,7 +77,7 @@ def json_parent() -> argparse.ArgumentParser:
     return p
 
 
-def open_db(args: argparse.Namespace) -> Any:
+def open_db(args: argparse.Namespace) -> Database:
     """The database of ``--db`` (or the environment's); UsageError with one line when it cannot open."""
     from storage import StorageError, open_database
 
@@ -84,7 +91,7 @@ def open_db(args: argparse.Namespace) -> Any:
 _pending_json: list[str] | None = None  # documents held back while stdout points at stderr
 
 
-def emit_json(obj: Any) -> None:
+def emit_json(obj: object) -> None:
     """Print ``obj`` as JSON on stdout (in ``--json`` mode, once the verb is over: see :func:`json_stdout`)."""
     text = json.dumps(obj, indent=2, default=str) + "\n"
     if _pending_json is not None:
@@ -119,7 +126,9 @@ def json_stdout() -> Iterator[None]:
         sys.stdout.flush()
 
 
-def listed_as_json_or_empty(args: argparse.Namespace, items: list[Any], as_row: Any, empty_hint: str) -> bool:
+def listed_as_json_or_empty(
+    args: argparse.Namespace, items: Sequence[_T], as_row: Callable[[_T], JSONObject], empty_hint: str
+) -> bool:
     """For listing verbs: print the items as JSON (``--json``) or the hint when there are none;
     True when that was the whole answer, False when the caller prints its table."""
     if args.json:
@@ -298,7 +307,7 @@ def metric_key(text: str) -> str:
     return canonical(text)
 
 
-def _recipe_from_args(args: argparse.Namespace, recipe: dict[str, Any]) -> dict[str, Any]:
+def _recipe_from_args(args: argparse.Namespace, recipe: JSONObject) -> JSONObject:
     if args.engine is not None:
         if args.engine != recipe.get("engine", args.engine):
             recipe = {}
@@ -315,7 +324,7 @@ def _recipe_from_args(args: argparse.Namespace, recipe: dict[str, Any]) -> dict[
     return recipe
 
 
-def _workload_from_args(args: argparse.Namespace, workload: dict[str, Any]) -> dict[str, Any]:
+def _workload_from_args(args: argparse.Namespace, workload: JSONObject) -> JSONObject:
     if getattr(args, "preset", None):
         from engine.spec.workload import apply_preset
 
@@ -326,7 +335,7 @@ def _workload_from_args(args: argparse.Namespace, workload: dict[str, Any]) -> d
     return traffic_from_args(args, workload)
 
 
-def _quality_from_args(args: argparse.Namespace, quality: dict[str, Any]) -> dict[str, Any]:
+def _quality_from_args(args: argparse.Namespace, quality: JSONObject) -> JSONObject:
     for option, key in (("quality", "metrics"), ("quality_tokens", "budget_tokens"), ("quality_corpus", "corpus")):
         if getattr(args, option, None) is not None:
             quality[key] = getattr(args, option)
@@ -341,12 +350,12 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
     """
     data = read_spec_file(args.spec)
     if args.model is not None:
-        model: dict[str, Any] = {"source": args.model}
+        model: JSONObject = {"source": args.model}
     else:
         model = spec_section(data, "model", '{"source": "demo"}')
     if "source" not in model:
         raise SpecError("--model is required (demo, synthetic:<arch>, org/name, ./folder or file.gguf)")
-    spec: dict[str, Any] = dict(data)
+    spec: JSONObject = dict(data)
     spec.update(
         model=model,
         recipe=_recipe_from_args(args, spec_section(data, "recipe", f'{{"engine": "{engines.default().name}"}}')),
@@ -364,7 +373,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
     return parse_job_spec(spec)
 
 
-def _knob_value(text: str) -> Any:
+def _knob_value(text: str) -> JSONScalar:
     """A knob value from the command line; the recipe's types validate it afterwards."""
     lowered = text.lower()
     if lowered in ("none", "null"):

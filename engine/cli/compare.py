@@ -8,13 +8,19 @@ gives each run's decision, grade and every metric's verdict state, ratio and 95 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.cli.common import EXIT_OK, UsageError, emit_json, int_arg, open_db
 from engine.cli.export import MAX_COMPARE, parse_ids
 
+if TYPE_CHECKING:
+    from engine.cli.common import Subparsers
+    from engine.jsonvalue import JSONObject, JSONValue
+    from engine.report.compare import Comparison
+    from engine.report.verdicts import Verdict
 
-def _verdict_json(verdict: Any, words: str) -> dict[str, Any]:
+
+def _verdict_json(verdict: Verdict, words: str) -> JSONObject:
     iv = verdict.interval
     return {
         "state": verdict.state,
@@ -25,11 +31,11 @@ def _verdict_json(verdict: Any, words: str) -> dict[str, Any]:
     }
 
 
-def comparison_json(comparison: Any) -> dict[str, Any]:
+def comparison_json(comparison: Comparison) -> JSONObject:
     """The comparison as one JSON object: the baseline, and per other run its decision and verdicts."""
     from engine.report.verdict_words import table_words
 
-    runs = []
+    runs: list[JSONValue] = []
     for run_id, decision in comparison.decisions.items():
         verdicts = comparison.verdicts.get(run_id, {})
         runs.append(
@@ -47,7 +53,7 @@ def comparison_json(comparison: Any) -> dict[str, Any]:
     return {"baseline": {"run_id": baseline, "name": comparison.labels[baseline]}, "runs": runs}
 
 
-def _print(comparison: Any) -> None:
+def _print(comparison: Comparison) -> None:
     from engine.measure import registry
     from engine.report.verdict_words import VERDICT_NOTE, ratio_words, table_words
 
@@ -89,7 +95,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+def register(subparsers: Subparsers, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``compare`` verb."""
     p = subparsers.add_parser(
         "compare",

@@ -5,14 +5,25 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.cli.common import UsageError, emit_json, int_arg, open_db
 from engine.whatif.hardware import DEFAULT_COMPARISON, UnknownHardware, catalog, get_hardware
 
+if TYPE_CHECKING:
+    from engine.cli.common import Subparsers
+    from engine.jsonvalue import JSONMapping, JSONObject, JSONValue
+    from engine.whatif.hardware import Hardware
+    from engine.whatif.query import WhatIf
+    from engine.whatif.recipe import EstimateRecipe, EstimateWorkload
+    from engine.whatif.shapes import ModelShape
 
-def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+Question = tuple["ModelShape", "EstimateRecipe", "EstimateWorkload", list["Hardware"]]
+
+
+def register(sub: Subparsers, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``estimate`` and ``calibrate`` verbs to ``python -m engine``."""
     from engine.whatif.roofline import ENGINES, IDEAL
 
@@ -48,7 +59,7 @@ def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.Argume
     p.set_defaults(func=cmd_calibrate)
 
 
-def _hardware_list(text: str | None, entries: dict[str, Any]) -> list[Any]:
+def _hardware_list(text: str | None, entries: dict[str, Hardware]) -> list[Hardware]:
 
     if text is None:
         keys = list(DEFAULT_COMPARISON) + sorted(k for k in entries if k.startswith("local:"))
@@ -62,11 +73,11 @@ def _hardware_list(text: str | None, entries: dict[str, Any]) -> list[Any]:
         raise UsageError(str(exc)) from exc
 
 
-def _fmt(v: Any, digits: int = 1) -> str:
+def _fmt(v: JSONValue, digits: int = 1) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
-def render(rows: list[dict[str, Any]], compared: list[dict[str, Any]] | None = None) -> str:
+def render(rows: Sequence[JSONMapping], compared: Sequence[JSONMapping] | None = None) -> str:
     """The estimate table as text (one line per hardware entry), each row's bound in words, where the priors come
     from, the calibration notes, and the rows of a recipe that is not overhead-bound (``compared``)."""
     head = (
@@ -98,7 +109,7 @@ def render(rows: list[dict[str, Any]], compared: list[dict[str, Any]] | None = N
     return "\n".join(lines + _compared_lines(compared or []))
 
 
-def _why_lines(rows: list[dict[str, Any]], indent: str = "") -> list[str]:
+def _why_lines(rows: Sequence[JSONMapping], indent: str = "") -> list[str]:
     """What bounds the rows, each lesson once, then what each row's times are made of."""
     found = dict.fromkeys(lesson for r in rows for lesson in r.get("lessons") or [])
     lessons = sorted(found, key=lambda lesson: lesson.startswith("next"))  # the first token's, then the next tokens'
@@ -107,7 +118,7 @@ def _why_lines(rows: list[dict[str, Any]], indent: str = "") -> list[str]:
     return lines + [f"{indent}  {r['hardware']}: {r['figures']}" for r in rows if r.get("figures") and r["fits"]]
 
 
-def _compared_lines(compared: list[dict[str, Any]]) -> list[str]:
+def _compared_lines(compared: Sequence[JSONMapping]) -> list[str]:
     """The same question for a recipe that is not overhead-bound, one line per hardware entry, with its words."""
     if not compared:
         return []
@@ -121,7 +132,7 @@ def _compared_lines(compared: list[dict[str, Any]]) -> list[str]:
     return lines + _why_lines(compared, "  ") + [f"  note: {n}" for n in notes]
 
 
-def _list_hardware(entries: dict[str, Any], as_json: bool) -> None:
+def _list_hardware(entries: dict[str, Hardware], as_json: bool) -> None:
 
     if as_json:
         emit_json([h.to_dict() for h in entries.values()])
@@ -133,7 +144,7 @@ def _list_hardware(entries: dict[str, Any], as_json: bool) -> None:
         )
 
 
-def _question(args: argparse.Namespace, entries: dict[str, Any]) -> tuple[Any, Any, Any, list[Any]]:
+def _question(args: argparse.Namespace, entries: dict[str, Hardware]) -> Question:
     """(shape, recipe, workload, hardware) from the arguments; UsageError for bad input."""
     from engine.whatif.estimate import ENGINES, EstimateError, EstimateRecipe, EstimateWorkload, model_shape
 
@@ -160,7 +171,9 @@ def _question(args: argparse.Namespace, entries: dict[str, Any]) -> tuple[Any, A
     return shape, recipe, workload, _hardware_list(args.hardware, entries)
 
 
-def _payload(args: argparse.Namespace, shape: Any, recipe: Any, workload: Any, result: Any) -> dict[str, Any]:
+def _payload(
+    args: argparse.Namespace, shape: ModelShape, recipe: EstimateRecipe, workload: EstimateWorkload, result: WhatIf
+) -> JSONObject:
     """The ``--json`` object: the question, one estimate per hardware entry, what was left out."""
     from engine.whatif.query import table_rows
 

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.cli.common import EXIT_OK, UsageError, int_arg, metric_key, open_db, parse_id
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from engine.cli.common import Subparsers
+    from storage import Database
 
 FORMATS: tuple[str, ...] = ("html", "csv", "json")
 MAX_COMPARE = 8
@@ -29,7 +35,6 @@ def parse_ids(text: str) -> list[int]:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the export to ``-o FILE`` or stdout."""
-    from engine.report import export
     from storage.frames import runs_frame
 
     if bool(args.runs) == bool(args.all):
@@ -46,7 +51,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         ids, frame = wanted, None
     if args.baseline is not None and args.baseline not in ids:
         raise UsageError(f"--baseline {args.baseline} is not one of the exported runs")
-    text = _render(args, db, ids, frame, export)
+    text = _render(args, db, ids, frame)
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as fh:
@@ -59,7 +64,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _render(args: argparse.Namespace, db: Any, ids: list[int], frame: Any, export: Any) -> str:
+def _render(args: argparse.Namespace, db: Database, ids: list[int], frame: pd.DataFrame | None) -> str:
+    from engine.report import export
     from engine.settings import get_settings
     from storage.frames import runs_frame
 
@@ -75,7 +81,7 @@ def _render(args: argparse.Namespace, db: Any, ids: list[int], frame: Any, expor
                     "output_tokens_per_s, quality.perplexity or recipe.dtype"
                 )
         link = export.permalink(base, "explore", {"x": args.x, "y": args.y})
-        return _explore_report(db, frame, args, link, export)
+        return _explore_report(db, frame, args, link)
     runs, missing = export.load_runs(db, ids)
     if missing:
         raise UsageError(f"no run {', '.join(map(str, missing))} in {db.url}; list runs with: python -m engine runs")
@@ -86,15 +92,16 @@ def _render(args: argparse.Namespace, db: Any, ids: list[int], frame: Any, expor
             return export.comparison_csv(runs, args.baseline, export.load_requests(db, ids))
         frame = runs_frame(db) if frame is None else frame
         return export.table_csv(frame[frame["run_id"].isin(ids)])
-    params: dict[str, Any] = {"runs": ",".join(map(str, ids))}
+    params: dict[str, str | int] = {"runs": ",".join(map(str, ids))}
     if args.baseline:
         params["baseline"] = args.baseline
     link = export.permalink(base, "compare", params)
     return export.comparison_html(runs, export.load_requests(db, ids), args.baseline, link=link)
 
 
-def _explore_report(db: Any, frame: Any, args: argparse.Namespace, link: str, export: Any) -> str:
+def _explore_report(db: Database, frame: pd.DataFrame, args: argparse.Namespace, link: str) -> str:
     """The Explore report with each run's stored intervals and records: the verdicts the page gives."""
+    from engine.report import export
     from engine.report.fronts import with_intervals
     from storage.frames import figure_records
 
@@ -103,7 +110,7 @@ def _explore_report(db: Any, frame: Any, args: argparse.Namespace, link: str, ex
     return export.explore_html(frame, args.x, args.y, args.color, args.symbol, link=link, records=records)
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+def register(subparsers: Subparsers, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``export`` verb."""
     p = subparsers.add_parser(
         "export",

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypedDict
 
 from engine.cli.common import (
     EXIT_FAILED,
@@ -30,10 +31,27 @@ from engine.jobs.submission import check_submittable, served_devices
 from engine.settings import cli_actor
 from engine.spec import SpecError
 
+if TYPE_CHECKING:
+    from engine.cli.common import Subparsers
+    from engine.jobs.worker import Worker
+    from engine.jsonvalue import JSONObject
+    from storage import Database
+    from storage.job_records import JobInfo
+
 EXECUTORS = ("local", "ray")
+Verb = Callable[[argparse.Namespace], int]  # a verb's function: the parsed options to the exit code
 
 
-def job_row(job: Any) -> dict[str, Any]:
+class WorkerOptions(TypedDict):
+    """What ``worker`` hands either executor's :class:`~engine.jobs.worker.Worker`."""
+
+    once: bool
+    stale_after_s: float
+    grace_s: float
+    ticks: list[Callable[[Database], list[str]]]  # the recipe studies' and SLA searches' drivers
+
+
+def job_row(job: JobInfo) -> JSONObject:
     """A job as one JSON object (``jobs --json``)."""
     return {
         "job_id": job.id,
@@ -107,7 +125,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from engine.optimize.driver import advance_all  # the worker advances recipe studies and SLA searches too
     from engine.optimize.sla import advance_running
 
-    options: dict[str, Any] = {
+    options: WorkerOptions = {
         "once": args.once,
         "stale_after_s": args.stale_after,
         "grace_s": args.grace,
@@ -134,7 +152,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         exporter.stop()
 
 
-def _ray_executor(args: argparse.Namespace, db_url: str, devices: list[str] | None, options: dict[str, Any]) -> Any:
+def _ray_executor(args: argparse.Namespace, db_url: str, devices: list[str] | None, options: WorkerOptions) -> Worker:
     """The worker with its jobs on Ray (engine/jobs/ray_placement.py), connected; one line and exit 2 when it cannot be."""
     from engine.jobs.ray_cluster import ClusterUnavailable
     from engine.jobs.ray_placement import RayPlacement
@@ -214,7 +232,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+def register(sub: Subparsers, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the job verbs to ``python -m engine``."""
     p = sub.add_parser("submit", parents=[common, as_json], help="queue a benchmark job for a worker")
     add_spec_arguments(p)
@@ -289,7 +307,7 @@ def _worker_parser(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_guard(cmd_worker))
 
 
-def _guard(func: Any) -> Any:
+def _guard(func: Verb) -> Verb:
     """Storage errors become one-line usage errors (exit 2), never tracebacks."""
 
     def wrapped(args: argparse.Namespace) -> int:

@@ -4,19 +4,32 @@ run on a device (the same rules the Launch page and pre-flight apply)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from engine.cli.common import UsageError, emit_json
 from engine.spec import SpecError, engines
 
+if TYPE_CHECKING:
+    from engine.cli.common import Subparsers
 
-def knob_table(engine: str, device: str) -> list[dict[str, Any]]:
+
+class KnobRow(TypedDict):
+    """One recipe knob as ``knobs`` lists it; ``choices``: each choice -> why it cannot run here (None: it can)."""
+
+    knob: str
+    type: str
+    default: object  # the field's default, as the recipe class gives it
+    description: str
+    choices: dict[str, str | None]
+
+
+def knob_table(engine: str, device: str) -> list[KnobRow]:
     """One row per knob: name, type, default, description, and per-choice availability."""
     from engine.spec import engines, forms
 
     recipe_cls = engines.recipe_class(engine)  # SpecError naming the registered engines
     choices = forms.options(engine, device)  # per-device choices, where the engine's form offers them
-    rows = []
+    rows: list[KnobRow] = []
     for name, info in recipe_cls.model_fields.items():
         if name == "engine":
             continue
@@ -65,7 +78,7 @@ def _on_cluster(device: str, address: str | None) -> str:
     return f" on {cluster.summary}"
 
 
-def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+def register(sub: Subparsers, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     p = sub.add_parser("knobs", parents=[common, as_json], help="list recipe knobs and what a device can run")
     p.add_argument("--engine", default=engines.default().name, help=f"one of {', '.join(engines.names())}")
     p.add_argument("--device", default="cpu", help="cpu | cuda:N (whose rules to apply)")

@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal, TypedDict, overload
 
 from engine.cli.common import (
     EXIT_OK,
@@ -33,12 +34,39 @@ from engine.cli.jobs import _guard  # the job verbs' guard: storage errors and r
 from engine.settings import cli_actor
 from engine.spec import engines
 
+if TYPE_CHECKING:
+    from engine.cli.common import Subparsers
+    from engine.jsonvalue import JSONObject
+    from engine.optimize.study import StudyDefinition
+    from engine.optimize.summary import FrontPoint
+    from storage import Database
+    from storage.studies import StudyInfo
+
 ACTIONS = ("create", "status", "list", "wait", "pause", "resume", "stop")
 
 
-def _pairs(items: list[str], what: str, many: bool) -> dict[str, Any]:
+class StatusDocument(TypedDict):
+    """A study as ``optimize status --json`` prints it."""
+
+    study: str
+    status: str
+    note: str | None
+    objectives: list[str]
+    created_at: str
+    submitted_by: str | None
+    best: str
+    trials: list[JSONObject]
+    front: list[FrontPoint]
+    definition: JSONObject
+
+
+@overload
+def _pairs(items: list[str], what: str, many: Literal[True]) -> dict[str, tuple[str, ...]]: ...
+@overload
+def _pairs(items: list[str], what: str, many: Literal[False]) -> dict[str, str]: ...
+def _pairs(items: list[str], what: str, many: bool) -> Mapping[str, tuple[str, ...] | str]:
     """``KNOB=A,B`` options as {knob: (A, B)} (``many``) or {knob: A}; UsageError naming a malformed one."""
-    out: dict[str, Any] = {}
+    out: dict[str, tuple[str, ...] | str] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip() or not value.strip():
@@ -58,7 +86,7 @@ def _slo(items: list[str]) -> dict[str, float]:
     return out
 
 
-def definition_from_args(args: argparse.Namespace) -> Any:
+def definition_from_args(args: argparse.Namespace) -> StudyDefinition:
     """The validated study definition of the create options; SpecError/UsageError with one line."""
     from engine.optimize.space import build_space, check_searchable
     from engine.optimize.study import parse_definition
@@ -92,7 +120,7 @@ def definition_from_args(args: argparse.Namespace) -> Any:
     return definition
 
 
-def status_document(db: Any, study: Any) -> dict[str, Any]:
+def status_document(db: Database, study: StudyInfo) -> StatusDocument:
     """A study as one JSON document: status, the best sentence, every trial, the front."""
     from engine.optimize.study import StudyDefinition
     from engine.optimize.summary import best_sentence, front_rows, trial_rows
@@ -114,11 +142,11 @@ def status_document(db: Any, study: Any) -> dict[str, Any]:
     }
 
 
-def _f(value: Any, digits: int = 1) -> str:
+def _f(value: object, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def print_status(doc: dict[str, Any]) -> None:
+def print_status(doc: StatusDocument) -> None:
     print(f"study {doc['study']}: {doc['status']}" + (f" ({doc['note']})" if doc["note"] else ""))
     print(doc["best"])
     print(
@@ -132,7 +160,7 @@ def print_status(doc: dict[str, Any]) -> None:
         )
 
 
-def _study(db: Any, name: str | None) -> Any:
+def _study(db: Database, name: str | None) -> StudyInfo:
     from storage import studies
 
     if not name:
@@ -143,7 +171,7 @@ def _study(db: Any, name: str | None) -> Any:
     return study
 
 
-def _wait(db: Any, name: str, poll_s: float, quiet: bool) -> Any:
+def _wait(db: Database, name: str, poll_s: float, quiet: bool) -> StudyInfo:
     """Advance the study until it has ended and nothing is in flight; the study at the end."""
     from engine.jobs.submission import served_devices
     from engine.optimize.driver import advance
@@ -226,7 +254,7 @@ def _add_base_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(prompt_file=None, stop_at_eos=False)
 
 
-def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+def register(sub: Subparsers, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``optimize`` verb."""
     p = sub.add_parser("optimize", parents=[common, as_json], help="search recipes for the fastest that keeps quality")
     p.add_argument("action", nargs="?", default="create", choices=ACTIONS, help="default create")

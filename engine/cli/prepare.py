@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.cli.common import EXIT_OK, open_db
+
+if TYPE_CHECKING:
+    from engine.cli.common import Subparsers
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -26,7 +29,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+def register(subparsers: Subparsers, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``prepare`` verb."""
     p = subparsers.add_parser("prepare", parents=[common], help="convert the demo model and create the database")
     p.add_argument("--no-calibrate", action="store_true", help="do not measure this machine's CPU (a few seconds)")

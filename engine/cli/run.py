@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, add_spec_arguments, emit_json, open_db, spec_from_args, stderr_log
+
+if TYPE_CHECKING:
+    from engine.cli.common import Subparsers
 
 TRACEBACK_HEAD = "Traceback (most recent call last)"
 
@@ -78,7 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+def register(subparsers: Subparsers, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``run`` verb."""
     p = subparsers.add_parser("run", parents=[common, as_json], help="run one benchmark now and store it")
     add_spec_arguments(p)

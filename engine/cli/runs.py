@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.cli.common import (
     EXIT_OK,
@@ -19,12 +19,23 @@ from engine.cli.common import (
     positive_int,
 )
 
+if TYPE_CHECKING:
+    from engine.cli.common import Subparsers
+    from engine.jsonvalue import JSONMapping, JSONObject, JSONValue
+    from storage.runs import RunSummary
 
-def _num(v: Any, digits: int = 2) -> str:
+
+def _num(v: JSONValue, digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def run_row(r: Any) -> dict[str, Any]:
+def _p50(metrics: JSONMapping, key: str) -> JSONValue:
+    """The median of a figure of the stored metrics (``ttft_ms``), None when it has none."""
+    figure = metrics.get(key) or {}
+    return figure.get("p50") if isinstance(figure, dict) else None
+
+
+def run_row(r: RunSummary) -> JSONObject:
     """One stored run as the flat object ``runs --json`` lists."""
     m = r.metrics or {}
     return {
@@ -35,8 +46,8 @@ def run_row(r: Any) -> dict[str, Any]:
         "model": r.model,
         "engine": r.engine,
         "device": r.device,
-        "ttft_p50_ms": (m.get("ttft_ms") or {}).get("p50"),
-        "tpot_p50_ms": (m.get("tpot_ms") or {}).get("p50"),
+        "ttft_p50_ms": _p50(m, "ttft_ms"),
+        "tpot_p50_ms": _p50(m, "tpot_ms"),
         "output_tokens_per_s": m.get("output_tokens_per_s"),
         "error": r.error,
         "predicted": bool(getattr(r, "predicted", False)),
@@ -90,7 +101,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+def register(subparsers: Subparsers, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``runs`` and ``show`` verbs."""
     p = subparsers.add_parser("runs", parents=[common, as_json], help="list stored runs")
     p.add_argument("--limit", type=positive_int, default=50)

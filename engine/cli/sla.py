@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.cli.common import (
     EXIT_FAILED,
@@ -32,10 +32,17 @@ from engine.cli.common import (
 )
 from engine.settings import cli_actor
 
+if TYPE_CHECKING:
+    from engine.cli.common import Subparsers
+    from engine.optimize.sla import SlaDefinition
+    from engine.spec import JobSpec
+    from storage import Database
+    from storage.sla import SlaSearch
+
 POLL_S = 2.0
 
 
-def _definition(args: argparse.Namespace, spec: Any) -> Any:
+def _definition(args: argparse.Namespace, spec: JobSpec) -> SlaDefinition:
     from engine.optimize.sla import new_definition
     from engine.optimize.slo import parse_slo
 
@@ -79,7 +86,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     return _print(args, search)
 
 
-def _follow(db: Any, search_id: int) -> Any:
+def _follow(db: Database, search_id: int) -> SlaSearch:
     """Advance the search until it ends, printing each change on stderr."""
     from engine.optimize import sla
 
@@ -95,7 +102,7 @@ def _follow(db: Any, search_id: int) -> Any:
         search = sla.advance(db, search_id)
 
 
-def _print(args: argparse.Namespace, search: Any) -> int:
+def _print(args: argparse.Namespace, search: SlaSearch) -> int:
     from engine.optimize import sla
 
     if args.json:
@@ -105,7 +112,7 @@ def _print(args: argparse.Namespace, search: Any) -> int:
     return EXIT_FAILED if search.status == "failed" else EXIT_OK
 
 
-def _print_table(search: Any) -> None:
+def _print_table(search: SlaSearch) -> None:
     from engine.optimize import sla
 
     print(f"sla search {search.name} ({search.status}): {sla.report(search)['goal']}")
@@ -125,7 +132,7 @@ def _print_table(search: Any) -> None:
         print(f"error: {search.error}")
 
 
-def _stored(args: argparse.Namespace) -> Any:
+def _stored(args: argparse.Namespace) -> tuple[Database, SlaSearch]:
     from storage import sla as store
 
     if not args.search_name:
@@ -147,7 +154,7 @@ def cmd_sla(args: argparse.Namespace) -> int:
     return _print(args, search)
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+def register(subparsers: Subparsers, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``sla`` verb."""
     p = subparsers.add_parser(
         "sla",

@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, UsageError, emit_json, open_db
+
+if TYPE_CHECKING:
+    from engine.cli.common import Subparsers
+    from engine.jsonvalue import JSONObject
+    from storage.suites import Schedule, StoredSuite
 
 
 def cmd_suite_run(args: argparse.Namespace) -> int:
@@ -38,7 +43,7 @@ def cmd_suite_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _suite_row(s: Any, schedules: dict[str, Any]) -> dict[str, Any]:
+def _suite_row(s: StoredSuite, schedules: dict[str, Schedule]) -> JSONObject:
     sched = schedules.get(s.name)
     return {
         "name": s.name,
@@ -121,7 +126,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK if report.passed else EXIT_FAILED
 
 
-def register(sub: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+def register(sub: Subparsers, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add ``suite`` (run, list, schedule) and ``check`` to ``python -m engine``."""
     from engine.cli.jobs import _guard
 

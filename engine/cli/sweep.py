@@ -22,7 +22,7 @@ import argparse
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.cli.common import (
     EXIT_FAILED,
@@ -35,6 +35,15 @@ from engine.cli.common import (
     stderr_log,
 )
 from engine.spec.sweep import SweepPoint, build_grid, concurrency_axis, grid_specs, load_of, rate_axis
+
+if TYPE_CHECKING:
+    from engine.cli.common import Subparsers
+    from engine.jobs.saturation_stop import Stop
+    from engine.jobs.sweep import PointOutcome
+    from engine.jsonvalue import JSONObject, JSONValue
+    from engine.measure.saturation import Verdict
+    from engine.spec import JobSpec
+    from storage import Database
 
 
 def _numbers(text: str, what: str, integer: bool) -> list[float]:
@@ -64,7 +73,7 @@ def _axis(args: argparse.Namespace) -> tuple[str, list[float]]:
     return "concurrency", _numbers(args.concurrencies, "concurrencies", True)
 
 
-def _row(point: SweepPoint, outcome: Any, verdict: Any) -> dict[str, Any]:
+def _row(point: SweepPoint, outcome: PointOutcome, verdict: Verdict | None) -> JSONObject:
     if not outcome.ok:
         return {"point": point.label, "run_id": outcome.run_id, "status": "failed", "error": outcome.error}
     m = outcome.metrics
@@ -109,8 +118,8 @@ def _print_table(name: str, swept: SweepRun) -> None:
         print(f"{r['point']:<18}{'-':>5}  {r['reason']}")
 
 
-def _saturated(saturation: dict[str, Any] | None) -> str:
-    if saturation is None:
+def _saturated(saturation: JSONValue) -> str:
+    if not isinstance(saturation, dict):  # None: not judged
         return "-"
     return {True: "yes", False: "no"}.get(saturation["saturated"], "cannot tell")
 
@@ -119,13 +128,15 @@ def _saturated(saturation: dict[str, Any] | None) -> str:
 class SweepRun:
     """The sweep's points as they ran: a row per run point, where it stopped, the points not run."""
 
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    stop: Any = None  # engine.jobs.saturation_stop.Stop
-    not_run: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[JSONObject] = field(default_factory=list)
+    stop: Stop | None = None
+    not_run: list[JSONObject] = field(default_factory=list)
     previous: tuple[float, float] | None = None  # (load, requests/s) of the last done point
 
 
-def _run_points(name: str, points: list[SweepPoint], specs: list[Any], db: Any, stop_at_saturation: bool) -> SweepRun:
+def _run_points(
+    name: str, points: list[SweepPoint], specs: list[JobSpec], db: Database, stop_at_saturation: bool
+) -> SweepRun:
     """Every point in its own process, in order; with ``stop_at_saturation`` none above a saturated one."""
     from engine.jobs.saturation_stop import Stop, point_verdict, record_stop
     from engine.jobs.sweep import run_point
@@ -185,11 +196,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return EXIT_FAILED if any(r["status"] != "done" for r in swept.rows) else EXIT_OK
 
 
-def _f(v: Any, digits: int = 2) -> str:
+def _f(v: JSONValue, digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+def register(subparsers: Subparsers, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``sweep`` verb."""
     p = subparsers.add_parser(
         "sweep", parents=[common, as_json], help="one run per request rate or concurrency (a latency-throughput curve)"

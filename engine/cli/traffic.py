@@ -14,16 +14,23 @@ from __future__ import annotations
 import argparse
 import types
 import typing
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from engine.cli.values import finite_float, int_arg
 from engine.spec import SpecError, sources
 from engine.spec.sources.flat import source_of
 
-_TYPES: dict[Any, Any] = {int: int_arg, float: finite_float, str: str}
+if TYPE_CHECKING:
+    from pydantic.fields import FieldInfo
+
+    from engine.jsonvalue import JSONMapping, JSONObject
+
+ArgType = Callable[[str], object]  # an argparse type: the option's text to its value
+_TYPES: dict[object, ArgType] = {int: int_arg, float: finite_float, str: str}
 
 
-def _option_type(annotation: Any) -> tuple[Any, bool]:
+def _option_type(annotation: object) -> tuple[ArgType | None, bool]:
     """(argparse type, is a switch) of an option's annotation (optional or not)."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     base = (
@@ -38,24 +45,24 @@ def _option_type(annotation: Any) -> tuple[Any, bool]:
     return _TYPES.get(base, str), False
 
 
-def _comma_list(item: Any) -> Any:
+def _comma_list(item: ArgType) -> ArgType:
     """An argparse type: comma-separated values of ``item``'s type (``6,5,4``)."""
 
-    def parse(text: str) -> list[Any]:
+    def parse(text: str) -> list[object]:
         return [item(part.strip()) for part in text.split(",") if part.strip()]
 
     return parse
 
 
-def _choices(annotation: Any) -> str:
+def _choices(annotation: object) -> str:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     inner = args[0] if len(args) == 1 else annotation
     return " | ".join(map(str, typing.get_args(inner))) if typing.get_origin(inner) is typing.Literal else ""
 
 
-def _options() -> dict[str, tuple[Any, list[str]]]:
+def _options() -> dict[str, tuple[FieldInfo, list[str]]]:
     """Every registered source's option -> (its field info, the sources that take it), once each."""
-    out: dict[str, tuple[Any, list[str]]] = {}
+    out: dict[str, tuple[FieldInfo, list[str]]] = {}
     for cls in sources.all_sources():
         for name in cls.option_names():
             info, users = out.get(name, (cls.model_fields[name], []))
@@ -90,9 +97,9 @@ def add_traffic_arguments(p: argparse.ArgumentParser) -> None:
     d.add_argument("--cancel-after-ms", type=finite_float, metavar="MS", help="... this long after their send")
 
 
-def flat_traffic(args: argparse.Namespace) -> dict[str, Any]:
+def flat_traffic(args: argparse.Namespace) -> JSONObject:
     """The traffic flags given, as flat fields (``source`` too, where given); SpecError for a bad extra flag."""
-    flat: dict[str, Any] = {}
+    flat: JSONObject = {}
     if getattr(args, "source", None):
         flat["source"] = args.source
     for name in _options():
@@ -111,7 +118,7 @@ def flat_traffic(args: argparse.Namespace) -> dict[str, Any]:
     return flat
 
 
-def traffic_from_args(args: argparse.Namespace, workload: dict[str, Any]) -> dict[str, Any]:
+def traffic_from_args(args: argparse.Namespace, workload: JSONObject) -> JSONObject:
     """``workload`` with the traffic flags given (module doc); ``--output-tokens N`` with a source that has its
     own output lengths fixes every request's length instead."""
     flat = flat_traffic(args)
@@ -133,5 +140,5 @@ def traffic_from_args(args: argparse.Namespace, workload: dict[str, Any]) -> dic
     return workload  # a trace without --requests is replayed whole (its source's own default)
 
 
-def _names_a_source(flat: dict[str, Any]) -> bool:
+def _names_a_source(flat: JSONMapping) -> bool:
     return any(all(flat.get(k) for k in cls.selected_by) for cls in sources.all_sources() if cls.selected_by)

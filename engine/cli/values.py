@@ -7,10 +7,13 @@ import argparse
 import json
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.spec import SpecError
 from engine.spec.text import QUOTED_CHARS, checked_name, quoted
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONMapping, JSONObject
 
 MAX_INT = 2**63 - 1  # the largest id or count the databases store (SQLite and PostgreSQL BIGINT)
 _WHOLE = re.compile(r"[+-]?[0-9]+")  # ASCII digits only (int() also takes "٣", "１" and "1_0")
@@ -51,7 +54,7 @@ MAX_SPEC_BYTES = 1_000_000
 MAX_SPEC_DEPTH = 32  # a job spec nests four levels; deeper JSON is not a spec (and could exhaust the stack)
 
 
-def read_spec_file(path: str | None) -> dict[str, Any]:
+def read_spec_file(path: str | None) -> JSONObject:
     """The JSON object of ``--spec FILE``; SpecError with one line for anything else."""
     if not path:
         return {}
@@ -79,7 +82,7 @@ def read_spec_file(path: str | None) -> dict[str, Any]:
     return data
 
 
-def depth(value: Any) -> int:
+def depth(value: object) -> int:
     """How deeply lists and objects nest in ``value`` (iterative: no recursion limit)."""
     deepest, stack = 0, [(value, 1)]
     while stack:
@@ -91,7 +94,7 @@ def depth(value: Any) -> int:
     return deepest
 
 
-def spec_section(data: dict[str, Any], key: str, example: str) -> dict[str, Any]:
+def spec_section(data: JSONMapping, key: str, example: str) -> JSONObject:
     """A copy of the spec file's ``key`` object; SpecError when it is there but not an object."""
     value = data.get(key)
     if value is None:

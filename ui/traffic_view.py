@@ -12,6 +12,7 @@ from typing import Any
 
 import streamlit as st
 
+from engine.report.headline import has_due_times
 from engine.report.traffic_figures import (
     adherence_figure,
     adherence_words,
@@ -25,8 +26,6 @@ from engine.report.traffic_figures import (
     turns_ttft_figure,
 )
 from engine.spec import JobSpec, SpecError, forms, sources
-from engine.spec.sources.flat import stored_traffic
-from engine.spec.workload import flat_workload
 from ui.text import escape_markdown
 
 
@@ -110,13 +109,6 @@ def preview_panel(preview: Any, expanded: bool = False) -> None:
 
 
 # -- the Run page --------------------------------------------------------------------------------
-def _scheduled(run: Any) -> bool:
-    """Whether the run's requests had due times: a source with its own schedule, or an arrival process."""
-    workload = flat_workload((run.spec or {}).get("workload"))
-    traffic = stored_traffic(workload)
-    return bool(traffic and traffic.scheduled) or workload.get("arrival") in ("poisson", "gamma")
-
-
 def render_run(run: Any, agg: Any) -> None:
     """The run's traffic: its source, TTFT per turn of sessions, and schedule adherence (nothing to show:
     nothing drawn). The realised prompt and output lengths are in the tokens figure below."""
@@ -124,7 +116,7 @@ def render_run(run: Any, agg: Any) -> None:
         return
     lines = run_source_lines(run.spec, run.provenance)
     turns = (run.metrics or {}).get("turns") or []
-    scheduled = _scheduled(run) and agg is not None and len(agg)
+    scheduled = has_due_times(run.spec) and agg is not None and len(agg)
     if not (lines or turns or scheduled):
         return
     st.subheader("Traffic")

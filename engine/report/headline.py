@@ -12,12 +12,15 @@ aggregates (the due and send columns), by the same function.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure.schedule import RULE, duration_text, kept_words, lateness_words, schedule_of, span_text
 from engine.spec import engines
+from engine.spec.sources.flat import stored_traffic
+from engine.spec.workload import flat_workload
 
 if TYPE_CHECKING:
     from engine.measure.aggregates import Aggregates
@@ -28,8 +31,10 @@ DUE_ARRIVALS = ("poisson", "gamma")
 
 def has_due_times(spec: JSONMapping | None) -> bool:
     """Whether a run's requests had due times of their own: a trace, or an open arrival process."""
-    workload = (spec or {}).get("workload") or {}
-    return bool(workload.get("trace")) or workload.get("arrival") in DUE_ARRIVALS
+    raw = (spec or {}).get("workload")
+    workload = flat_workload(raw if isinstance(raw, Mapping) else None)
+    traffic = stored_traffic(workload)
+    return bool(traffic and traffic.scheduled) or workload.get("arrival") in DUE_ARRIVALS
 
 
 def run_schedule(run: RunLike, agg: Aggregates | None = None) -> JSONObject | None:

@@ -58,3 +58,12 @@ def test_compare_warns_that_a_trace_run_had_other_traffic(db, db_url, monkeypatc
         "(baseline 32-token prompts → 8 × 6 req))" in w
         for w in warnings
     ), warnings
+
+
+def test_a_trace_run_has_due_times_in_either_stored_shape() -> None:
+    from engine.report.headline import has_due_times
+
+    nested = {"workload": {"traffic": {"source": "trace", "trace": "t.jsonl"}, "arrival": "batch"}}
+    assert has_due_times(nested) and has_due_times({"workload": {"trace": "t.jsonl", "prompt_tokens": None}})
+    assert not has_due_times({"workload": {"traffic": {"source": "synthetic"}}})
+    assert has_due_times({"workload": {"arrival": "poisson", "rate": 2.0}})

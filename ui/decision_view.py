@@ -3,13 +3,13 @@ the repeats which would make it decision-grade (operators only, as every submit 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import streamlit as st
 
-from engine.report.decision import REPEAT_PRESET, repeat_specs
+from engine.report.decision import REPEAT_TRIALS, repeat_specs
 from engine.spec import SpecError
-from engine.spec.workload import MEASUREMENT_PRESETS
 from storage import StorageError
 from ui import auth
 from ui.text import escape_markdown
@@ -18,11 +18,10 @@ REPEAT_TIMEOUT_S = 3600.0
 
 
 def _repeat_words(count: int) -> str:
-    trials = MEASUREMENT_PRESETS[REPEAT_PRESET]["trials"]
     return (
-        f"{count} jobs, one per compared run (the baseline first, then the others in turn), each measured in "
-        f"at least {trials} trials with the '{REPEAT_PRESET}' preset, so that every interval includes the drift "
-        "between trials"
+        f"{count} one-trial jobs: {REPEAT_TRIALS} rounds of the compared runs' specs, interleaved (the baseline "
+        "first in each round), so drift of the machine hits every recipe alike and each recipe's trials give an "
+        "interval that includes it"
     )
 
 
@@ -63,7 +62,8 @@ def queue_repeats(db: Any, specs: list) -> list[int]:
     try:
         for spec in specs:
             check_submittable(db, spec)
-        ids = jobs.submit_many(db, specs, timeout_s=REPEAT_TIMEOUT_S, submitted_by=auth.actor())
+        sweep = f"repeats to decide {datetime.now():%Y-%m-%d %H:%M:%S}"
+        ids = jobs.submit_many(db, specs, sweep=sweep, timeout_s=REPEAT_TIMEOUT_S, submitted_by=auth.actor())
     except (SpecError, StorageError, ValueError) as exc:
         st.error(f"Nothing was queued: {escape_markdown(exc)}")
         return []

@@ -40,7 +40,7 @@ SPEED_HEADLINES: tuple[tuple[str, str], ...] = (
     ("ttft_ms_p50", "first token"),
     ("output_tokens_per_s", "throughput"),
 )
-REPEAT_PRESET = "decision"  # engine.spec.workload.MEASUREMENT_PRESETS
+REPEAT_TRIALS = 3  # rounds of the compared specs queued to decide: A B A B A B, so drift hits each alike
 Values = Mapping[str, float | None]  # a run's flat figures (engine.report.values.flat_metrics)
 
 
@@ -126,21 +126,26 @@ def decision_line(
 
 
 def repeat_specs(runs: Sequence[RunLike], baseline_id: int | None = None) -> list[JobSpec]:
-    """The jobs that would make the comparison decision-grade (module doc): one :class:`JobSpec` per run,
-    the baseline first, each with the ``decision`` measurement preset. Raises SpecError for a stored spec
-    that no longer validates (one line, naming the run)."""
+    """The jobs that would make the comparison decision-grade (module doc): each compared run's spec again, in
+    :data:`REPEAT_TRIALS` interleaved rounds of one-trial jobs (the baseline first in each round: A B A B A B,
+    the way a sweep interleaves trials, :func:`engine.spec.sweep.interleave_repeats`), each keeping the
+    fingerprint of its recipe so its trials are found together. Raises SpecError for a stored spec that no
+    longer validates (one line, naming the run)."""
     from engine.spec import SpecError, parse_job_spec
-    from engine.spec.workload import apply_preset
+    from engine.spec.sweep import SweepPoint, interleave_repeats
 
     ordered = sorted(runs, key=lambda r: r.id != baseline_id)  # stable: the compared order otherwise
-    out = []
+    points = []
     for r in ordered:
         spec = dict(getattr(r, "spec", None) or {})
-        spec["workload"] = apply_preset(dict(spec.get("workload") or {}), REPEAT_PRESET)
+        workload = dict(spec.get("workload") or {})
+        workload.update(trials=REPEAT_TRIALS, until_ci_pct=None, max_requests=None, max_seconds=None)
+        spec["workload"] = workload
         name = getattr(r, "name", None)
         spec["name"] = f"{name} (repeat of run {r.id})" if name else f"repeat of run {r.id}"
         try:
-            out.append(parse_job_spec(spec))
+            parse_job_spec(spec)
         except SpecError as exc:
             raise SpecError(f"run {r.id}'s spec cannot be queued again: {exc}") from exc
-    return out
+        points.append(SweepPoint("", spec))
+    return [parse_job_spec(p.data) for p in interleave_repeats(points)]

@@ -199,12 +199,16 @@ def test_the_decision_line_opens_the_page_and_one_click_queues_the_repeats(seede
     assert line.startswith(f"- run {fast} · INT4 · bfloat16: 2.") and "faster decode (significant, 95 % CI " in line
     assert line.endswith("not enough data to decide on perplexity (measured once): repeat.")
     button = at.button(key="compare_repeat")
-    assert not button.disabled and button.label == "Queue repeats to decide (2 jobs)"
+    assert not button.disabled and button.label == "Queue repeats to decide (6 jobs)"
     button.click().run()
     assert not at.exception and at.success and "Queued jobs " in at.success[0].value
     jobs = sorted(list_jobs(db), key=lambda j: j.id)
-    assert [j.spec["name"] for j in jobs] == [f"FP32 baseline (repeat of run {base})", f"INT4 (repeat of run {fast})"]
-    assert all(j.spec["workload"]["trials"] == 3 and j.status == "queued" for j in jobs)
+    assert [j.spec["name"] for j in jobs[:2]] == [
+        f"FP32 baseline (repeat of run {base}) (trial 1 of 3)",
+        f"INT4 (repeat of run {fast}) (trial 1 of 3)",
+    ]
+    assert len(jobs) == 6 and len({j.sweep for j in jobs}) == 1
+    assert all(j.spec["workload"]["trials"] == 1 and j.status == "queued" for j in jobs)
 
 
 def test_viewers_see_the_decision_but_cannot_queue_repeats(seeded, monkeypatch):

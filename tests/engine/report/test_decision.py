@@ -96,8 +96,10 @@ def test_the_repeats_are_each_compared_spec_with_the_decision_preset_baseline_fi
     base_id, new_id = _store(db, "faster but worse")
     runs, _ = load_runs(db, [new_id, base_id])  # compared in this order, the baseline second
     specs = repeat_specs(runs, base_id)
-    assert [s.name for s in specs] == [f"repeat of run {base_id}", f"repeat of run {new_id}"]
-    assert all(s.workload.trials == 3 and s.workload.until_ci_pct == 2.0 for s in specs)
+    names = [f"repeat of run {i} (trial {t} of 3)" for t in (1, 2, 3) for i in (base_id, new_id)]
+    assert [s.name for s in specs] == names  # interleaved rounds, the baseline first in each
+    assert all(s.workload.trials == 1 and s.workload.until_ci_pct is None for s in specs)
+    assert specs[0].fingerprint() == specs[2].fingerprint() == specs[4].fingerprint()  # one recipe's trials
     assert specs[0].recipe.dtype == runs[1].spec["recipe"]["dtype"] and specs[0].workload.requests == 6
     broken = runs[0]
     broken.spec["workload"]["requests"] = 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Literal
 
 from engine.jsonvalue import JSONObject, JSONScalar, JSONValue
 from engine.spec.recipes import EngineRecipe
@@ -83,6 +84,25 @@ class Search:
 
 
 @dataclass(frozen=True)
+class ServingModel:
+    """How the serving simulator (engine/whatif/serving) models the engine's server.
+
+    ``batching``: ``continuous`` (vLLM's scheduler: running requests first, a token budget, chunked prefill) or
+    ``static`` (one batch at a time to its end, as ``model.generate`` serves). ``priors``: device kind -> step
+    cost (``engine.whatif.serving.StepCosts`` field) -> value, the documented costs used until measured runs
+    calibrate them. ``modelled``: knob values the model assumes (a recipe with another is not modelled).
+    ``speculative_knob``: the recipe's speculative-decoding knob the simulator reads, where it models one.
+    ``tp_knob``: the knob a prediction's tensor parallelism replaces (``--tp`` decides it instead).
+    """
+
+    batching: Literal["continuous", "static"]
+    priors: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
+    modelled: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    speculative_knob: str | None = None
+    tp_knob: str | None = None
+
+
+@dataclass(frozen=True)
 class WhatIf:
     """How the what-if estimator models the engine.
 
@@ -98,6 +118,7 @@ class WhatIf:
     priors: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
     calibrates: bool = True
     left_out: str = "no what-if model"
+    serving: ServingModel | None = None  # how the serving simulator models it (None: it does not)
 
     def __post_init__(self) -> None:
         for kind, factors in self.priors.items():

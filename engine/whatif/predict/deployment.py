@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.spec import JobSpec, engines
+from engine.spec.descriptor import ServingModel
 from engine.whatif.admit import RunRecipe, family_terms
 from engine.whatif.hardware import Hardware
 from engine.whatif.memory import RUNTIME_OVERHEAD_GB, weights_bytes
@@ -38,7 +39,6 @@ from engine.whatif.serving import Precisions, Served, ServerConfig
 from engine.whatif.shapes import ModelShape
 
 GIB = 1024**3
-FAMILIES = ("vllm", "transformers")  # the what-if families the serving simulator models
 CPU_BLOCK_SIZE, GPU_BLOCK_SIZE = 128, 16
 
 
@@ -78,13 +78,26 @@ class Deployment:
         return self.config.tensor_parallel
 
 
+def serving_model(family: str) -> ServingModel | None:
+    """How the serving simulator models a what-if family: the first registered engine of it that declares one."""
+    return next(
+        (d.whatif.serving for d in engines.all_engines() if d.whatif.family == family and d.whatif.serving), None
+    )
+
+
+def modelled_families() -> tuple[str, ...]:
+    """The what-if families the serving simulator models (their engines' descriptors say how)."""
+    return tuple(dict.fromkeys(d.whatif.family for d in engines.all_engines() if d.whatif.serving is not None))
+
+
 def family_of(engine: str) -> str:
     """The what-if family of a registered engine; :class:`NotModelled` for the others."""
     descriptor = engines.find(engine)
     family = descriptor.whatif.family if descriptor is not None else engine
-    if family not in FAMILIES:
+    if descriptor is None or descriptor.whatif.serving is None:
         raise NotModelled(
-            f"engine {engine}: the serving simulator models the {' and '.join(FAMILIES)} engines, not {family}"
+            f"engine {engine}: the serving simulator models the {' and '.join(modelled_families())} engines, "
+            f"not {family}"
         )
     return family
 
@@ -92,13 +105,17 @@ def family_of(engine: str) -> str:
 def recipe_terms(recipe: dict[str, Any], kind: str, applied: dict[str, Any] | None = None) -> Terms:
     """A recipe (its dict) in calibration terms on a device of ``kind``; :class:`NotModelled` with the reason."""
     family = family_of(str(recipe.get("engine", engines.default().name)))
-    speculative = str(recipe.get("speculative", "none")) if family == "vllm" else "none"
-    plain = {**recipe, "speculative": "none", "tensor_parallel_size": 1} if family == "vllm" else recipe
+    model = serving_model(family)
+    assert model is not None  # family_of refused the others
+    knob = model.speculative_knob
+    speculative = str(recipe.get(knob, "none")) if knob else "none"
+    plain = {**recipe, **({knob: "none"} if knob else {}), **({model.tp_knob: 1} if model.tp_knob else {})}
     terms = family_terms(family, plain, {"applied": applied or {}}, kind)
     if isinstance(terms, str):
         raise NotModelled(terms)
-    if family == "transformers" and plain.get("batching", "static") != "static":
-        raise NotModelled("transformers continuous batching (not modelled)")
+    for name, value in model.modelled.items():
+        if plain.get(name, value) != value:
+            raise NotModelled(f"{family} with {name}={plain.get(name)} (not modelled: {name}={value} is)")
     return _terms(family, terms, speculative)
 
 
@@ -190,11 +207,12 @@ def deployment(
     terms = recipe_terms(recipe, hardware.kind, applied)
     precisions = Precisions.resolve(hardware, terms.weight, terms.kv)
     served = Served(hardware, shape, precisions)
-    if terms.family == "transformers":
+    model = serving_model(terms.family)
+    if model is not None and model.batching == "static":
         if (tp or 1) > 1:
-            raise NotModelled("tensor parallelism of the transformers engine (not modelled)")
+            raise NotModelled(f"tensor parallelism of the {terms.family} engine (not modelled)")
         return Deployment(terms, _static_config(spec, served), served, blocking_client=True)
-    tp = tp or int(recipe.get("tensor_parallel_size") or 1)
+    tp = tp or int(recipe.get(model.tp_knob, 1) or 1) if model is not None and model.tp_knob else (tp or 1)
     return Deployment(terms, _vllm_config(spec, hardware, tp, acceptance), served)
 
 

@@ -42,24 +42,16 @@ HEADLINE = (  # (key, the metrics' group, statistic); group None: a scalar
     ("throughput", None, "output_tokens_per_s"),
 )
 
-# Priors until measured runs calibrate them, per (what-if family, device kind). vLLM's CPU engine runs
-# eager on the same cores as its API server: milliseconds of host time per step; transformers' eager
-# generate loop pays Python per token; a GPU's vLLM (CUDA graphs) little. vLLM's API server hands requests to
-# its engine one at a time (tokenising each): requests sent together reach the engine spread out, so the
-# first runs alone in a step (a closed loop of 8 on this CPU prefills 1, then 7); transformers has no server.
-PRIORS: dict[tuple[str, str], StepCosts] = {
-    ("vllm", "gpu"): StepCosts(frontend_s=1e-3),
-    ("vllm", "cpu"): StepCosts(
-        step_s=5e-3, seq_s=2e-4, arrival_s=2e-3, eff_bandwidth=0.7, eff_compute=0.5, frontend_s=5e-3
-    ),
-    ("transformers", "gpu"): StepCosts(step_s=3e-2, seq_s=1e-4, arrival_s=1e-3, eff_bandwidth=0.7, eff_compute=0.5),
-    ("transformers", "cpu"): StepCosts(step_s=2e-2, seq_s=1e-3, arrival_s=5e-3, eff_bandwidth=0.6, eff_compute=0.4),
-}
-
 
 def prior_costs(family: str, kind: str) -> StepCosts:
-    """The documented step costs of a family on a device kind (the GPU's vLLM costs for anything unknown)."""
-    return PRIORS.get((family, kind), StepCosts())
+    """The documented step costs of a family on a device kind, as its engine's descriptor declares them
+    (``WhatIf.serving.priors``: vLLM's CPU engine runs eager on the same cores as its API server, milliseconds of
+    host time per step; transformers' eager generate loop pays Python per token; a GPU's vLLM little); the
+    simulator's defaults for anything undeclared."""
+    from engine.whatif.predict.deployment import serving_model
+
+    model = serving_model(family)
+    return StepCosts(**dict(model.priors.get(kind, {}))) if model is not None else StepCosts()
 
 
 @dataclass(frozen=True, eq=False)

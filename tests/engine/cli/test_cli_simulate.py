@@ -38,7 +38,7 @@ def cpu_db(db, db_url):
         (["--hardware", "tpu-v9"], "unknown hardware 'tpu-v9'"),
         (
             ["--engine", "openai", "--base-url", "http://127.0.0.1:9/v1", "--served-model", "m"],
-            "models the vllm and transformers engines",
+            "models the transformers and vllm engines",
         ),
         (
             ["--model", "synthetic:llama-3-8b", "--engine", "vllm", "--dtype", "float32", "--hardware", "rtx-4090"],

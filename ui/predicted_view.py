@@ -1,5 +1,6 @@
-"""Predicted runs on the pages: the ``?predicted=`` listing filter, the Run page's banner and its sections that
-were not predicted, and Compare's prediction checked against a measurement (engine/report/predicted.py)."""
+"""Predicted runs on the pages: the ``?predicted=`` listing filter (Runs) and overlay (Explore), the Run page's
+banner and its sections that were not predicted, and Compare's prediction checked against a measurement
+(engine/report/predicted.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,25 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from engine.report.predicted import NOT_PREDICTED, TITLE, check_frame, prediction_lines, within_words
+from engine.report.predicted import (
+    NOT_PREDICTED,
+    TITLE,
+    check_frame,
+    prediction_lines,
+    with_prediction_columns,
+    within_words,
+)
 from engine.report.runlike import is_predicted
 from ui.text import escape_markdown, shown
 
 if TYPE_CHECKING:
+    import pandas as pd
     from streamlit.delta_generator import DeltaGenerator
 
     from engine.report.compare import Comparison
     from engine.report.runlike import RunLike
+    from storage import Database
+    from storage.frames import RunQuery
 
 # ?predicted= -> storage's listing filter (storage.frames.RunQuery.predicted): measured only unless asked
 LISTINGS: dict[str, bool | None] = {"0": False, "1": True, "all": None}
@@ -89,3 +100,34 @@ def render_checks(comparison: Comparison) -> None:
         "the calibration claims for that figure (each calibration run predicted by costs fitted without it); within "
         "the band means the error is no larger. A simulation has no sampling noise, so no significance test applies."
     )
+
+
+def overlay_predicted() -> bool:
+    """Explore's sidebar "overlay predicted runs" (``?predicted=1``; off by default)."""
+    with st.sidebar:
+        on = st.checkbox(
+            "overlay predicted runs",
+            value=st.query_params.get("predicted") == "1",
+            key="explore_predicted",
+            help="the serving simulator's predictions matching these filters, drawn as hollow diamonds labelled "
+            "predicted; they never enter a front",
+        )
+    if on:
+        st.query_params["predicted"] = "1"
+    else:
+        st.query_params.pop("predicted", None)
+    return on
+
+
+@st.cache_data(show_spinner=False, max_entries=16, ttl=3600)
+def cached_predicted(_db: Database, db_url: str, token: tuple[int, int], query: RunQuery) -> pd.DataFrame:
+    """The predicted runs matching a listing's filters, each with its calibration label and band (its provenance)."""
+    from dataclasses import replace
+
+    from storage.frames import query_frame
+    from storage.runs import get_runs
+
+    frame = query_frame(_db, replace(query, predicted=True))
+    if frame.empty:
+        return frame
+    return with_prediction_columns(frame, get_runs(_db, [int(i) for i in frame["run_id"]]))

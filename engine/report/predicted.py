@@ -236,6 +236,19 @@ def other_differences(run: RunLike, base: RunLike, differences: Sequence[str]) -
     return [d for d in differences if not d.startswith(("hardware ", "device "))]
 
 
+def with_prediction_columns(frame: pd.DataFrame, runs: Sequence[object]) -> pd.DataFrame:
+    """A runs frame of predicted runs with each one's ``prediction`` (its calibration label) and ``band`` in words,
+    read from ``runs`` (their provenance): what Explore's CSV and report say beside the ``predicted`` column."""
+    found = {int(getattr(r, "id", 0)): prediction_of(r) for r in runs}
+    out = frame.copy()
+    if out.empty:
+        return out
+    ids = [int(i) for i in out["run_id"]]
+    out["prediction"] = [str(found.get(i, {}).get("label") or "") for i in ids]
+    out["band"] = [band_words(found.get(i, {})) for i in ids]
+    return out
+
+
 def check_frame(pair: PairCheck) -> pd.DataFrame:
     """Compare's table of a prediction against a measured run: a row per figure, both values, the error, the band."""
     rows = []

@@ -93,3 +93,29 @@ def test_compare_checks_the_prediction_against_its_twin(twins):
     assert set(side[f"#{predicted} verdict"]) == {"a prediction: no significance test"}
     assert f"run?run={predicted}&predicted=1" in text  # the recipes' links carry it
     assert not [b for b in at.button if "Queue repeats" in str(b.label)]  # nothing to repeat: a prediction
+
+
+def _explore_traces(at) -> dict[str, list[int]]:
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    out: dict[str, list[int]] = {}
+    for trace in fig["data"]:
+        data = trace.get("customdata")
+        if isinstance(data, list):
+            out.setdefault(str(trace.get("name")), []).extend(int(row[0]) for row in data)
+    return out
+
+
+def test_explore_draws_predicted_runs_only_when_asked_and_never_on_a_front(twins):
+    measured, predicted, gpu = twins
+    at = open_page("views/explore.py", x="tpot_ms_p50", y="output_tokens_per_s")
+    assert not at.exception
+    traces = _explore_traces(at)
+    assert predicted not in {i for ids in traces.values() for i in ids} and "predicted" not in at.query_params
+    at = open_page("views/explore.py", x="tpot_ms_p50", y="output_tokens_per_s", predicted="1")
+    assert not at.exception
+    traces = _explore_traces(at)
+    assert sorted(traces["predicted (not measured, never on a front)"]) == [predicted, gpu]
+    fronts = [i for name, ids in traces.items() if name.startswith("Pareto front") for i in ids]
+    assert fronts == [measured]  # the faster predicted H100 run does not push the measured run off the front
+    assert "Hollow diamonds: 2 predicted runs" in _texts(at) and "Pareto front: 1 run" in _texts(at)
+    assert at.checkbox(key="explore_predicted").value is True

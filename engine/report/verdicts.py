@@ -312,14 +312,15 @@ def verdicts_between(
     hints: Mapping[str, str] | None = None,
 ) -> dict[str, Verdict]:
     """A verdict per metric key of ``run`` against ``base``; ``values`` = (baseline, run) flat figures. A pair with
-    a predicted run is not tested (module doc): each figure's plain ratio, state ``none``, reason :data:`NO_TEST`."""
+    a predicted run is not tested (module doc): each figure both have gets its plain ratio, state ``none``, reason
+    :data:`NO_TEST`."""
     out: dict[str, Verdict] = {}
     b, v = values
     if is_predicted(base) or is_predicted(run):
         for key in keys:
             new, old = v.get(key), b.get(key)
-            plain = None if new is None or old in (None, 0) else new / old
-            out[key] = Verdict(key, plain, state="none", reason=NO_TEST)
+            if new is not None and old not in (None, 0):  # a figure one of them lacks has nothing to say
+                out[key] = Verdict(key, new / old, state="none", reason=NO_TEST)
         return out
     for key in keys:
         if key.startswith("quality."):

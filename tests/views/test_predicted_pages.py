@@ -90,7 +90,7 @@ def test_compare_checks_the_prediction_against_its_twin(twins):
     assert "predicted vs measured" in text and "predicted, not measured: measure it before deciding" in text
     assert "significant," not in text
     side = next(d.value for d in at.dataframe if "metric" in d.value.columns)
-    assert set(side[f"#{predicted} verdict"]) == {"a prediction: no significance test"}
+    assert set(side[f"#{predicted} verdict"]) == {"a prediction: no significance test", "–"}
     assert f"run?run={predicted}&predicted=1" in text  # the recipes' links carry it
     assert not [b for b in at.button if "Queue repeats" in str(b.label)]  # nothing to repeat: a prediction
 

@@ -129,7 +129,7 @@ def _choose_baseline(ids: list[int], runs) -> int:
         format_func=names.get,
     )
     if baseline_id == chosen.id and baseline_q not in ids:
-        st.caption(f"Chosen because {why_baseline(chosen)}; pick another run to compare against it instead.")
+        st.caption(f"Chosen because {why_baseline(chosen, runs)}; pick another run to compare against it instead.")
     st.query_params["baseline"] = str(baseline_id)
     return baseline_id
 

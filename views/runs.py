@@ -31,7 +31,9 @@ def _sort_label(key: str) -> str:
 
 
 # With the PREDICTED badge shown (predicted runs listed), these columns give it room: still no horizontal scroll.
-NARROWER = {"created_at": 105, "model": 70, "engine": 70, "recipe": 98, "workload": 75, "accuracy": 60}
+NARROWER = {
+    "model": 70, "engine": 70, "recipe": 85, "workload": 75, "ttft_ms_p50": 65, "tpot_ms_p50": 65, "accuracy": 55,
+}  # fmt: skip
 
 
 def _column_config(predicted: bool = False) -> dict:
@@ -43,7 +45,7 @@ def _column_config(predicted: bool = False) -> dict:
         return config
     for key, width in NARROWER.items():
         config[key]["width"] = width
-    badge = c.TextColumn("kind", width=65, help="PREDICTED: the serving simulator's prediction, not a measurement")
+    badge = c.TextColumn("kind", width=85, help="PREDICTED: the serving simulator's prediction, not a measurement")
     return {"link": config.pop("link"), "predicted": badge, **config}
 
 

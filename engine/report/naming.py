@@ -193,12 +193,17 @@ def default_baseline(runs: Sequence[_Run]) -> _Run | None:
     return min(done, key=rank)
 
 
-def why_baseline(run: RunLike) -> str:
-    """Why :func:`default_baseline` chose ``run``, in words."""
+def why_baseline(run: RunLike, runs: Sequence[RunLike] = ()) -> str:
+    """Why :func:`default_baseline` chose ``run`` among ``runs``, in words."""
     count = changed_count(run)
-    if count == 0:
-        return "its recipe is the engine's defaults"
-    return f"it changes the fewest knobs ({count}) from the engine's defaults"
+    why = (
+        "its recipe is the engine's defaults"
+        if count == 0
+        else f"it changes the fewest knobs ({count}) from the engine's defaults"
+    )
+    if not is_predicted(run) and any(is_predicted(r) for r in runs):
+        return f"it is measured (a prediction is checked against a measurement) and {why}"
+    return why
 
 
 def workload_title(changed: JSONMapping | None) -> str:

@@ -217,6 +217,83 @@ def make_run(
     )
 
 
+PREDICTION_BAND = {
+    "median_abs_error_pct": {"ttft_p50": 4.0, "ttft_p90": 9.0, "tpot_p50": 10.0, "e2el_p90": 11.0, "throughput": 10.0},
+    "worst_abs_error_pct": {"ttft_p50": 9.0, "ttft_p90": 22.0, "tpot_p50": 17.0, "e2el_p90": 15.0, "throughput": 29.0},
+    "n_runs": 3,
+}
+AZURE_TRACE = {  # a workload replaying a 90 s window of an Azure-format trace (flat fields, as make_run takes them)
+    "prompt_tokens": None,
+    "trace": "/data/traces/azure_window.csv",
+    "trace_format": "azure",
+    "trace_duration_s": 90.0,
+}
+
+
+def prediction(
+    hardware: str = "local:cpu", name: str = "test CPU (local, measured)", tp: int = 1, band: dict | None = None
+) -> dict[str, Any]:
+    """A provenance ``prediction`` shaped as engine/whatif/predict/run.py stores it (``band`` None: uncalibrated)."""
+    return {
+        "hardware": hardware,
+        "hardware_name": name,
+        "tp": tp,
+        "label": (
+            f"calibrated from 3 runs on {name}; LOO median error TTFT p50 ±4 %, TPOT p50 ±10 %"
+            if band is not None
+            else "uncalibrated: the vllm family's priors on the bare roofline, no error band claimed"
+        ),
+        "calibrated": band is not None,
+        "carried": False,
+        "band": band,
+        "simulation": {"steps": 120, "preemptions": 0},
+    }
+
+
+def make_predicted_run(
+    db: Any,
+    *,
+    name: str | None = None,
+    ttft_ms: float = 50.0,
+    tpot_ms: float = 10.0,
+    seed: int = 0,
+    n: int = 6,
+    workload: dict | None = None,
+    recipe: dict | None = None,
+    hardware: str = "local:cpu",
+    hardware_name: str = "test CPU (local, measured)",
+    tp: int = 1,
+    band: dict | None = PREDICTION_BAND,
+) -> int:
+    """Store a run the serving simulator predicted (``predicted=True`` with its provenance's ``prediction``): the
+    same spec as :func:`make_run` with the same arguments (so the same fingerprint: its measured twin), the
+    hardware's key as its device, no memory, load time or accuracy."""
+    spec = spec_dict("float32", "demo", 1, name, workload, recipe)
+    requests = make_requests(n=n, ttft_ms=ttft_ms, tpot_ms=tpot_ms, seed=seed)
+    measured = [r for r in requests if not r.warmup]
+    record = RunRecord(start_ns=measured[0].send_ns, end_ns=measured[-1].chunk_ns[-1], requests=requests)
+    metrics = compute_metrics(record)
+    metrics.update(noise_flags=[], peak_memory_bytes=None, weights_memory_bytes=None, load_s=None)
+    device_name = hardware_name if tp == 1 else f"{tp} x {hardware_name}"
+    return save_run(
+        db,
+        NewRun(
+            status="done",
+            spec=spec,
+            fingerprint=parse_job_spec(spec).fingerprint(),
+            model="demo",
+            engine="transformers",
+            device=hardware,
+            device_name=device_name,
+            name=name,
+            provenance={"prediction": prediction(hardware, hardware_name, tp, band), "device_name": device_name},
+            metrics=metrics,
+            requests=requests,
+            predicted=True,
+        ),
+    )
+
+
 def strip_intervals(metrics: dict[str, Any]) -> dict[str, Any]:
     """Metrics as stored before intervals existed: no ``ci`` and no per-group ``n``/``ci``."""
     out = {k: v for k, v in metrics.items() if k != "ci"}

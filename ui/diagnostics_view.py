@@ -11,7 +11,9 @@ import streamlit as st
 
 from engine.report.diagnostics import Finding, diagnose
 from engine.report.diagnostics_figures import telemetry_figure
+from engine.report.predicted import NOT_PREDICTED
 from engine.report.results import energy_words
+from engine.report.runlike import is_predicted
 from ui.text import escape_markdown
 
 ICONS = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
@@ -72,11 +74,15 @@ def render_diagnostics(db: Any, run: Any, requests: Sequence[Any] | None) -> Non
 
 
 def render_compare_findings(db: Any, runs: Sequence[Any], requests: dict[int, Sequence[Any]]) -> None:
-    """Compare: each run's findings side by side (titles by severity; evidence under each)."""
+    """Compare: each run's findings side by side (titles by severity; evidence under each); a predicted run has
+    none (not predicted)."""
     st.subheader("Diagnostics")
     for col, run in zip(st.columns(len(runs)), runs, strict=True):
         with col:
-            st.markdown(f"**#{run.id}**")
+            st.markdown(f"**#{run.id}**" + (" (predicted)" if is_predicted(run) else ""))
+            if is_predicted(run):
+                st.caption(f"diagnostics and energy: {NOT_PREDICTED}")
+                continue
             st.caption(f"energy/token: {escape_markdown(energy_words(run.metrics or {}))}")
             if run.status != "done":
                 st.caption(f"run {run.status}")

@@ -1,4 +1,5 @@
-"""Rendering of one run: headline cards, the metric table, config, provenance, error."""
+"""Rendering of one run: headline cards, the metric table, config, provenance, error; a predicted run's banner
+(ui/predicted_view.py) and its memory and load time said as not predicted."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from engine.measure.registry import GROUP_LABELS as LABELS
 from engine.measure.registry import LATENCY_GROUPS, N_TOO_SMALL, STATS, failure_words, human_bytes
 from engine.report.headline import Headline, run_schedule, ttft_headline
 from engine.report.naming import run_name
+from engine.report.predicted import NOT_PREDICTED
 from engine.report.results import result_object
+from engine.report.runlike import is_predicted
+from ui.predicted_view import not_predicted, render_banner
 from ui.text import escape_markdown
 
 CI_HELP = (
@@ -65,6 +69,19 @@ def _scalar_card(obj: dict[str, Any], key: str) -> tuple[str, str | None]:
     return f"{obj.get(key) or 0:,.1f}", (f"95 % CI {span}" if span else None)
 
 
+def _resources(obj: dict[str, Any]) -> list[tuple[str, str, str | None, str | None]]:
+    """The memory and load-time cards; a predicted run's say "not predicted" (the simulator predicts none of them)."""
+    if obj.get("predicted"):
+        return [
+            (label, "not predicted", None, NOT_PREDICTED) for label in ("Peak memory", "Weights memory", "Load time")
+        ]
+    return [
+        ("Peak memory", human_bytes(obj.get("peak_memory_bytes")), None, obj.get("peak_memory_kind") or "peak memory"),
+        ("Weights memory", human_bytes(obj.get("weights_memory_bytes")), None, "parameters and buffers as loaded"),
+        ("Load time", f"{obj.get('load_s') or 0:,.1f} s", None, None),
+    ]
+
+
 def _headline(obj: dict[str, Any], due: Headline | None = None) -> None:
     """The headline cards (with their 95 % CI under the value); TTFT from the due time first when the schedule was
     not kept (``due``, with why); a warning when a request failed."""
@@ -77,12 +94,7 @@ def _headline(obj: dict[str, Any], due: Headline | None = None) -> None:
         ("Output tokens/s", *_scalar_card(obj, "output_tokens_per_s"), CI_HELP),
         ("Failed requests", "-" if rate is None else f"{rate:.0%}", None, f"{obj.get('failed')} of {total} measured"),
     ]
-    resources = [
-        ("Peak memory", human_bytes(obj.get("peak_memory_bytes")), None, obj.get("peak_memory_kind") or "peak memory"),
-        ("Weights memory", human_bytes(obj.get("weights_memory_bytes")), None, "parameters and buffers as loaded"),
-        ("Load time", f"{obj.get('load_s') or 0:,.1f} s", None, None),
-    ]
-    for row in (speed, resources):  # two rows of four, so no value is cut off on a laptop screen
+    for row in (speed, _resources(obj)):  # two rows of four, so no value is cut off on a laptop screen
         for col, (label, value, ci, help_text) in zip(st.columns(4), row, strict=False):
             col.metric(label, value, delta=ci, delta_color="off", delta_arrow="off", help=help_text)
     if due is not None and due.note:
@@ -104,9 +116,10 @@ def render_run(run: Any, requests: list[Any] | None = None, agg: Any | None = No
     where = escape_markdown(run.device_name or run.device)
     st.subheader(escape_markdown(run_name(run)))  # the run's number, the user's name, its recipe in words
     st.caption(
-        f"{escape_markdown(run.model)} on {where} · {escape_markdown(run.engine)} · "
-        f"{run.created_at:%Y-%m-%d %H:%M UTC} · fingerprint {run.fingerprint}"
+        f"{escape_markdown(run.model)} {'predicted on' if is_predicted(run) else 'on'} {where} · "
+        f"{escape_markdown(run.engine)} · {run.created_at:%Y-%m-%d %H:%M UTC} · fingerprint {run.fingerprint}"
     )
+    render_banner(run)  # a predicted run: predicted, not measured; its calibration, band, hardware and TP
     if run.status != "done":
         st.error(f"This run {run.status}: {escape_markdown(run.error or 'no reason recorded')}")
     else:
@@ -121,7 +134,9 @@ def render_run(run: Any, requests: list[Any] | None = None, agg: Any | None = No
     note = (run.provenance or {}).get("context_note")  # the server's context was unknown: nothing was clipped
     if note:
         st.caption(f"Context: {escape_markdown(note)}.")
-    if run.status == "done":
+    if run.status == "done" and is_predicted(run):
+        not_predicted("Accuracy")
+    elif run.status == "done":
         from ui.accuracy_view import render_accuracy
 
         render_accuracy(run)
@@ -213,11 +228,13 @@ def _with_ci(obj: dict[str, Any], key: str) -> str:
 
 
 # -- cached queries (keyed by a cheap "runs changed" token) and permalinks ---------------
-def results_page(title: str) -> tuple[Any, tuple[int, int]] | None:
-    """A results page's head: its title, then (database, runs-changed token); None when there is no database."""
+def results_page(title: str | None) -> tuple[Any, tuple[int, int]] | None:
+    """A results page's head: its title (None: the page says it later), then (database, runs-changed token); None
+    when there is no database."""
     from ui.common import database
 
-    st.title(title)
+    if title is not None:
+        st.title(title)
     db = database()
     return None if db is None else (db, runs_changed_token(db))
 
@@ -233,14 +250,15 @@ def runs_changed_token(db: Any) -> tuple[int, int]:
 def cached_runs_frame(
     _db: Any, db_url: str, token: tuple[int, int], limit: int | None = 1000, ids: tuple[int, ...] = ()
 ) -> pd.DataFrame:
-    """The newest ``limit`` runs (identity columns only: enough for a picker), plus the runs ``ids`` names
-    however old; cached per database and runs-changed token. Paged in SQL: fast at 100,000 runs."""
+    """The newest ``limit`` measured runs (identity columns only: enough for a picker), plus the runs ``ids`` names
+    however old, predicted ones too (a link names them on purpose); cached per database and runs-changed token.
+    Paged in SQL: fast at 100,000 runs."""
     from storage.frames import RunQuery, query_frame
 
     newest = query_frame(_db, RunQuery(limit=limit), metrics=[])
     if not ids:
         return newest
-    linked = query_frame(_db, RunQuery(run_ids=tuple(ids)), metrics=[])
+    linked = query_frame(_db, RunQuery(run_ids=tuple(ids), predicted=None), metrics=[])
     return pd.concat([linked, newest], ignore_index=True).drop_duplicates("run_id")
 
 

@@ -1,4 +1,7 @@
-"""Compare: 2 to 8 runs side by side (``?runs=1,2,3&baseline=1``): ratios, PM summary, overlaid CDFs, exports."""
+"""Compare: 2 to 8 runs side by side (``?runs=1,2,3&baseline=1``): ratios, PM summary, overlaid CDFs, exports.
+
+A predicted run (the serving simulator's) is named so everywhere here; beside a measured run it gets no verdict
+but its check: the measured figure, the prediction, the error and whether it lies within the band."""
 
 from __future__ import annotations
 
@@ -9,12 +12,15 @@ from engine.report.distributions import cdf_figure, latency_samples
 from engine.report.export import CI_NOTE, comparison_csv, comparison_html, load_requests, permalink, runs_json
 from engine.report.naming import default_baseline, frame_run_names, run_name, why_baseline
 from engine.report.paired import accuracy_note
+from engine.report.predicted import run_link
 from engine.report.results import noise_words
+from engine.report.runlike import is_predicted
 from engine.report.verdict_words import VERDICT_NOTE
 from engine.settings import get_settings
 from ui.common import query_int, query_int_list
 from ui.decision_view import render_decision
 from ui.diagnostics_view import render_compare_findings
+from ui.predicted_view import render_checks
 from ui.run_view import cached_requests, cached_run, cached_runs_frame, missing_run, results_page, share_link
 from ui.text import escape_markdown, shown
 
@@ -123,7 +129,7 @@ def _choose_baseline(ids: list[int], runs) -> int:
         format_func=names.get,
     )
     if baseline_id == chosen.id and baseline_q not in ids:
-        st.caption(f"Chosen because {why_baseline(chosen)}; pick another run to compare against it instead.")
+        st.caption(f"Chosen because {why_baseline(chosen, runs)}; pick another run to compare against it instead.")
     st.query_params["baseline"] = str(baseline_id)
     return baseline_id
 
@@ -152,7 +158,8 @@ def _summary(comparison, runs) -> None:
     with st.expander("Recipes", expanded=False):
         for r in runs:
             st.markdown(
-                f"- [run {r.id}](run?run={r.id}){' (baseline)' if r.id == baseline_id else ''}: "
+                f"- [run {r.id}]({run_link(r.id, is_predicted(r))}){' (predicted)' if is_predicted(r) else ''}"
+                f"{' (baseline)' if r.id == baseline_id else ''}: "
                 f"{escape_markdown(r.model)} · {escape_markdown(recipe_in_words(r.spec, r.engine))}"
             )
 
@@ -187,6 +194,7 @@ def main() -> None:
     requests = {r.id: cached_requests(db, db.url, r.id, token) for r in runs}
     comparison = compare_runs(runs, baseline_id, requests)  # raw samples: a bootstrap interval per ratio
     render_decision(db, comparison, runs)  # one line per run, and the repeats that would settle it
+    render_checks(comparison)  # a prediction beside a measurement: figure by figure, its error and its band
     _summary(comparison, runs)
     st.subheader("Side by side")
     st.dataframe(  # many runs scroll sideways; the metric names stay in view

@@ -1,7 +1,9 @@
 """Explore: any latency/throughput metric against accuracy or another metric, with the Pareto front.
 
 Every choice (view, axes, colour, symbol, filters) lives in the URL query parameters, so a
-copied link reproduces the view. Clicking a point opens its run.
+copied link reproduces the view. Clicking a point opens its run. Fronts are measured; ``?predicted=1``
+overlays the serving simulator's predicted runs matching the same filters, as hollow diamonds labelled
+predicted that never enter a front (off by default).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from engine.settings import get_settings
 from engine.spec.forms import label as knob_label
 from storage.frames import RunQuery, count, distinct_values, query_frame
 from ui.common import query_int_list
+from ui.predicted_view import cached_predicted, overlay_predicted
 from ui.run_view import current_params, results_page, share_link
 from ui.text import escape_markdown, shown
 
@@ -239,7 +242,36 @@ def _front_table(frame: pd.DataFrame, fronts: Fronts, x: str, y: str) -> None:
     )
 
 
-def scatter_view(db, token, frame: pd.DataFrame) -> None:
+def _scatter_words(measured: pd.DataFrame, x: str, y: str, fronts: Fronts, predicted: int) -> str:
+    """The scatter's caption: how many runs are drawn, what the bars, rings, crosses and diamonds mean."""
+    shown = int((measured[x].notna() & measured[y].notna()).sum())
+    paired = (
+        " Perplexity is compared paired, on the same text: it has no bars (each run's own interval, much wider "
+        "than the difference between two runs, is on hover)."
+        if fronts.paired
+        else ""
+    )
+    hollow = (
+        f" Hollow diamonds: {plural(predicted, 'predicted run')} (the serving simulator's, not measured), never on "
+        "a front."
+        if predicted
+        else ""
+    )
+    return (
+        f"{shown:,} of {plural(len(measured), 'run')} {'has' if shown == 1 else 'have'} both values "
+        "(the others are left out). Bars: each run's 95 % interval (also on hover). A run leaves the front only "
+        "when another is significantly better on one axis and not significantly worse on the other, by the "
+        "verdict Compare gives that pair; front runs are ringed when they are tied (no significant difference, "
+        "within ± 5 %) or when there is not enough data to tell them apart; the line joins clear trade-offs. "
+        "Crosses mark Optimize trials. Click a point to open its run; box- or lasso-select several to compare them."
+        + paired
+        + hollow
+    )
+
+
+def scatter_view(db, token, frame: pd.DataFrame, predicted: pd.DataFrame | None = None) -> None:
+    """The scatter of the measured runs (``frame``) with their fronts, the ``predicted`` runs overlaid apart."""
+    predicted = predicted if predicted is not None else frame.iloc[0:0]
     perf, quality = axis_choices(frame)
     hints = frame_hints(frame)
     groups = [NONE, *colour_columns(frame)]
@@ -260,27 +292,14 @@ def scatter_view(db, token, frame: pd.DataFrame) -> None:
         return
     frame, records = with_uncertainty(db, token, frame, x, y)
     fronts = pareto_fronts(frame, x, y, hints, records=records)  # Compare's verdict on every pair
+    measured = frame
+    frame = pd.concat([frame, predicted], ignore_index=True) if len(predicted) else frame  # drawn apart, hollow
     fig = explore_scatter(frame, x, y, color or None, symbol or None, fronts=fronts)
-    shown = int((frame[x].notna() & frame[y].notna()).sum())
     _front_warning(fronts)
-    paired = (
-        " Perplexity is compared paired, on the same text: it has no bars (each run's own interval, much wider "
-        "than the difference between two runs, is on hover)."
-        if fronts.paired
-        else ""
-    )
-    st.caption(
-        f"{shown:,} of {plural(len(frame), 'run')} {'has' if shown == 1 else 'have'} both values "
-        "(the others are left out). Bars: each run's 95 % interval (also on hover). A run leaves the front only "
-        "when another is significantly better on one axis and not significantly worse on the other, by the "
-        "verdict Compare gives that pair; front runs are ringed when they are tied (no significant difference, "
-        "within ± 5 %) or when there is not enough data to tell them apart; the line joins clear trade-offs. "
-        "Crosses mark Optimize trials. Click a point to open its run; box- or lasso-select several to compare them."
-        + paired
-    )
+    st.caption(_scatter_words(measured, x, y, fronts, len(predicted)))
     event = st.plotly_chart(fig, on_select="rerun", selection_mode=("points", "box", "lasso"), key="explore_chart")
     _open_clicked(event, fig)
-    _front_table(frame, fronts, x, y)
+    _front_table(measured, fronts, x, y)
     link = permalink(get_settings().public_base_url, "explore", current_params())
     e1, e2 = st.columns(2)
     e1.download_button(
@@ -344,7 +363,9 @@ def main() -> None:
         or "scatter"
     )
     st.query_params["view"] = view
-    data, matching = _frame(db, db.url, token, chosen_query(db))
+    query = chosen_query(db)
+    overlay = overlay_predicted()
+    data, matching = _frame(db, db.url, token, query)
     if matching > len(data):
         st.caption(
             f"Showing the newest {len(data):,} of {matching:,} matching runs; filter (model, dates, ...) to see others."
@@ -354,7 +375,7 @@ def main() -> None:
     elif view == "sweeps":
         sweeps_view(data)
     else:
-        scatter_view(db, token, data)
+        scatter_view(db, token, data, cached_predicted(db, db.url, token, query) if overlay else None)
     share_link("explore")
 
 

@@ -1,6 +1,8 @@
 """Run: one stored run (``?run=ID``): cards, accuracy (ui.accuracy_view via render_run), distributions
 with small-sample warnings, time series over the run, its traffic (ui.traffic_view), requested vs actual
-tokens, timeline, config, provenance, log; failed runs show their reason."""
+tokens, timeline, config, provenance, log; failed runs show their reason. A predicted run (the serving
+simulator's) is titled so, opens with its banner (calibration, band, hardware, TP), and says "not predicted"
+where a measured run shows its client, diagnostics (telemetry, energy), server metrics, accuracy and memory."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import streamlit as st
 from engine.report.compare import recipe_in_words
 from engine.report.naming import frame_run_names
 from engine.report.results import noise_words
+from engine.report.runlike import is_predicted
 from ui import auth, client_view, profile_view, server_metrics_view, traffic_view
 from ui.common import query_int
 from ui.diagnostics_view import render_diagnostics
+from ui.predicted_view import not_predicted
 from ui.run_view import (
     cached_aggregates,
     cached_endpoints,
@@ -85,25 +89,44 @@ def noise_badges(metrics: dict | None) -> list[tuple[str, str]]:
     return [(text, "orange" if kind == "machine" else "gray") for text, kind in noise_words(metrics)]
 
 
+def _linked_run(db, token):
+    """The run ``?run=`` names, or None after saying why (under the page's plain title) and offering a picker."""
+    run_id, problem = query_int("run")
+    run = cached_run(db, db.url, run_id, token) if run_id is not None and not problem else None
+    if run is not None:
+        return run
+    st.title("Run")
+    if problem:
+        st.warning(f"{problem}. Run links look like `run?run=12`.")
+    elif run_id is not None:
+        st.warning(missing_run(db, run_id))
+    _pick_run(db, token)
+    return None
+
+
+def _measured_sections(db, token, run, agg) -> None:
+    """What only a measured run has: the client's own lag, diagnostics (telemetry, energy), server metrics, profile;
+    a predicted run says so instead."""
+    if is_predicted(run):
+        for section in ("Client", "Diagnostics: telemetry and energy", "Server metrics"):
+            not_predicted(section)
+        return
+    requests = cached_endpoints(db, db.url, run.id, token, agg) if agg is not None else []  # first/last stamps
+    render_diagnostics(db, run, requests)  # findings, energy per token, telemetry charts (ui/diagnostics_view.py)
+    if run.status == "done":
+        server_metrics_view.render(db, run, requests)  # a serving engine's /metrics beside the client's view
+        profile_view.render(db, run)  # top operators and the trace of the profile phase
+
+
 def main() -> None:
-    opened = results_page("Run")
+    opened = results_page(None)  # the title says whether the run was measured or predicted
     if opened is None:
         return
     db, token = opened
-    run_id, problem = query_int("run")
-    if problem:
-        st.warning(f"{problem}. Run links look like `run?run=12`.")
-        _pick_run(db, token)
-        return
-    if run_id is None:
-        _pick_run(db, token)
-        return
-    run = cached_run(db, db.url, run_id, token)
+    run = _linked_run(db, token)
     if run is None:
-        st.warning(missing_run(db, run_id))
-        _pick_run(db, token)
         return
-
+    st.title("Predicted run" if is_predicted(run) else "Run")
     done = run.status == "done"
     agg = cached_aggregates(db, db.url, run.id, token) if done else None  # what the figures draw from
     old = done and "ci" not in (run.metrics or {})  # stored before intervals: computed from its raw requests
@@ -116,16 +139,13 @@ def main() -> None:
     if run.submitted_by:
         st.caption(f"launched by {code_span(run.submitted_by)}")
     # the page's sections, in order (each shows nothing when it has nothing to show)
-    client_view.render(run, agg)  # the client's own lag: did it, not the server, set the pace?
+    if not is_predicted(run):
+        client_view.render(run, agg)  # the client's own lag: did it, not the server, set the pace?
     distributions_section(run, agg)
     over_time_section(run, agg)
     traffic_view.render_run(run, agg)  # the source, TTFT per turn of sessions, send minus due for schedules
     tokens_section(run, agg)
-    requests = cached_endpoints(db, db.url, run.id, token, agg) if agg is not None else []  # first/last stamps
-    render_diagnostics(db, run, requests)  # findings, energy per token, telemetry charts (ui/diagnostics_view.py)
-    if run.status == "done":
-        server_metrics_view.render(db, run, requests)  # a serving engine's /metrics beside the client's view
-        profile_view.render(db, run)  # top operators and the trace of the profile phase
+    _measured_sections(db, token, run, agg)
     _log(db, run)
     _links(run)
     _delete(db, run)

@@ -1,6 +1,7 @@
 """Runs: every stored run, filtered, sorted and paged in SQL; ``?run=ID`` opens one.
 
-Each row names the model, engine and device, the recipe and workload in words (only what
+Measured runs only unless ``?predicted=1`` (the serving simulator's predicted runs) or ``?predicted=all``
+(both): predicted rows carry the PREDICTED badge and links that say so. Each row names the model, engine and device, the recipe and workload in words (only what
 differs from the defaults), the headline figures, the accuracy, the status with its reason
 and the noise flags. Ticking rows opens them in Compare or Explore.
 """
@@ -16,6 +17,7 @@ from engine.report.listing import plural, runs_table
 from storage.frames import RunQuery, distinct_values, runs_page, sortable
 from storage.runs import get_run
 from ui.common import database, query_int
+from ui.predicted_view import choose_listing
 from ui.run_view import missing_run, render_run
 from ui.text import escape_markdown
 
@@ -28,10 +30,24 @@ def _sort_label(key: str) -> str:
     return "date" if key == "created_at" else registry.lookup(key).header
 
 
-def _column_config() -> dict:
+# With the PREDICTED badge shown (predicted runs listed), these columns give it room: still no horizontal scroll.
+NARROWER = {"model": 70, "engine": 70, "recipe": 78, "workload": 75, "accuracy": 52}
+
+
+def _column_config(predicted: bool = False) -> dict:
     """Widths that add up to the content width at 1440 px beside the sidebar (about 945 px): no horizontal scroll.
-    Latency headers carry their unit; dates are ISO (``2026-12-03 14:05``)."""
+    Latency headers carry their unit; dates are ISO (``2026-12-03 14:05``); ``predicted``: the badge's column too."""
     c = st.column_config
+    config = _columns(c)
+    if not predicted:
+        return config
+    for key, width in NARROWER.items():
+        config[key]["width"] = width
+    badge = c.TextColumn("kind", width=85, help="PREDICTED: the serving simulator's prediction, not a measurement")
+    return {"link": config.pop("link"), "predicted": badge, **config}
+
+
+def _columns(c) -> dict:
     return {
         "link": c.LinkColumn("run", display_text=r"run\?run=(\d+)", width=40),
         "created_at": c.DatetimeColumn("date (UTC)", format="YYYY-MM-DD HH:mm", width=112),
@@ -56,11 +72,16 @@ def _column_config() -> dict:
 
 
 def _query(db) -> RunQuery:
-    """Filters, sort and page from the widgets above the table."""
+    """Filters, sort and page from the widgets above the table (which runs: ``?predicted=``)."""
+    predicted = choose_listing(st, "runs_predicted")
     f1, f2, f3, f4, f5 = st.columns([2, 2, 1, 1, 1])
     text = f1.text_input("Search", key="runs_text", placeholder="name, model, recipe, reason ...")
     picked = {
-        column: tuple(box.multiselect(column, distinct_values(db, column), key=f"runs_{column}", placeholder="all"))
+        column: tuple(
+            box.multiselect(
+                column, distinct_values(db, column, predicted=predicted), key=f"runs_{column}", placeholder="all"
+            )
+        )
         for box, column in ((f2, "model"), (f3, "engine"), (f4, "device"), (f5, "status"))
     }
     s1, s2, s3 = st.columns([2, 1, 1])
@@ -70,6 +91,7 @@ def _query(db) -> RunQuery:
     page = s3.number_input("Page", min_value=1, value=1, step=1, key="runs_page")
     return RunQuery(
         text=text or "",
+        predicted=predicted,
         sort=sort,
         descending=descending,
         limit=PAGE_SIZE,
@@ -113,6 +135,8 @@ def runs_list(db) -> None:
         st.info(
             "No runs match these filters."
             if filtered
+            else "No predicted runs yet: `python -m engine simulate --model demo --engine vllm-server` makes one."
+            if query.predicted
             else "No runs yet. Run `python -m engine run --model demo` or launch one from the Launch page."
         )
         return
@@ -123,11 +147,13 @@ def runs_list(db) -> None:
         f"Runs {first:,}–{query.offset + len(table):,} of {plural(total, 'run')} (page {query.offset // PAGE_SIZE + 1} "
         f"of {pages:,}), sorted by {_sort_label(query.sort)}."
     )
+    shown = query.predicted is not False  # the badge's column, where predicted runs are listed
+    columns = ["run_id"] if shown else ["run_id", "predicted"]
     event = st.dataframe(
-        table.drop(columns=["run_id"]),
+        table.drop(columns=columns),
         hide_index=True,
         width="stretch",
-        column_config=_column_config(),
+        column_config=_column_config(shown),
         on_select="rerun",
         selection_mode="multi-row",
         key="runs_table",

@@ -10,6 +10,11 @@ With the runs' raw requests (``requests={run_id: [RequestRecord, ...]}``) every 
 a bootstrap interval and a verdict (:mod:`engine.report.verdicts`); without them the stored
 intervals give approximate ones. The table (``comparison_frame``) adds per run a 95 % CI
 column of its value and, for each run but the baseline, the ratio's interval and verdict.
+
+A pair with a predicted run (the serving simulator's) gets no verdict but its plain ratio (a simulation has no
+sampling noise); with one predicted and one measured, ``predictions`` holds the prediction's check against the
+measurement (:mod:`engine.report.predicted`: each headline figure's error beside the band), and the CSV adds each
+predicted run's band and calibration label.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from engine.jsonvalue import JSONMapping
 from engine.measure import registry
 from engine.report.decision import Decision, decision_line
 from engine.report.naming import default_baseline, run_name
+from engine.report.predicted import PairCheck, band_pct, other_differences, pair_check, prediction_of
 from engine.report.recipes import (
     changed_recipe_knobs,
     context_differences,
@@ -30,6 +37,7 @@ from engine.report.recipes import (
     run_label,
     spec_difference,
 )
+from engine.report.runlike import is_predicted
 from engine.report.summary import SAME_WITHIN, summarize_against
 from engine.report.values import flat_metrics, flat_supported, interval, ratio, run_hints, with_intervals
 from engine.report.verdict_words import ratio_words, table_words
@@ -86,7 +94,9 @@ class Comparison:
     lists, per run, what differs from the baseline besides the recipe. ``intervals`` holds each
     run's stored ``[lo, hi]`` per key, ``supported`` False where the sample is too small for the
     figure ("n too small"), ``verdicts`` each non-baseline run's verdict per key, ``decisions`` its
-    decision line (:mod:`engine.report.decision`).
+    decision line (:mod:`engine.report.decision`), ``predictions`` its check as a prediction against a measurement
+    (or the other way round) where exactly one of the pair is predicted; ``predicted`` the predicted runs and
+    their ``provenance["prediction"]``.
     """
 
     baseline_id: int
@@ -101,6 +111,8 @@ class Comparison:
     supported: dict[int, dict[str, bool]] = field(default_factory=dict)
     verdicts: dict[int, dict[str, Verdict]] = field(default_factory=dict)
     decisions: dict[int, Decision] = field(default_factory=dict)
+    predictions: dict[int, PairCheck] = field(default_factory=dict)
+    predicted: dict[int, JSONMapping] = field(default_factory=dict)
 
     def metric_keys(self) -> list[str]:
         """Metrics shown: speed, throughput and memory, then every accuracy metric any run has."""
@@ -140,15 +152,17 @@ def compare_runs(
     summaries = {
         r.id: summarize_against(r, base, labels[r.id], verdicts.get(r.id)) for r in runs if r.id != baseline_id
     }
-    differences = {r.id: context_differences(r, base) for r in runs if r.id != baseline_id}
+    differences = {r.id: other_differences(r, base, context_differences(r, base)) for r in runs if r.id != baseline_id}
     decisions = {
         r.id: decision_line(r, base, verdicts.get(r.id, {}), labels[r.id]) for r in runs if r.id != baseline_id
     }
     intervals = {r.id: {k: interval(stored[r.id], k) for k in keys} for r in runs}
     support = {r.id: {k: flat_supported(stored[r.id], k) for k in keys} for r in runs}
+    checked = {r.id: pair_check(r, base) for r in runs if r.id != baseline_id}
     return Comparison(
         baseline_id, [r.id for r in runs], labels, values, ratios, summaries, hints, differences,
-        intervals, support, verdicts, decisions,
+        intervals, support, verdicts, decisions, {i: c for i, c in checked.items() if c is not None},
+        {r.id: prediction_of(r) for r in runs if is_predicted(r)},
     )  # fmt: skip
 
 
@@ -157,6 +171,12 @@ def _value_cells(comparison: Comparison, run_id: int, key: str, metric: Metric, 
     value = comparison.values[run_id].get(key)
     ok = comparison.supported.get(run_id, {}).get(key, True)
     ci = comparison.intervals.get(run_id, {}).get(key)
+    if formatted and run_id in comparison.predicted:  # a prediction's error is its band, not its requests' sampling
+        pct = band_pct(comparison.predicted[run_id], key)
+        return {
+            name: metric.format(value) if ok else registry.N_TOO_SMALL,
+            f"#{run_id} band (predicted)": "no band claimed" if pct is None else f"±{pct:.2g} %",
+        }
     if formatted:
         return {
             name: metric.format(value) if ok else registry.N_TOO_SMALL,
@@ -181,11 +201,30 @@ def _ratio_cells(comparison: Comparison, run_id: int, key: str, formatted: bool)
     }
 
 
+def _prediction_cells(comparison: Comparison, run_id: int, key: str, formatted: bool) -> dict[str, Cell]:
+    """A predicted run's CSV cells for a figure: marked predicted, its band, its error against the measured run it
+    is checked with, its calibration label; nothing for a measured run or a formatted table (its band replaces the
+    CI there: :func:`_value_cells`)."""
+    prediction = comparison.predicted.get(run_id)
+    if prediction is None or formatted:
+        return {}
+    pct = band_pct(prediction, key)
+    pair = next((p for p in comparison.predictions.values() if p.predicted_id == run_id), None)
+    check = next((c for c in pair.checks if c.key == key), None) if pair else None
+    return {
+        f"#{run_id} predicted": True,
+        f"#{run_id} band ±%": pct,
+        f"#{run_id} error vs measured %": None if check is None else check.error * 100,
+        f"#{run_id} prediction": str(prediction.get("label") or ""),
+    }
+
+
 def comparison_frame(comparison: Comparison, formatted: bool = False) -> pd.DataFrame:
     """One row per metric; per run (the baseline first) its value and 95 % CI, and for the others the ratio,
     its CI and a verdict.
 
-    ``formatted=False`` keeps numbers (CSV: a percentile the sample cannot support is empty,
+    A predicted run shows its band per figure instead of a CI (``±10 %``; unformatted, beside its CI bounds:
+    ``#N predicted``, ``#N band ±%``, ``#N error vs measured %`` and ``#N prediction``, its calibration label). ``formatted=False`` keeps numbers (CSV: a percentile the sample cannot support is empty,
     its CI too; verdict states ``better``/``worse``/``same``/``unclear``/``thin``/``none``); ``True`` gives
     display strings ("n too small", ``1.75× (95 % CI 1.62–1.88)``, "worse (significant)", the words of
     :mod:`engine.report.verdict_words`; memory cells carry their own KiB/MiB/GiB, so no unit). Bookkeeping
@@ -201,6 +240,7 @@ def comparison_frame(comparison: Comparison, formatted: bool = False) -> pd.Data
         baseline_first = sorted(comparison.run_ids, key=lambda i: i != comparison.baseline_id)  # stable
         for run_id in baseline_first:
             row.update(_value_cells(comparison, run_id, key, metric, formatted))
+            row.update(_prediction_cells(comparison, run_id, key, formatted))
             if run_id != comparison.baseline_id:
                 row.update(_ratio_cells(comparison, run_id, key, formatted))
         rows.append(row)

@@ -13,10 +13,15 @@ The headline speed figure (decode, else first token, else throughput) and the he
 - **decision-grade**: every run measured in several trials, on a quiet machine, and every headline
   figure decided (better, worse, or no significant difference within the margin).
 
+A pair with a predicted run (the serving simulator's) is no decision: its line says the prediction's error
+against the measured run beside its band, or two predictions' change, as a prediction
+(:func:`engine.report.predicted.pair_words`), graded "predicted", with no repeats to queue.
+
 :func:`repeat_specs` gives the jobs that make a comparison decision-grade: each compared run's spec with
 the ``decision`` measurement preset (at least 3 trials, more until TPOT p50 is known to ± 2 %), queued in
 one go in the order the runs were compared (baseline, then each other run: A, B, C ... alternating, never
-one recipe's jobs back to back), so drift on the machine falls on every recipe alike.
+one recipe's jobs back to back), so drift on the machine falls on every recipe alike. Predicted runs are never
+queued again: a simulation's spec names hardware the job may not have.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from typing import TYPE_CHECKING
 
 from engine.measure import registry
 from engine.report.naming import run_name
+from engine.report.predicted import pair_words
+from engine.report.runlike import is_predicted
 from engine.report.values import flat_metrics, run_hints
 from engine.report.verdict_words import phrase
 from engine.report.verdicts import Verdict, verdicts_between
@@ -50,7 +57,8 @@ class Decision:
 
     run_id: int
     text: str
-    grade: str  # "decision-grade", "measured once", "under contention", "not enough data", "nothing to compare"
+    grade: str  # "decision-grade", "measured once", "under contention", "not enough data", "nothing to compare",
+    # "predicted" (a pair with a predicted run: no decision)
     repeat: bool  # repeats (the decision preset) would help
 
 
@@ -108,6 +116,15 @@ def decision_line(
             return Decision(
                 run.id, f"{label}: {who}{r.status} ({reason}); nothing to decide", "nothing to compare", False
             )
+    if is_predicted(run) or is_predicted(base):
+        if is_predicted(run) and is_predicted(base):
+            words = "both predicted, not measured: measure them before deciding"
+        else:
+            words = (
+                f"run {(run if is_predicted(run) else base).id} is predicted, not measured: measure it before deciding"
+            )
+        text = f"{label}: {pair_words(run, base, most=1)}; {words}."
+        return Decision(run.id, text, "predicted", False)
     v, b = flat_metrics(run), flat_metrics(base)
     keys = [k for k, _ in SPEED_HEADLINES] + [k for k, _ in _quality_keys(v)]
     if verdicts is None:
@@ -126,15 +143,16 @@ def decision_line(
 
 
 def repeat_specs(runs: Sequence[RunLike], baseline_id: int | None = None) -> list[JobSpec]:
-    """The jobs that would make the comparison decision-grade (module doc): each compared run's spec again, in
-    :data:`REPEAT_TRIALS` interleaved rounds of one-trial jobs (the baseline first in each round: A B A B A B,
-    the way a sweep interleaves trials, :func:`engine.spec.sweep.interleave_repeats`), each keeping the
-    fingerprint of its recipe so its trials are found together. Raises SpecError for a stored spec that no
-    longer validates (one line, naming the run)."""
+    """The jobs that would make the comparison decision-grade (module doc): each compared measured run's spec
+    again (a prediction is never re-queued), in :data:`REPEAT_TRIALS` interleaved rounds of one-trial jobs (the
+    baseline first in each round: A B A B A B, the way a sweep interleaves trials,
+    :func:`engine.spec.sweep.interleave_repeats`), each keeping the fingerprint of its recipe so its trials are
+    found together. Raises SpecError for a stored spec that no longer validates (one line, naming the run)."""
     from engine.spec import SpecError, parse_job_spec
     from engine.spec.sweep import SweepPoint, interleave_repeats
 
-    ordered = sorted(runs, key=lambda r: r.id != baseline_id)  # stable: the compared order otherwise
+    measured = [r for r in runs if not is_predicted(r)]
+    ordered = sorted(measured, key=lambda r: r.id != baseline_id)  # stable: the compared order otherwise
     points = []
     for r in ordered:
         spec = dict(getattr(r, "spec", None) or {})

@@ -5,7 +5,9 @@ said to be local); the decision line of each front run against its group's basel
 engine's defaults, else the fewest changed knobs, else the oldest: :func:`engine.report.naming.default_baseline`),
 by the one verdict; the scatter with its fronts (legend below the plot); the front's runs by their recipe
 in words, with both figures and their 95 % CI and how each stands on the front; the noise flags in words;
-the notes on intervals and verdicts. No run ids, timestamps, field names or empty cells.
+the notes on intervals and verdicts. No run ids, timestamps, field names or empty cells. Predicted runs in the
+frame (the serving simulator's) are drawn hollow and listed apart, titled as predictions with their calibration
+and band, never on a front nor in a decision line.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from engine.jsonvalue import JSONMapping
 from engine.measure import registry
 from engine.report.decision import decision_line
 from engine.report.figures import explore_scatter, figure_words, frame_hints, metric_name
-from engine.report.fronts import Fronts, front_groups, pareto_fronts
+from engine.report.fronts import Fronts, front_groups, pareto_fronts, split_predicted
 from engine.report.listing import plural
 from engine.report.naming import default_baseline, frame_run_names
 from engine.report.report_html import decision_html, figures_html, meta, noise_html, page
@@ -108,6 +110,24 @@ def _front_table(frame: pd.DataFrame, fronts: Fronts, x: str, y: str) -> str:
     return table.to_html(index=False, escape=True, border=0)
 
 
+def _predicted_html(predicted: pd.DataFrame, x: str, y: str) -> str:
+    """The predicted runs drawn (hollow diamonds): each by name, both figures, its calibration and band."""
+    if predicted.empty:
+        return ""
+    hints = frame_hints(predicted)
+    table = pd.DataFrame({"predicted run": frame_run_names(predicted)})
+    table[metric_name(x, hints)] = figure_words(predicted, x, hints, labelled=False)
+    table[metric_name(y, hints)] = figure_words(predicted, y, hints, labelled=False)
+    for column in ("prediction", "band"):
+        if column in predicted.columns:
+            table[column] = predicted[column].fillna("").tolist()
+    return (
+        f"<h2>Predicted runs ({len(predicted)}): not measured</h2><p>The serving simulator's predictions, drawn as "
+        "hollow diamonds: never on a front, never in a decision line.</p>"
+        + table.to_html(index=False, escape=True, border=0)
+    )
+
+
 def _plotted(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     if frame.empty or x not in frame.columns or y not in frame.columns:
         return frame.iloc[0:0]
@@ -130,7 +150,7 @@ def explore_html(
     if fronts is None:
         fronts = pareto_fronts(frame, x, y, hints, records=records)
     fig = explore_scatter(frame, x, y, color, symbol, fronts=fronts)
-    plotted = _plotted(frame, x, y)
+    plotted, predicted = split_predicted(_plotted(frame, x, y))
     title = f"LatencyLab: {metric_name(y, hints)} against {metric_name(x, hints)}"
     front = fronts.run_ids()
     names = dict(zip(plotted["run_id"].astype(int), frame_run_names(plotted), strict=True)) if len(plotted) else {}
@@ -140,14 +160,16 @@ def explore_html(
     groups = (
         f" in {plural(len(fronts.groups), 'group')} ({html.escape('; '.join(fronts.differences))})" if several else ""
     )
+    apart = f"; {plural(len(predicted), 'predicted run')} drawn apart" if len(predicted) else ""
     body = (
         f"<h1>{html.escape(title)}</h1>{meta(link)}"
-        f"<p>{plural(len(plotted), 'run')} with both figures; {plural(len(front), 'run')} on the Pareto front{groups}. "
+        f"<p>{plural(len(plotted), 'measured run')} with both figures; {plural(len(front), 'run')} on the Pareto front"
+        f"{groups}{apart}. "
         "A run leaves the front only when another is significantly better on one axis and not significantly worse "
         "on the other, by the verdict Compare gives that pair.</p>"
         f"{decision_html(lines, 'Decision (each front run against its baseline)')}"
         f"<h2>The front</h2>{figures_html([fig], height='640px')}"
-        f"<h2>Runs on the Pareto front</h2>{_front_table(plotted, fronts, x, y)}"
+        f"<h2>Runs on the Pareto front</h2>{_front_table(plotted, fronts, x, y)}{_predicted_html(predicted, x, y)}"
         f"{noise_html(shown, names)}"
         f'<p class="meta">{html.escape(CI_WORDS + PAIRED_WORDS * bool(fronts.paired) + " " + VERDICT_NOTE)}</p>'
     )

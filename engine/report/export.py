@@ -1,7 +1,10 @@
 """Exports: a self-contained HTML report (plotly inlined, no server), CSV tables, JSON with raw stamps.
 
 The builders take runs and records, not a database, so they are pure; ``load_runs``
-fetches what they need from storage for the CLI and the pages. The Explore report is
+fetches what they need from storage for the CLI and the pages. Predicted runs (the serving simulator's) are
+titled as such: named "predicted on <hardware>", counted in the report's title, their calibration and band in the
+environment table, their check against a measured run in its own section; the CSV carries ``#N predicted``, the
+band and the label, the JSON each run's ``predicted``, ``band``, ``prediction`` and a ``link`` that says it. The Explore report is
 :mod:`engine.report.explore_report`; what every report shares, :mod:`engine.report.report_html`.
 """
 
@@ -17,12 +20,14 @@ from urllib.parse import urlencode
 import pandas as pd
 
 from engine.measure.records import RequestRecord
-from engine.report.compare import compare_runs, comparison_frame, recipe_in_words
+from engine.report.compare import Comparison, compare_runs, comparison_frame, recipe_in_words
 from engine.report.distributions import cdf_figure, latency_samples
 from engine.report.explore_report import explore_html  # noqa: F401 - the pages and the CLI export it from here
 from engine.report.paired import accuracy_note
+from engine.report.predicted import band_words, check_frame, prediction_of, run_link, within_words
 from engine.report.report_html import decision_html, figures_html, meta, noise_html, page
 from engine.report.results import result_object
+from engine.report.runlike import is_predicted
 from engine.report.timeseries import throughput_overlay
 from engine.report.verdict_words import VERDICT_NOTE
 from engine.spec import engines
@@ -80,6 +85,7 @@ def environment_frame(runs: Sequence[RunDetail]) -> pd.DataFrame:
         rows.append(
             {
                 "run": r.id,
+                "kind": _kind(r),
                 "date": f"{r.created_at:%Y-%m-%d %H:%M} UTC" if getattr(r, "created_at", None) else "",
                 "run by": getattr(r, "submitted_by", None) or "not recorded",
                 "device": r.device_name or prov.get("device_name") or r.device,
@@ -92,6 +98,40 @@ def environment_frame(runs: Sequence[RunDetail]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _kind(run: RunDetail) -> str:
+    """``measured``, or ``PREDICTED: <calibration label>; <band>``."""
+    if not is_predicted(run):
+        return "measured"
+    prediction = prediction_of(run)
+    return f"PREDICTED: {prediction.get('label') or 'no calibration label'}; {band_words(prediction)}"
+
+
+def _checks_html(comparison: Comparison) -> str:
+    """Each prediction against the measured run it is compared with (engine/report/predicted.py), as on Compare."""
+    parts = [
+        f"<h3>{html.escape(pair.heading())}: {html.escape(within_words(pair.checks))}</h3>"
+        + check_frame(pair).to_html(index=False, escape=True, border=0)
+        for pair in comparison.predictions.values()
+    ]
+    if not parts:
+        return ""
+    note = (
+        "Error: the predicted figure divided by the measured one, less 1; band: the leave-one-out median error the "
+        "calibration claims for that figure. A simulation has no sampling noise: no significance test applies."
+    )
+    return f'<h2>Prediction against measurement</h2>{"".join(parts)}<p class="meta">{html.escape(note)}</p>'
+
+
+def _title(comparison: Comparison) -> str:
+    """``LatencyLab comparison: runs 4, 5 (run 5 predicted, not measured)``."""
+    predicted = [str(i) for i in comparison.run_ids if i in comparison.predicted]
+    ids = ", ".join(str(i) for i in comparison.run_ids)
+    if not predicted:
+        return f"LatencyLab comparison: runs {ids}"
+    which = f"run{'s' if len(predicted) > 1 else ''} {', '.join(predicted)}"
+    return f"LatencyLab comparison: runs {ids} ({which} predicted, not measured)"
 
 
 def _cores(count: object) -> str:
@@ -124,10 +164,11 @@ def comparison_html(
     comparison = compare_runs(list(runs), baseline_id, requests_by_id)
     by_id = {r.id: r for r in runs}
     base = by_id[comparison.baseline_id]
-    title = f"LatencyLab comparison: runs {', '.join(str(i) for i in comparison.run_ids)}"
+    title = _title(comparison)
     summary = "".join(f"<li>{html.escape(s)}</li>" for s in comparison.summaries.values())
     recipes = "".join(
-        f"<li><b>{html.escape(comparison.labels[r.id])}</b>{' (baseline)' if r.id == base.id else ''}: "
+        f"<li><b>{html.escape(comparison.labels[r.id])}</b>{' (baseline)' if r.id == base.id else ''}"
+        f"{' (predicted, not measured)' if is_predicted(r) else ''}: "
         f"{html.escape(r.model)} · {html.escape(recipe_in_words(r.spec, r.engine))}</li>"
         for r in runs
     )
@@ -140,7 +181,7 @@ def comparison_html(
     ratio = "÷ baseline: the run's value divided by the baseline's, with the 95 % CI of that ratio."
     notes = " ".join((ratio, CI_NOTE, VERDICT_NOTE, accuracy_note(comparison.verdicts)))
     body = (
-        f"<h1>{html.escape(title)}</h1>{meta(link)}{decisions}"
+        f"<h1>{html.escape(title)}</h1>{meta(link)}{decisions}{_checks_html(comparison)}"
         f"<h2>Summary (baseline: {html.escape(comparison.labels[base.id])})</h2>"
         f'<ul class="summary">{summary or "<li>Only the baseline was given.</li>"}</ul>'
         f"<h3>Recipes</h3><ul>{recipes}</ul>{noise_html(runs, comparison.labels)}"
@@ -170,10 +211,13 @@ def comparison_csv(
 
 
 def runs_json(runs: Sequence[RunDetail], requests_by_id: Mapping[int, Sequence[RequestRecord]]) -> str:
-    """A JSON array: each run's result object (with intervals) plus ``requests`` with every raw stamp."""
+    """A JSON array: each run's result object (with intervals; ``predicted``, ``band`` and ``prediction`` for a
+    predicted run), its ``link`` (``run?run=N``, ``&predicted=1`` for a predicted run) and ``requests`` with every
+    raw stamp."""
     out = []
     for run in runs:
         obj = result_object(run, requests_by_id.get(run.id))
+        obj["link"] = run_link(run.id, is_predicted(run))  # relative to the app: run?run=N, &predicted=1 for one
         obj["requests"] = [asdict(r) for r in requests_by_id.get(run.id, [])]
         out.append(obj)
     return json.dumps(out, indent=2, default=str)

@@ -18,9 +18,9 @@ from engine.jsonvalue import JSONObject
 from engine.measure import registry
 from engine.measure.metric import format_with_ci
 from engine.measure.registry import LATENCY_GROUPS, Kind
-from engine.report.front_figures import draw_fronts, error_bars, mark_trials
+from engine.report.front_figures import draw_fronts, draw_predicted, error_bars, mark_trials
 from engine.report.front_verdicts import interval_columns
-from engine.report.fronts import Fronts, pareto_fronts
+from engine.report.fronts import Fronts, pareto_fronts, split_predicted
 from engine.report.naming import frame_run_names
 from engine.report.pareto import pareto_front
 
@@ -274,7 +274,8 @@ def explore_scatter(
     on hover; an axis whose runs all pair (perplexity on one text: ``fronts.paired``) gets no bars, since
     each run's own band is not what the verdicts between them compare. The fronts (``fronts``, else :func:`engine.report.fronts.pareto_fronts` of the frame) follow
     the one verdict: one per model and workload, ties and runs not told apart ringed, Optimize trials
-    (a ``trial`` column) crossed (:mod:`engine.report.front_figures`). The legend sits under the plot.
+    (a ``trial`` column) crossed (:mod:`engine.report.front_figures`). Predicted rows (a true ``predicted``) are
+    drawn apart, hollow and labelled predicted, and never enter a front. The legend sits under the plot.
     """
     hints = frame_hints(frame) if not frame.empty else {}
     fig = go.Figure()
@@ -296,11 +297,13 @@ def explore_scatter(
     if data.empty:
         return fig
     hover = _hover_texts(data, x, y, hints)
+    data, predicted = split_predicted(data)
     if fronts is None:
         fronts = pareto_fronts(data, x, y, hints, (minimise_x, minimise_y))
     _point_traces(fig, data, x, y, {"hover": hover, "color": color, "symbol": symbol, "paired": fronts.paired})
     draw_fronts(fig, data, x, y, fronts, hover)
     mark_trials(fig, data, x, y)
+    draw_predicted(fig, predicted, x, y, hover)
     return fig
 
 

@@ -5,7 +5,8 @@ Called by :func:`engine.report.figures.explore_scatter`. The front of each model
 (each significantly better on one axis); runs tied with another front run (no significant difference on
 either axis, within ± 5 %) get a dotted ring, runs the data cannot tell apart from one get a dashed ring,
 in the words of :mod:`engine.report.verdict_words`; neither is joined by the line. Runs measured as an
-Optimize study's trial (a ``trial`` column) get a cross over their point.
+Optimize study's trial (a ``trial`` column) get a cross over their point. Predicted runs (the serving simulator's),
+when drawn at all, are hollow diamonds of their own, labelled predicted, without error bars, never on a front.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from engine.report.fronts import Fronts
 from engine.report.verdict_words import NOT_SEPARATED, TIED
 
 FRONT_COLOURS = ("black", "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b")
+PREDICTED_NAME = "predicted (not measured, never on a front)"
+PREDICTED_COLOUR = "#7b3294"
 
 
 def error_bars(part: pd.DataFrame, key: str) -> dict[str, object] | None:
@@ -108,5 +111,23 @@ def mark_trials(fig: go.Figure, data: pd.DataFrame, x: str, y: str) -> None:
             text=trials["trial"].astype(str).tolist(),
             hovertemplate="%{text}<extra>Optimize trial</extra>",
             marker={"symbol": "x-thin-open", "size": 13, "color": "#444", "line": {"width": 2}},
+        )
+    )
+
+
+def draw_predicted(fig: go.Figure, rows: pd.DataFrame, x: str, y: str, hover: pd.Series) -> None:
+    """Predicted runs over the measured ones: hollow diamonds labelled predicted (their hover too), no error bars."""
+    if rows.empty:
+        return
+    fig.add_trace(
+        go.Scatter(
+            x=rows[x].astype(float).tolist(),
+            y=rows[y].astype(float).tolist(),
+            mode="markers",
+            name=PREDICTED_NAME,
+            customdata=[[int(r)] for r in rows["run_id"]],
+            text=hover.loc[rows.index].tolist(),
+            hovertemplate="%{text}<br><i>predicted, not measured: never on a front</i><extra></extra>",
+            marker={"symbol": "diamond-open", "size": 13, "color": PREDICTED_COLOUR, "line": {"width": 2}},
         )
     )

@@ -14,6 +14,8 @@
   measured it); runs of other models or workloads get fronts of their own, named in words
   (:func:`group_labels`: a file by its name, never a hash or a field name), and
   :func:`group_differences` says what differs.
+- **Measured only**: a predicted run (the serving simulator's, a frame's ``predicted`` column) never enters a
+  front (:func:`split_predicted`); Explore may draw it apart, hollow and labelled predicted.
 """
 
 from __future__ import annotations
@@ -69,6 +71,14 @@ def with_intervals(
         lo, hi = interval_columns(key)
         out[lo], out[hi] = lows, highs
     return out
+
+
+def split_predicted(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(measured rows, predicted rows) of a runs frame, by its ``predicted`` column (absent: all measured)."""
+    if frame.empty or "predicted" not in frame.columns:
+        return frame, frame.iloc[0:0]
+    flags = frame["predicted"].map(lambda v: _present(v) and bool(v)).astype(bool)
+    return frame[~flags], frame[flags]
 
 
 def _fields(row: JSONMapping) -> JSONObject:
@@ -202,7 +212,9 @@ def pareto_fronts(
     """The fronts of ``x`` against ``y``, one per model and workload; directions from the registry unless
     ``minimise`` gives them (no front on an axis that is not a metric). ``records`` (each run's stored
     (metrics, quality), as Explore reads them) give the verdicts everything Compare has but the raw
-    requests; without them the frame's figures and ``KEY:lo``/``KEY:hi`` intervals are used."""
+    requests; without them the frame's figures and ``KEY:lo``/``KEY:hi`` intervals are used. Predicted rows are
+    left out: a front is measured."""
+    frame = split_predicted(frame)[0]
     if frame.empty or x not in frame.columns or y not in frame.columns:
         return Fronts()
     mx, my = _direction(x, hints, minimise[0]), _direction(y, hints, minimise[1])

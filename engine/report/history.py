@@ -10,7 +10,8 @@ segments of at least 2 runs) with a penalty of
 ``5 * sigma**2 * log(n)``, sigma estimated robustly from successive differences (about 3 %
 false alarms on a pure-noise series of 8-40 runs, a 3-sigma step found 9 times in 10).
 Each change point is marked with what changed between the last run before it and the first
-after it: git commit, package versions, device, host (from their provenance).
+after it: git commit, package versions, device, host (from their provenance). Predicted runs (the serving
+simulator's) are never in a series, even when they share the fingerprint.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import plotly.graph_objects as go
 
 from engine.measure import registry
 from engine.report.figures import PALETTE
+from engine.report.runlike import is_predicted
 from engine.report.values import accuracy_stderr, band_of, flat_metrics, run_hints, stored_interval
 
 if TYPE_CHECKING:
@@ -148,8 +150,10 @@ class History:
 
 
 def build_history(fingerprint: str, metric: str, runs: Sequence[RunDetail]) -> History:
-    """The series of ``metric`` over ``runs`` (done runs of one fingerprint, any order) and its change points."""
-    ordered = sorted(runs, key=lambda r: (r.created_at, r.id))
+    """The series of ``metric`` over ``runs`` (done runs of one fingerprint, any order) and its change points.
+    A predicted run is never a point: a series is measured (storage's fingerprint queries list measured runs only;
+    one handed in anyway is left out, not counted as skipped)."""
+    ordered = sorted((r for r in runs if not is_predicted(r)), key=lambda r: (r.created_at, r.id))
     points, kept, hints = [], [], {}
     for run in ordered:
         hints.update(run_hints(run))

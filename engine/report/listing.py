@@ -1,7 +1,8 @@
 """Runs listed for people: the Runs table in words, and Explore's axis and colour choices.
 
 Works on frames from storage.frames (one row per run; the Runs page's carry ``knobs``, each
-run's changes from the defaults). Only what differs from the defaults is named.
+run's changes from the defaults). Only what differs from the defaults is named. A predicted run's row
+carries the PREDICTED badge (its ``predicted`` column) and a link that says it is predicted.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from engine.jsonvalue import JSONMapping, JSONObject
 from engine.measure import registry
 from engine.report.figures import PERF_KINDS, frame_hints
 from engine.report.naming import changes_in_words
+from engine.report.predicted import BADGE, run_link
 from engine.report.recipes import workload_words
 
 GROUP_COLUMNS: tuple[str, ...] = ("model", "engine", "device", "device_name", "sweep")
@@ -22,6 +24,7 @@ MAX_COLOURS = 12  # more groups than this are lumped into "other" by the scatter
 EXPLORE_POINTS = 20_000  # Explore draws the newest this many matching runs; a filter narrows to the others
 TABLE_COLUMNS: tuple[str, ...] = (
     "link",
+    "predicted",
     "created_at",
     "model",
     "engine",
@@ -88,13 +91,16 @@ def _part(row: JSONMapping, prefix: str) -> JSONObject:
 
 
 def runs_table(page: pd.DataFrame) -> pd.DataFrame:
-    """The Runs page's table: one row per run, recipe and workload in words, status with its reason."""
+    """The Runs page's table: one row per run, the PREDICTED badge on predicted ones (``predicted``), recipe and
+    workload in words, status with its reason."""
     if page.empty:
         return pd.DataFrame(columns=list(TABLE_COLUMNS))
     rows = page.to_dict("records")
+    predicted = [_present(r.get("predicted")) and bool(r.get("predicted")) for r in rows]
     out = pd.DataFrame(
         {
-            "link": [f"run?run={r['run_id']}" for r in rows],
+            "link": [run_link(r["run_id"], p) for r, p in zip(rows, predicted, strict=True)],
+            "predicted": [BADGE if p else "" for p in predicted],
             "created_at": page["created_at"],
             "model": page["model"],
             "engine": page["engine"],

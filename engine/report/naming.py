@@ -4,8 +4,10 @@ One helper names a run everywhere (:func:`run_name`): the Run page's title, Comp
 summary, table and legends, History's series, the HTML report. The recipe is said as a preset's
 name where it is one ("INT8 weight-only (torchao)"), else as its changed knobs in words
 ("drop 2 layers · bfloat16"), else "engine defaults"; the knobs' words are :func:`knob_value_words`.
-Compare's default baseline (:func:`default_baseline`) is the run whose recipe is its engine's
-defaults, else the one with the fewest changed knobs, else the oldest.
+A predicted run's name ends with where it was predicted (``run 14 · vllm-server defaults · predicted on
+NVIDIA H100 SXM``), so every legend, selector, title and export says it. Compare's default baseline
+(:func:`default_baseline`) is a measured run where there is one, the one whose recipe is its engine's defaults,
+else the one with the fewest changed knobs, else the oldest.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, TypeVar
 
 from engine.jsonvalue import JSONMapping, JSONValue
+from engine.report.predicted import predicted_on
 from engine.report.recipes import changed_recipe_knobs
+from engine.report.runlike import is_predicted
 from engine.spec import sources
 from engine.spec.sources.flat import stored_traffic
 from engine.spec.workload import flat_workload
@@ -147,11 +152,13 @@ def named(run_id: object, words: str, name: object = None) -> str:
 
 
 def run_name(run: RunLike) -> str:
-    """How a run is named everywhere: its number, the user's name where given, its recipe in words."""
+    """How a run is named everywhere: its number, the user's name where given, its recipe in words; a predicted
+    run's ends with ``predicted on <hardware>``."""
     spec = getattr(run, "spec", None)
     words = recipe_title(spec, getattr(run, "engine", None))
     traffic = traffic_title(spec)
-    return named(getattr(run, "id", "?"), f"{words} · {traffic}" if traffic else words, getattr(run, "name", None))
+    name = named(getattr(run, "id", "?"), f"{words} · {traffic}" if traffic else words, getattr(run, "name", None))
+    return f"{name} · {predicted_on(run)}" if is_predicted(run) else name
 
 
 def traffic_title(spec: JSONMapping | None) -> str | None:
@@ -177,6 +184,7 @@ def default_baseline(runs: Sequence[_Run]) -> _Run | None:
     if not runs:
         return None
     done = [r for r in runs if getattr(r, "status", "done") == "done"] or list(runs)
+    done = [r for r in done if not is_predicted(r)] or done  # a prediction is checked against a measurement
 
     def rank(run: _Run) -> tuple[int, str, int]:
         created = getattr(run, "created_at", None)
@@ -185,12 +193,17 @@ def default_baseline(runs: Sequence[_Run]) -> _Run | None:
     return min(done, key=rank)
 
 
-def why_baseline(run: RunLike) -> str:
-    """Why :func:`default_baseline` chose ``run``, in words."""
+def why_baseline(run: RunLike, runs: Sequence[RunLike] = ()) -> str:
+    """Why :func:`default_baseline` chose ``run`` among ``runs``, in words."""
     count = changed_count(run)
-    if count == 0:
-        return "its recipe is the engine's defaults"
-    return f"it changes the fewest knobs ({count}) from the engine's defaults"
+    why = (
+        "its recipe is the engine's defaults"
+        if count == 0
+        else f"it changes the fewest knobs ({count}) from the engine's defaults"
+    )
+    if not is_predicted(run) and any(is_predicted(r) for r in runs):
+        return f"it is measured (a prediction is checked against a measurement) and {why}"
+    return why
 
 
 def workload_title(changed: JSONMapping | None) -> str:
@@ -212,7 +225,8 @@ def short_model(model: object) -> str:
 
 
 def frame_run_names(frame: pd.DataFrame) -> list[str]:
-    """:func:`run_name` for each row of a runs frame (``run_id``, ``engine``, ``name``, ``recipe.*`` columns)."""
+    """:func:`run_name` for each row of a runs frame (``run_id``, ``engine``, ``name``, ``recipe.*`` columns; a row
+    whose ``predicted`` is true ends with where it was predicted, from ``device_name``)."""
     knob_cols = sorted(c for c in frame.columns if c.startswith("recipe."))
     n = len(frame)
 
@@ -232,4 +246,10 @@ def frame_run_names(frame: pd.DataFrame) -> list[str]:
             engine_name = str(engine) if _present(engine) else _default_engine()
             words = memo[key] = changes_in_words(changed_recipe_knobs({"engine": engine_name, **recipe}), engine_name)
         out.append(named(run_id, words, name))
+    for i, (predicted, device_name, device) in enumerate(
+        zip(column("predicted"), column("device_name"), column("device"), strict=True)
+    ):
+        if _present(predicted) and bool(predicted):
+            where = SimpleNamespace(device_name=device_name if _present(device_name) else None, device=device)
+            out[i] = f"{out[i]} · {predicted_on(where)}"
     return out

@@ -1,5 +1,6 @@
 """What the reports read of a run, as Protocols: storage's RunSummary and RunDetail fit them, and so do the
 namespaces Explore builds from a frame's rows (:mod:`engine.report.explore_report`) and the tests' fakes.
+Whether a run is predicted (the serving simulator's) rather than measured is read in one place, :func:`is_predicted`.
 
 Every member is a read-only property, so the frozen dataclasses of :mod:`storage.runs` fit without a copy.
 """
@@ -51,3 +52,9 @@ class RunLike(Measured, Protocol):
 
     @property
     def spec(self) -> JSONMapping: ...
+
+
+def is_predicted(run: object) -> bool:
+    """Whether a run is predicted by the serving simulator, not measured (storage's ``predicted``; runs and fakes
+    without the attribute are measured)."""
+    return bool(getattr(run, "predicted", False))

@@ -8,7 +8,8 @@ engine, device, workload).
 Every change is judged by :mod:`engine.report.verdicts` and said by :mod:`engine.report.verdict_words`:
 a quality loss reads "worse (significant)" in words, like a slower decode; an interval spanning no change
 but wider than the margin reads "not enough data", never "no change". Every label, unit and direction
-comes from the metric registry.
+comes from the metric registry. A pair with a predicted run is said as a prediction
+(:func:`engine.report.predicted.pair_words`: its error against the measured run, beside its band), never judged.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import TYPE_CHECKING
 
 from engine.measure import registry
 from engine.report.naming import run_name
+from engine.report.predicted import other_differences, pair_words
 from engine.report.recipes import context_differences
+from engine.report.runlike import is_predicted
 from engine.report.values import flat_metrics, ratio, run_hints
 from engine.report.verdict_words import phrase
 from engine.report.verdicts import Verdict, verdicts_between
@@ -113,7 +116,7 @@ def _memory(v: Values, b: Values) -> list[str]:
 
 def cautions(run: RunLike, base: RunLike) -> list[str]:
     """Why the ratios are not the recipe's alone: other differences, and a baseline with failed requests."""
-    out = context_differences(run, base)
+    out = other_differences(run, base, context_differences(run, base))
     failed = registry.failure_words(getattr(base, "metrics", None))
     if failed:
         out.append(f"baseline: {failed}")
@@ -131,6 +134,10 @@ def summarize_against(run: RunLike, base: RunLike, label: str | None = None, ver
         return f"{label}: {run.status} ({getattr(run, 'error', None) or 'no reason recorded'}); nothing to compare"
     if getattr(base, "status", "done") != "done":
         return f"{label}: the baseline run {base.id} {base.status}, so there is nothing to compare against"
+    if is_predicted(run) or is_predicted(base):
+        text = f"{label}: {pair_words(run, base)}"
+        caution = cautions(run, base)
+        return text + (f" (caution, not the recipe alone: {'; '.join(caution)})" if caution else "")
     v, b = flat_metrics(run), flat_metrics(base)
     if verdicts is None:
         keys = [*registry.keys_in("summary"), *(k for k in v if k.startswith("quality.task:"))]

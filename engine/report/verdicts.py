@@ -29,6 +29,10 @@ How each ratio gets its interval:
   share. ``Verdict.paired`` says which one was used. An accuracy difference's interval is read as a ratio
   to the baseline's value, so the one margin applies.
 
+**A predicted run** (the serving simulator's, :func:`engine.report.runlike.is_predicted`) has no sampling noise: a
+pair with one gets no test at all, each figure's verdict ``none`` with its plain ratio and :data:`NO_TEST` as the
+reason; :mod:`engine.report.predicted` says the prediction's error against the measured run instead.
+
 With one trial per run these are within-run intervals: drift between runs on a noisy machine is not in
 them. Runs with several trials are judged on their stored intervals, which include the spread across
 trials (engine.run.repeats.widen_with_repeats). Words for all of this: :mod:`engine.report.verdict_words`.
@@ -48,6 +52,7 @@ from engine.jsonvalue import JSONMapping
 from engine.measure import registry, stats
 from engine.measure.stamps import Phase
 from engine.report.paired import perplexity_ratio, task_difference
+from engine.report.runlike import is_predicted
 from engine.report.values import interval, sample_count
 
 if TYPE_CHECKING:
@@ -58,6 +63,7 @@ State = Literal["better", "worse", "same", "unclear", "thin", "none"]
 STDERR_MULTIPLE = 2.0  # an accuracy difference's interval: ± this many standard errors of it
 EQUIVALENCE_MARGIN = 0.05  # "no significant difference": the ratio's 95 % interval within ± 5 % of 1
 DECIDED: tuple[State, ...] = ("better", "worse", "same")  # the states that are an answer
+NO_TEST = "a prediction: no significance test"  # the reason of every verdict on a pair with a predicted run
 
 
 def classify(lo: float, hi: float, minimise: bool) -> State:
@@ -305,9 +311,17 @@ def verdicts_between(
     samples: tuple[Samples | None, Samples | None] = (None, None),
     hints: Mapping[str, str] | None = None,
 ) -> dict[str, Verdict]:
-    """A verdict per metric key of ``run`` against ``base``; ``values`` = (baseline, run) flat figures."""
+    """A verdict per metric key of ``run`` against ``base``; ``values`` = (baseline, run) flat figures. A pair with
+    a predicted run is not tested (module doc): each figure both have gets its plain ratio, state ``none``, reason
+    :data:`NO_TEST`."""
     out: dict[str, Verdict] = {}
     b, v = values
+    if is_predicted(base) or is_predicted(run):
+        for key in keys:
+            new, old = v.get(key), b.get(key)
+            if new is not None and old not in (None, 0):  # a figure one of them lacks has nothing to say
+                out[key] = Verdict(key, new / old, state="none", reason=NO_TEST)
+        return out
     for key in keys:
         if key.startswith("quality."):
             out[key] = accuracy_verdict(key, b.get(key), v.get(key), base.quality, run.quality, hints)

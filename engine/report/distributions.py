@@ -22,7 +22,7 @@ from engine.measure.metrics import NS_PER_MS, itl_gaps_ns, tpot_ns, ttft_ns
 from engine.measure.records import RequestRecord
 from engine.measure.registry import GROUP_LABELS
 from engine.measure.stats import min_samples
-from engine.report.figures import PALETTE
+from engine.report.figures import LEGEND_BELOW, PALETTE
 from engine.spec.sources.flat import stored_traffic
 from engine.spec.workload import flat_workload
 
@@ -82,6 +82,7 @@ def cdf_figure(series: Mapping[str, MetricSamples], metric: str, max_points: int
         yaxis_title="fraction of samples ≤ x",
         yaxis_range=[0, 1.02],
         template="plotly_white",
+        legend={**LEGEND_BELOW, "y": -0.22},  # run names are long: under the plot, never squeezing it
     )
     return fig
 

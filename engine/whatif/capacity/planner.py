@@ -174,12 +174,16 @@ def plan_capacity(
     scales: Sequence[float] = (),
     left_out: Sequence[LeftOut] = (),
     progress: Progress | None = None,
+    each: Callable[[int, Capacity], None] | None = None,
 ) -> CapacityPlan:
-    """Size every configuration (module doc); ``scales`` adds the SLO chart's scaled SLOs."""
+    """Size every configuration (module doc); ``scales`` adds the SLO chart's scaled SLOs; ``each(i, capacity)``
+    hears each configuration's answer as it comes (a page's progress bar)."""
     t0 = time.perf_counter()
     sized = []
     for i, config in enumerate(configs):
         if progress:
             progress(f"[{i + 1}/{len(configs)}] sizing {config.label} ...")
         sized.append(size(config, traffic, slo, scales, progress))
+        if each:
+            each(i, sized[-1])
     return CapacityPlan(traffic, slo, sized, list(left_out), time.perf_counter() - t0)

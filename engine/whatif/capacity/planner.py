@@ -2,11 +2,12 @@
 
 :func:`plan_capacity` sizes each configuration (:func:`engine.whatif.capacity.sizing.size`), saying each
 one's answer to ``progress`` as it comes, and picks the **best**: the cheapest per million output tokens
-within the SLO; among configurations without a price, the fewest devices (then the most arrivals per
-device). When no configuration meets the SLO at any rate, the plan names the **closest**: the one whose
-figures came nearest to the limits (smallest ratio), at the rate it came nearest. Every figure is
-predicted by the serving simulator, never measured; each configuration carries its calibration's label and
-band (none claimed when uncalibrated). Nothing is stored.
+within the SLO (at equal cost the fewest devices, then the most arrivals per device: the most headroom);
+when no configuration within the SLO has a price, the fewest devices. When no configuration meets the SLO
+at any rate, the plan names the **closest**: the one whose figures came nearest to the limits (smallest
+ratio), at the rate it came nearest. Every figure is predicted by the serving simulator, never measured;
+each configuration carries its calibration's label and band (none claimed when uncalibrated). Nothing is
+stored.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class CapacityPlan:
         """The cheapest within the SLO; without prices, the fewest devices (module doc)."""
         priced = [c for c in self.met if c.main.cost.usd_per_million_tokens is not None]
         if priced:
-            return min(priced, key=lambda c: (c.main.cost.usd_per_million_tokens, c.main.cost.gpu_hours_per_hour))
+            return min(priced, key=lambda c: (c.main.cost.usd_per_million_tokens, *_devices_key(c)))
         return min(self.met, key=_devices_key, default=None)
 
     def closest(self) -> Capacity | None:

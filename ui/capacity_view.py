@@ -19,7 +19,7 @@ from engine.report.pareto import pareto_front
 from engine.whatif.capacity.planner import CapacityPlan
 from engine.whatif.capacity.sizing import Capacity, Sized
 from engine.whatif.capacity.slo import NAMES
-from engine.whatif.capacity.table import notes, rows, traffic_words
+from engine.whatif.capacity.table import COLUMNS, notes, rows, traffic_words
 from ui.text import escape_markdown
 
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d", "#bab0ac")
@@ -128,11 +128,11 @@ def front_chart(plan: CapacityPlan) -> go.Figure:
     return fig
 
 
-def answer(plan: CapacityPlan, source_words: str, y: str) -> None:
-    """The plan on the page: the sentence, the table, its notes, the two charts (module doc)."""
+def answer(plan: CapacityPlan, source_words: str) -> None:
+    """The plan on the page: the sentence, the table and what it rests on (module doc)."""
     (st.success if plan.met else st.warning)(escape_markdown(plan.sentence()), icon=":material/dns:")
     st.caption(escape_markdown(f"Traffic: {traffic_words(plan.traffic, source_words)}. SLO: {plan.slo.words()}."))
-    st.dataframe(pd.DataFrame(rows(plan)), hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame(rows(plan), columns=list(COLUMNS)), hide_index=True, width="stretch")
     st.caption(
         "Predicted by the serving simulator, never measured: each row's calibration says where its step costs "
         "come from and its leave-one-out error band (none claimed when uncalibrated). Prices are assumptions."
@@ -146,5 +146,9 @@ def answer(plan: CapacityPlan, source_words: str, y: str) -> None:
         )
     with st.expander("What the table rests on (calibrations, prices, configurations left out)"):
         st.markdown("\n".join(f"- {escape_markdown(n)}" for n in lines))
+
+
+def charts(plan: CapacityPlan, y: str) -> None:
+    """Replicas (or cost) against the SLO, and cost against latency with its front (module doc)."""
     st.plotly_chart(slo_chart(plan, y), width="stretch")
     st.plotly_chart(front_chart(plan), width="stretch")

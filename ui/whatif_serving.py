@@ -27,7 +27,7 @@ from engine.whatif.capacity.traffic import TrafficError
 from engine.whatif.hardware import Hardware
 from engine.whatif.predict.calibration import uncalibrated
 from engine.whatif.predict.deployment import FAMILIES
-from ui.capacity_view import answer
+from ui.capacity_view import answer, charts
 from ui.launch_form import section_form
 from ui.text import escape_markdown
 
@@ -277,8 +277,6 @@ def render(db: Database | None, entries: dict[str, Hardware]) -> None:
     values, traffic, problems = traffic_inputs(values)
     values = config_inputs(slo_inputs(values), entries)
     question, why_not = checked(values, traffic, entries) if not problems else (None, problems[0])
-    values["y"] = st.radio("Chart", ["replicas", "cost"], key="cap_y", horizontal=True, help="replicas or $ per 1M")
-    write_params(values)
     pressed = st.button("Run the capacity search", type="primary", disabled=question is None, help=why_not or None)
     if question is None:
         st.caption(f"Run is disabled: {escape_markdown(why_not)}")
@@ -286,5 +284,12 @@ def render(db: Database | None, entries: dict[str, Hardware]) -> None:
     if pressed and question is not None:
         st.session_state["cap_answer"] = (key, run_plan(db, question), question.spec.workload.traffic.words())
     found = st.session_state.get("cap_answer")
+    values["y"] = str(st.session_state.get("cap_y", values["y"]))
     if found and found[0] == key:
-        answer(found[1], found[2], values["y"])
+        answer(found[1], found[2])
+        values["y"] = st.radio(
+            "Chart against the SLO", ["replicas", "cost"], key="cap_y", horizontal=True,
+            format_func={"replicas": "replicas for the peak", "cost": "$ per 1M output tokens"}.get,
+        )  # fmt: skip
+        charts(found[1], values["y"])
+    write_params(values)

@@ -53,8 +53,8 @@ def test_the_question_is_a_link_and_run_answers_it_with_predicted_figures(app_db
     assert list(frame["configuration"]) == [
         "base · h100-sxm · TP1", "base · l40s · TP1", "fp8 · h100-sxm · TP1", "fp8 · l40s · TP1"
     ]  # fmt: skip
-    assert set(frame["calibration (predicted)"]) == {"uncalibrated roofline, no band"}
-    assert all(v.startswith("$") for v in frame["$ per 1M output tokens"])
+    assert set(frame["calibration"]) == {"uncalibrated, no band"}
+    assert all(v.startswith("$") for v in frame["$ per 1M out tokens"])
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert [c["layout"]["title"]["text"] for c in charts] == [
         "Replicas for the peak against the SLO (predicted)", "Cost against latency (predicted)"

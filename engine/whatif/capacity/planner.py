@@ -48,11 +48,16 @@ def calibrator(db: Database | None, progress: Progress | None = None) -> Callabl
 
 
 def short_calibration(cal: Calibrated) -> str:
-    """``uncalibrated roofline, no band`` or ``calibrated (carried), LOO TTFT p50 ±4 % ...``."""
+    """``uncalibrated, no band`` or ``calibrated (carried by roofline), ±4 % TTFT p50, ±10 % TPOT p50``: the
+    label's gist for a table cell (the whole label is said beside it)."""
     if not cal.calibrated:
-        return "uncalibrated roofline, no band"
-    where = "calibrated, carried by roofline" if cal.carried else "calibrated"
-    return f"{where}; {cal.band.words}" if cal.band else f"{where}; one run, no band"
+        return "uncalibrated, no band"
+    where = "calibrated (carried by roofline)" if cal.carried else "calibrated"
+    if cal.band is None:
+        return f"{where}, one run: no band"
+    names = {"ttft_p50": "TTFT p50", "tpot_p50": "TPOT p50", "e2el_p90": "E2E p90"}
+    band = ", ".join(f"±{cal.band.pct[k]:.0f} % {n}" for k, n in names.items() if k in cal.band.pct)
+    return f"{where}, {band}"
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,16 +11,17 @@ from __future__ import annotations
 from engine.whatif.capacity.cost import NO_PRICE
 from engine.whatif.capacity.planner import CapacityPlan, short_calibration
 from engine.whatif.capacity.sizing import Capacity
+from engine.whatif.capacity.slo import NAMES
 from engine.whatif.capacity.traffic import Traffic
 
 COLUMNS = (
     "configuration",
     "sustained per replica",
-    "replicas for the peak",
-    "GPU-hours per hour",
-    "$ per 1M output tokens",
-    "within SLO",
-    "calibration (predicted)",
+    "replicas for peak",
+    "GPU-h per hour",
+    "$ per 1M out tokens",
+    "within SLO (predicted)",
+    "calibration",
 )
 
 
@@ -38,22 +39,18 @@ def _money(c: Capacity) -> str:
 
 
 def _within(c: Capacity, unit: str) -> str:
-    """``yes (TTFT p90 311 ms)`` at the sustained rate, else how close it came and where."""
+    """``yes: TTFT 311, TPOT 22.4 ms`` at the sustained rate, else how close it came and where."""
     main = c.main
     if main.at_sustained is not None:
         values = main.at_sustained.check(main.slo).values
-        return "yes (" + ", ".join(_figure(main.slo.pct_words(), k, v) for k, v in values.items()) + ")"
+        if "goodput" in values:
+            return f"yes: goodput {values['goodput']:.1%}"
+        shown = ", ".join(f"{NAMES[k]} " + ("-" if v is None else f"{v:,.3g}") for k, v in values.items())
+        return f"yes: {shown} ms"
     if main.closest is not None:
         probe, check = main.closest
         return f"no: {check.ratio:.2g}x the limit at {_rate(probe.rate, unit)}"
     return "no"
-
-
-def _figure(pct: str, key: str, value: float | None) -> str:
-    names = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2el_ms": "E2E"}
-    if key == "goodput":
-        return "goodput -" if value is None else f"goodput {value:.1%}"
-    return f"{names[key]} {pct} " + ("-" if value is None else f"{value:,.3g} ms")
 
 
 def rows(plan: CapacityPlan) -> list[dict[str, str]]:
@@ -89,7 +86,7 @@ def traffic_words(traffic: Traffic, source_words: str) -> str:
     if traffic.arrival == "trace":
         sent = f"on its own schedule; peak {_rate(traffic.peak_rate, unit)} over {traffic.window_s:g} s windows"
     else:
-        sent = f"{traffic.arrival} arrivals at {_rate(traffic.peak_rate, unit)} (its peak)"
+        sent = f"{traffic.arrival.replace('poisson', 'Poisson')} arrivals at {_rate(traffic.peak_rate, unit)} (its peak)"
     return (
         f"{source_words}, {sent}, mean {_rate(traffic.mean_rate, unit)}, "
         f"{traffic.tokens_per_arrival:,.4g} output tokens per arrival; each probe simulates "

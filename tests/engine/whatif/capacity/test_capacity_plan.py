@@ -57,7 +57,7 @@ def test_the_cheapest_within_the_slo_wins_and_the_table_says_predicted_and_uncal
     priced = [c for c in plan.met if c.main.cost.usd_per_million_tokens is not None]
     assert plan.best() is min(priced, key=lambda c: c.main.cost.usd_per_million_tokens)
     mi300x = next(r for r in rows(plan) if "mi300x" in r["configuration"])
-    assert mi300x["$ per 1M output tokens"] == "no price given" and mi300x["replicas for the peak"]
+    assert mi300x["$ per 1M out tokens"] == "no price given" and mi300x["replicas for peak"]
     assert [s.scale for s in plan.capacities[0].sized] == [1.0, 0.5, 2.0]
     assert plan.sentence().startswith("Cheapest within TTFT p90 ≤ 200 ms and TPOT p90 ≤ 30 ms: ")
     text = render_text(plan, "synthetic prompts")

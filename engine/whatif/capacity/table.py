@@ -86,7 +86,9 @@ def traffic_words(traffic: Traffic, source_words: str) -> str:
     if traffic.arrival == "trace":
         sent = f"on its own schedule; peak {_rate(traffic.peak_rate, unit)} over {traffic.window_s:g} s windows"
     else:
-        sent = f"{traffic.arrival.replace('poisson', 'Poisson')} arrivals at {_rate(traffic.peak_rate, unit)} (its peak)"
+        sent = (
+            f"{traffic.arrival.replace('poisson', 'Poisson')} arrivals at {_rate(traffic.peak_rate, unit)} (its peak)"
+        )
     return (
         f"{source_words}, {sent}, mean {_rate(traffic.mean_rate, unit)}, "
         f"{traffic.tokens_per_arrival:,.4g} output tokens per arrival; each probe simulates "

@@ -20,6 +20,8 @@ from engine.jsonvalue import JSONObject
 from engine.whatif.hardware import Hardware
 
 NO_PRICE = "no price given"
+GIVEN = "given: your assumption"
+CATALOG_PRICE = "the catalog's list price"
 MAX_PRICE = 10_000.0  # USD per device-hour: more is a typo
 
 
@@ -28,7 +30,15 @@ class Price:
     """USD per device-hour (None: none known) and where it comes from, in words."""
 
     per_device_hour: float | None
-    source: str
+    source: str  # "given (your assumption)", "the catalog's list price" or "no price given"
+
+    def words(self) -> str:
+        """``$3.78 per device-hour (the catalog's list price)`` or ``no price given``."""
+        return (
+            self.source
+            if self.per_device_hour is None
+            else f"${self.per_device_hour:g} per device-hour ({self.source})"
+        )
 
     def to_dict(self) -> JSONObject:
         return {"usd_per_device_hour": self.per_device_hour, "source": self.source}
@@ -57,9 +67,9 @@ def parse_prices(text: str) -> dict[str, float]:
 def price_of(hardware: Hardware, given: Mapping[str, float]) -> Price:
     """The price given for this hardware, else the catalog's list price, else none (module doc)."""
     if hardware.key in given:
-        return Price(given[hardware.key], f"given: ${given[hardware.key]:g} per device-hour (your assumption)")
+        return Price(given[hardware.key], GIVEN)
     if hardware.price_per_hour is not None:
-        return Price(hardware.price_per_hour, f"catalog list price ${hardware.price_per_hour:g} per device-hour")
+        return Price(hardware.price_per_hour, CATALOG_PRICE)
     return Price(None, NO_PRICE)
 
 

@@ -140,7 +140,7 @@ def _best_words(plan: CapacityPlan, best: Capacity) -> str:
     replicas = f"{cost.replicas} replica{'s' if cost.replicas != 1 else ''} ({cost.gpu_hours_per_hour} GPUs)"
     lead = "Cheapest" if cost.usd_per_million_tokens is not None else "Fewest devices"
     money = (
-        f", ${cost.usd_per_million_tokens:,.3g} per 1M output tokens at {cost.price.source}"
+        f", ${cost.usd_per_million_tokens:,.3g} per 1M output tokens at {cost.price.words()}"
         if cost.usd_per_million_tokens is not None
         else "; no price given, so no cost"
     )

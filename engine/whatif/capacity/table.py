@@ -8,7 +8,7 @@ where the roofline is uncalibrated.
 
 from __future__ import annotations
 
-from engine.whatif.capacity.cost import NO_PRICE
+from engine.whatif.capacity.cost import CATALOG_PRICE, NO_PRICE
 from engine.whatif.capacity.planner import CapacityPlan, short_calibration
 from engine.whatif.capacity.sizing import Capacity
 from engine.whatif.capacity.slo import NAMES
@@ -100,8 +100,8 @@ def notes(plan: CapacityPlan) -> list[str]:
     """What the table rests on, a line each: calibrations (once each), prices, configurations left out."""
     lines = [f"calibration: {label}" for label in dict.fromkeys(c.config.calibration.label for c in plan.capacities)]
     prices = dict.fromkeys(
-        f"price of {c.config.hardware.key}: {c.config.price.source}"
-        + (f" ({_price_note(c)})" if c.config.price.source.startswith("catalog") else "")
+        f"price of {c.config.hardware.key}: {c.config.price.words()}"
+        + (f": {_price_note(c)}" if c.config.price.source == CATALOG_PRICE else "")
         for c in plan.capacities
     )
     lines += list(prices)

@@ -13,8 +13,10 @@ from engine.whatif.capacity.planner import plan_capacity
 from engine.whatif.capacity.slo import CapacitySLO
 from engine.whatif.capacity.table import render_text, rows
 from engine.whatif.capacity.traffic import TrafficError, traffic_of
-from engine.whatif.hardware import CATALOG
-from engine.whatif.predict.calibration import Calibrated
+from engine.whatif.hardware import CATALOG, Hardware
+from engine.whatif.predict.calibration import Calibrated, GroupFit, calibrated
+from engine.whatif.predict.deployment import Terms
+from engine.whatif.predict.fitting import ServingBand
 from engine.whatif.predict.replay import plan_of
 from engine.whatif.serving import StepCosts
 
@@ -99,3 +101,16 @@ def test_a_trace_is_sent_on_its_own_schedule_sped_up_to_the_probed_rate():
     due = np.array([r.due_s for r in requests])
     assert client.kind == "trace" and due.min() == 0.0 and len(due) == 100
     assert (len(due) - 1) / due.max() == pytest.approx(8.0, rel=0.02)  # twice as fast as its busiest stretch
+
+
+def test_a_calibrated_configuration_carries_its_label_and_band_into_the_answer():
+    band = ServingBand({"ttft_p50": 8.0, "tpot_p50": 3.0, "e2el_p90": 6.0, "throughput": 2.0}, 3)
+    cpu = Hardware("local:cpu", "Test CPU (local, measured)", "local", "cpu", 32.0, 20.0, {"fp32": 0.2}, measured=True)
+    fit = GroupFit(Terms("transformers", "bf16", "bf16"), cpu, STEP, STEP, [1, 2, 3], band)
+    ready = prepared(job(), variants_of([]), [CATALOG["l4"]], [None], lambda t, hw: calibrated(fit, hw), sample=100)
+    plan = plan_capacity(ready.configs, ready.traffic, CapacitySLO(tpot_ms=50))
+    [row] = rows(plan)
+    assert row["calibration"] == "calibrated (carried by roofline), ±8 % TTFT p50, ±3 % TPOT p50, ±6 % E2E p90"
+    assert plan.sentence().endswith(f"(predicted; {row['calibration']}).")
+    label = plan.to_dict()["configurations"][0]["calibration"]["label"]
+    assert "carried to NVIDIA L4 24GB by roofline" in label and "on Test CPU (local, measured)" in label

@@ -10,7 +10,7 @@ never stored. Run is disabled, with the reason, while the question cannot be pla
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
 from typing import TYPE_CHECKING
 
 import streamlit as st
@@ -18,7 +18,7 @@ import streamlit as st
 from engine.jsonvalue import JSONObject, JSONValue
 from engine.spec import JobSpec, SpecError, engines, forms, parse_job_spec, sources
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES
-from engine.whatif.capacity.configs import Prepared, prepared, variants_of
+from engine.whatif.capacity.configs import Prepared, prepared, recalibrated, variants_of
 from engine.whatif.capacity.cost import parse_prices
 from engine.whatif.capacity.planner import CHART_SCALES, CapacityPlan, calibrator, plan_capacity
 from engine.whatif.capacity.sizing import Capacity
@@ -228,30 +228,47 @@ class Question:
         self.spec = spec_of(values, traffic, any(h.kind == "gpu" for h in self.hardware))
         self.sample = int(values["sample"]) if values["sample"].strip().isdigit() else 1000
 
-    def prepare(self, db: Database | None, say: Callable[[str], None] | None = None) -> Prepared:
-        """Traffic planned and configurations prepared, calibrated from ``db``'s runs (none: uncalibrated)."""
-        calibrate = calibrator(db, say) if db is not None else uncalibrated
-        return prepared(self.spec, self.variants, self.hardware, self.tps, calibrate, self.prices, sample=self.sample)
+    def key(self, traffic: JSONObject) -> str:
+        """What the check depends on: the inputs, the hardware entries' figures, the input file's size and time."""
+        path = self.spec.workload.traffic.input_path()
+        try:
+            stat = os.stat(os.path.expanduser(path)) if path else None
+        except OSError:
+            stat = None
+        stamp = [path, stat.st_size, stat.st_mtime_ns] if stat else [path]
+        hardware = [h.to_dict() for h in self.hardware]
+        values = {k: v for k, v in self.values.items() if k != "y"}
+        return json.dumps([values, traffic, stamp, hardware], sort_keys=True, default=str)
 
 
-def checked(values: dict[str, str], traffic: JSONObject, entries: dict[str, Hardware]) -> tuple[Question | None, str]:
+@st.cache_resource(show_spinner="Planning the traffic ...", max_entries=8, ttl=3600)
+def _checked(key: str, _question: Question) -> Prepared:
+    """The question's traffic planned and configurations prepared, uncalibrated (fast), once per ``key``."""
+    q = _question
+    return prepared(q.spec, q.variants, q.hardware, q.tps, uncalibrated, q.prices, sample=q.sample)
+
+
+def checked(
+    values: dict[str, str], traffic: JSONObject, entries: dict[str, Hardware]
+) -> tuple[tuple[Question, Prepared] | None, str]:
     """The question and its configurations' check (left out, in one line each), or why Run is disabled."""
     try:
         question = Question(values, traffic, entries)
-        ready = question.prepare(None)
+        ready = _checked(question.key(traffic), question)
     except (SloError, SpecError, TrafficError, ValueError) as exc:
         return None, str(exc).splitlines()[0]
     for x in ready.left_out:
         st.warning(escape_markdown(f"Left out: {x.label}: {x.reason}"), icon=":material/memory:")
     if not ready.configs:
         return None, "no configuration can hold this traffic (each is left out above)"
-    return question, ""
+    return (question, ready), ""
 
 
-def run_plan(db: Database | None, question: Question) -> CapacityPlan:
-    """The search, with its progress shown per configuration while it runs."""
+def run_plan(db: Database | None, question: Question, checked_ready: Prepared) -> CapacityPlan:
+    """The search, each configuration calibrated from ``db``'s runs, with its progress shown while it runs."""
     with st.status("Planning: calibrating and sizing each configuration ...", expanded=True) as status:
-        ready = question.prepare(db, status.write)
+        calibrate = calibrator(db, status.write) if db is not None else uncalibrated
+        ready = recalibrated(checked_ready, calibrate)
         bar = st.progress(0.0, text=f"0 of {len(ready.configs)} configurations sized")
 
         def each(i: int, capacity: Capacity) -> None:
@@ -276,13 +293,14 @@ def render(db: Database | None, entries: dict[str, Hardware]) -> None:
         st.warning(escape_markdown(line))
     values, traffic, problems = traffic_inputs(values)
     values = config_inputs(slo_inputs(values), entries)
-    question, why_not = checked(values, traffic, entries) if not problems else (None, problems[0])
-    pressed = st.button("Run the capacity search", type="primary", disabled=question is None, help=why_not or None)
-    if question is None:
+    found_ok, why_not = checked(values, traffic, entries) if not problems else (None, problems[0])
+    pressed = st.button("Run the capacity search", type="primary", disabled=found_ok is None, help=why_not or None)
+    if found_ok is None:
         st.caption(f"Run is disabled: {escape_markdown(why_not)}")
     key = json.dumps({k: v for k, v in values.items() if k != "y"}, sort_keys=True)
-    if pressed and question is not None:
-        st.session_state["cap_answer"] = (key, run_plan(db, question), question.spec.workload.traffic.words())
+    if pressed and found_ok is not None:
+        question, ready = found_ok
+        st.session_state["cap_answer"] = (key, run_plan(db, question, ready), question.spec.workload.traffic.words())
     found = st.session_state.get("cap_answer")
     values["y"] = str(st.session_state.get("cap_y", values["y"]))
     if found and found[0] == key:

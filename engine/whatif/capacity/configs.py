@@ -202,3 +202,16 @@ def prepared(
     )  # fmt: skip
     configs, left = configurations(spec, variants, hardware, tps, plan, calibrate, prices)
     return Prepared(spec, traffic, configs, left)
+
+
+def recalibrated(ready: Prepared, calibrate: Calibrate) -> Prepared:
+    """The same configurations under ``calibrate`` (a page checks a question uncalibrated, then runs it calibrated
+    without planning its traffic again)."""
+    configs = []
+    for c in ready.configs:
+        dep = c.deployment
+        calibration = calibrate(dep.terms, c.hardware)
+        if calibration.fit is not None and calibration.fit.acceptance is not None:
+            dep = with_acceptance(dep, calibration.fit.acceptance)
+        configs.append(replace(c, deployment=dep, calibration=calibration))
+    return replace(ready, configs=configs)

@@ -167,8 +167,9 @@ def config_inputs(values: dict[str, str], entries: dict[str, Hardware]) -> dict[
 
 
 def write_params(values: dict[str, str]) -> None:
-    """The question into the URL (only what differs from the defaults), remembered as this mode's own."""
-    params = {"mode": "serving", **{k: v for k, v in values.items() if v != TEXT_DEFAULTS.get(k)}}
+    """The whole question into the URL (so a link keeps its meaning if defaults change; a blank that is the
+    default left out), remembered as this mode's own."""
+    params = {"mode": "serving", **{k: v for k, v in values.items() if v or TEXT_DEFAULTS.get(k)}}
     st.query_params.from_dict(params)
     st.session_state["_capacity_written"] = st.query_params.to_dict()
 

@@ -1,6 +1,6 @@
 """What-if's serving mode in a real browser: a capacity plan for two recipes on three catalog GPUs, opened from a
 link, run with its progress shown, answered with the table and both charts, every figure marked predicted;
-1440x1000 screenshots of the answer and its charts are kept."""
+1440x1000 screenshots of the answer, the SLO chart and the cost/latency front are kept."""
 
 from __future__ import annotations
 
@@ -54,4 +54,6 @@ def test_a_capacity_plan_for_two_recipes_on_three_gpus(capacity_app: str, page, 
     assert charts.count() == 2
     charts.first.scroll_into_view_if_needed()
     shot(page, "capacity-charts")
+    charts.nth(1).evaluate("e => e.scrollIntoView({block: 'start'})")
+    shot(page, "capacity-front")
     assert isinstance(path, Path) and path.stat().st_size > 10_000

@@ -2,7 +2,8 @@
 may not own, calibrated by the runs measured here, with their error band.
 
 State lives in the URL: ``?model=synthetic:llama-3-8b&engine=transformers&dtype=bf16&kv=auto
-&bs=1&tp=1&drop=0&prompt=128&output=32&conc=&hw=h100-sxm,a100-80gb``.
+&bs=1&tp=1&drop=0&prompt=128&output=32&conc=&hw=h100-sxm,a100-80gb``. ``?mode=serving`` is the serving
+mode, a capacity plan (:mod:`ui.whatif_serving`): replicas and cost for a traffic within an SLO.
 """
 
 from __future__ import annotations
@@ -265,9 +266,32 @@ def hardware_sources(entries: dict[str, Any], hw_keys: list[str]) -> None:
         st.dataframe(pd.DataFrame(rows), hide_index=True)
 
 
+MODES = {"estimate": "Estimate (one batch)", "serving": "Serving: capacity plan"}
+
+
+def mode_switch() -> str:
+    """Estimate or serving (capacity plan), from ``?mode=``; switching mode starts from that mode's defaults."""
+    mode = st.query_params.get("mode", "estimate")
+    mode = mode if mode in MODES else "estimate"
+    if st.session_state.get("wi_mode_seen") != mode:
+        st.session_state["wi_mode"] = st.session_state["wi_mode_seen"] = mode
+    chosen = st.segmented_control("Mode", list(MODES), format_func=MODES.get, key="wi_mode") or mode
+    if chosen != mode:
+        st.query_params.from_dict({} if chosen == "estimate" else {"mode": chosen})
+        st.session_state["wi_mode_seen"] = chosen
+    return chosen
+
+
 def page() -> None:
-    """The what-if page: inputs from the URL, estimates, overlay, calibration, measure here."""
+    """The what-if page: inputs from the URL, estimates, overlay, calibration, measure here; or the serving mode."""
     st.title("What-if: hardware you don't own")
+    if mode_switch() == "serving":
+        from ui.whatif_serving import render
+
+        db = database()
+        render(db, catalog(db))
+        share_link("whatif")
+        return
     st.caption(
         "Roofline estimates (prefill compute-bound, decode memory-bound, with the engine's launch "
         "overheads), calibrated by the comparable runs measured here; each row says what bounds it. Data-sheet "

@@ -46,6 +46,7 @@ VERB_MODULES: dict[str, tuple[str, ...]] = {
     "engine.cli.optimize": ("optimize",),
     "engine.cli.sla": ("sla",),
     "engine.cli.simulate": ("simulate",),
+    "engine.cli.capacity": ("capacity",),
 }
 
 

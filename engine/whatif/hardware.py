@@ -34,6 +34,7 @@ class Hardware:
     source: str = ""
     measured: bool = False
     notes: str = ""
+    price_per_hour: float | None = None  # USD per device-hour, on demand: an assumption (source and date in notes)
 
     @property
     def memory_bytes(self) -> float:
@@ -75,6 +76,7 @@ class Hardware:
             "source": self.source,
             "measured": self.measured,
             "notes": self.notes,
+            "price_per_hour": self.price_per_hour,
         }
 
 
@@ -117,8 +119,31 @@ _A100_SHEET = (
     "nvidia.com/en-us/data-center/a100/)"
 )
 
+# On-demand list prices, USD per device-hour, for the capacity planner's cost: assumptions, not quotes. One
+# price per entry, from a public price list, with its date; entries without one have no price (never invented).
+_PRICE_CHECKED = "as listed and checked on 2026-05-07 (techbytes.app, 'Serverless GPU Pricing Matrix')"
+_PRICES: dict[str, tuple[float, str]] = {
+    "h100-sxm": (3.78, f"Lambda on-demand 1x H100 SXM, lambda.ai/pricing, {_PRICE_CHECKED}"),
+    "h100-pcie": (2.86, f"Lambda on-demand 1x H100 PCIe, lambda.ai/pricing, {_PRICE_CHECKED}"),
+    "a100-80gb": (2.4984, f"Modal A100 80GB, $0.000694 per second, modal.com/pricing, {_PRICE_CHECKED}"),
+    "a100-40gb": (1.48, f"Lambda on-demand 1x A100 40GB, lambda.ai/pricing, {_PRICE_CHECKED}"),
+    "l40s": (1.9512, f"Modal L40S, $0.000542 per second, modal.com/pricing, {_PRICE_CHECKED}"),
+    "l4": (0.7992, f"Modal L4, $0.000222 per second, modal.com/pricing, {_PRICE_CHECKED}"),
+    "a10": (0.86, f"Lambda on-demand 1x A10, lambda.ai/pricing, {_PRICE_CHECKED}"),
+}
+
+
+def _priced(hw: Hardware) -> Hardware:
+    """The entry with its list price and the price's source in its notes (unchanged without one)."""
+    if hw.key not in _PRICES:
+        return hw
+    price, source = _PRICES[hw.key]
+    note = f"price ${price:g}/h on demand: {source}; an assumption, override it (--price {hw.key}=USD)"
+    return replace(hw, price_per_hour=price, notes="; ".join(n for n in (hw.notes, note) if n))
+
+
 CATALOG: dict[str, Hardware] = {
-    h.key: h
+    h.key: _priced(h)
     for h in (
         _gpu(
             "h200",

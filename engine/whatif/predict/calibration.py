@@ -135,9 +135,11 @@ def calibration_for(
     target: Hardware,
     run_ids: list[int] | None = None,
     progress: Progress | None = None,
+    fits: dict[tuple[int, ...], GroupFit] | None = None,
 ) -> Calibrated:
     """The calibration a prediction of ``terms`` on ``target`` uses (module doc), fitted now from the
-    database's measured runs of the family (or only ``run_ids``); the priors when none can be used."""
+    database's measured runs of the family (or only ``run_ids``); the priors when none can be used.
+    ``fits`` keeps the groups fitted by run ids, so several targets of one plan fit each group once."""
     found, skipped = collect_observed(db, terms.family, run_ids) if db is not None else ([], [])
     for runs, note in _ranked(found, terms, target):
         pairs, bad = [], []
@@ -146,7 +148,11 @@ def calibration_for(
             (bad.append((o.run_id, got)) if isinstance(got, str) else pairs.append(got))
         skipped += bad
         if pairs:
-            return calibrated(fit_group(pairs, progress), target, note, skipped)
+            key = tuple(p.observed.run_id for p in pairs)
+            fit = fits[key] if fits is not None and key in fits else fit_group(pairs, progress)
+            if fits is not None:
+                fits[key] = fit
+            return calibrated(fit, target, note, skipped)
     return uncalibrated(terms, target, skipped)
 
 

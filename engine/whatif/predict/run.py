@@ -21,6 +21,7 @@ from typing import Any
 from engine.measure import aggregates
 from engine.measure.energy import energy_metrics
 from engine.measure.records import RequestRecord
+from engine.run.plan import RequestPlan
 from engine.spec import JobSpec
 from engine.whatif.hardware import Hardware
 from engine.whatif.memory import weights_bytes
@@ -76,12 +77,15 @@ def _check_fits(case: Case, hardware: Hardware) -> None:
             )
 
 
-def prepare(spec: JobSpec, hardware: Hardware, tp: int | None = None, acceptance: float = 0.0) -> Setup:
-    """The spec's deployment on ``hardware`` and its requests, checked to fit; :class:`PredictError` in one line."""
+def prepare(
+    spec: JobSpec, hardware: Hardware, tp: int | None = None, acceptance: float = 0.0, plan: RequestPlan | None = None
+) -> Setup:
+    """The spec's deployment on ``hardware`` and its requests (``plan``'s, else planned here), checked to fit;
+    :class:`PredictError` in one line."""
     try:
         shape = model_shape(spec.model.source)
         dep = deployment(spec, hardware, shape, tp, acceptance)
-        case = case_of(spec, dep)
+        case = case_of(spec, dep, plan)
         _check_fits(case, hardware)
     except (NotModelled, PlanUnavailable, ConfigError, DoesNotFit, EstimateError) as exc:
         raise PredictError(str(exc)) from exc

@@ -26,7 +26,6 @@ from engine.whatif.capacity.slo import CapacitySLO, SloError
 from engine.whatif.capacity.traffic import TrafficError
 from engine.whatif.hardware import Hardware
 from engine.whatif.predict.calibration import uncalibrated
-from engine.whatif.predict.deployment import FAMILIES
 from ui.capacity_view import answer, charts
 from ui.launch_form import section_form
 from ui.text import escape_markdown
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
 MODELS = ["demo"] + [f"synthetic:{a}" for a in SYNTHETIC_ARCHITECTURES]
 TEXT_DEFAULTS: dict[str, str] = {
     "model": "synthetic:llama-3-8b",
-    "engine": "vllm",
+    "engine": "",  # filled by defaults(): the first engine the serving simulator models with continuous batching
     "source": "synthetic",
     "traffic": "",
     "output": "128",
@@ -57,15 +56,22 @@ TEXT_DEFAULTS: dict[str, str] = {
 TPS = [1, 2, 4, 8]
 
 
+def defaults() -> dict[str, str]:
+    """The form's first values: :data:`TEXT_DEFAULTS`, the engine the first that the serving simulator models with
+    continuous batching (a serving engine: its descriptor says so)."""
+    serving = [d.name for d in engines.all_engines() if d.whatif.serving and d.whatif.serving.batching == "continuous"]
+    return {**TEXT_DEFAULTS, "engine": next(iter(serving), engine_choices()[0])}
+
+
 def engine_choices() -> list[str]:
     """The engines the serving simulator models (the vllm and transformers what-if families)."""
-    return [d.name for d in engines.all_engines() if d.whatif.family in FAMILIES]
+    return [d.name for d in engines.all_engines() if d.whatif.serving is not None]
 
 
 def read_params() -> dict[str, str]:
     """The serving mode's URL state, each value as text (the widgets and :func:`question` check them)."""
     qp = st.query_params
-    return {k: (qp.get(k) if qp.get(k) is not None else d) for k, d in TEXT_DEFAULTS.items()}
+    return {k: (qp.get(k) if qp.get(k) is not None else d) for k, d in defaults().items()}
 
 
 def init_state(values: dict[str, str], entries: dict[str, Hardware]) -> list[str]:
@@ -80,8 +86,8 @@ def init_state(values: dict[str, str], entries: dict[str, Hardware]) -> list[str
     said = []
     for key, choices in (("model", MODELS), ("engine", engine_choices()), ("y", ["replicas", "cost"])):
         if values[key] not in choices:
-            said.append(f"{key} {values[key][:40]!r} is not one of the choices; using {TEXT_DEFAULTS[key]}")
-            st.session_state[f"cap_{key}"] = TEXT_DEFAULTS[key]
+            said.append(f"{key} {values[key][:40]!r} is not one of the choices; using {defaults()[key]}")
+            st.session_state[f"cap_{key}"] = defaults()[key]
     keys = [k.strip().lower() for k in values["hw"].split(",") if k.strip()]
     said += [f"unknown hardware {k[:40]!r} left out" for k in keys if k not in entries]
     st.session_state["cap_hw_list"] = [k for k in dict.fromkeys(keys) if k in entries]
@@ -169,7 +175,7 @@ def config_inputs(values: dict[str, str], entries: dict[str, Hardware]) -> dict[
 def write_params(values: dict[str, str]) -> None:
     """The whole question into the URL (so a link keeps its meaning if defaults change; a blank that is the
     default left out), remembered as this mode's own."""
-    params = {"mode": "serving", **{k: v for k, v in values.items() if v or TEXT_DEFAULTS.get(k)}}
+    params = {"mode": "serving", **{k: v for k, v in values.items() if v or defaults().get(k)}}
     st.query_params.from_dict(params)
     st.session_state["_capacity_written"] = st.query_params.to_dict()
 

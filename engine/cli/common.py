@@ -16,9 +16,10 @@ from engine.cli.traffic import add_traffic_arguments, traffic_from_args
 from engine.cli.values import finite_float, int_arg, positive_int, read_spec_file, spec_section, whole_number
 from engine.settings import database_url
 from engine.spec import JobSpec, SpecError, engines, parse_job_spec
+from engine.spec.text import knob_value
 
 if TYPE_CHECKING:
-    from engine.jsonvalue import JSONObject, JSONScalar
+    from engine.jsonvalue import JSONObject
     from storage import Database
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -318,7 +319,7 @@ def _recipe_from_args(args: argparse.Namespace, recipe: JSONObject) -> JSONObjec
         name, sep, value = item.partition("=")
         if not sep or not name.strip() or name.strip() == "engine":
             raise SpecError(f"--knob {item!r} is not NAME=VALUE (list the knobs with: python -m engine knobs)")
-        recipe[name.strip().replace("-", "_")] = _knob_value(value.strip())
+        recipe[name.strip().replace("-", "_")] = knob_value(value.strip())
     recipe.update({k: getattr(args, k) for k in _SERVER_OPTIONS if getattr(args, k, None) is not None})
     engines.get(recipe["engine"])  # SpecError naming the registered engines
     return recipe
@@ -371,18 +372,6 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         elif spec.get(key) is None:
             spec.pop(key, None)
     return parse_job_spec(spec)
-
-
-def _knob_value(text: str) -> JSONScalar:
-    """A knob value from the command line; the recipe's types validate it afterwards."""
-    lowered = text.lower()
-    if lowered in ("none", "null"):
-        return None
-    if lowered in ("true", "yes"):
-        return True
-    if lowered in ("false", "no"):
-        return False
-    return text
 
 
 def stderr_log(msg: str) -> None:

@@ -17,13 +17,26 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
-from engine.cli.common import EXIT_OK, UsageError, add_spec_arguments, emit_json, open_db, spec_from_args, stderr_log
+from engine.cli.common import (
+    EXIT_OK,
+    Subparsers,
+    UsageError,
+    add_spec_arguments,
+    emit_json,
+    open_db,
+    spec_from_args,
+    stderr_log,
+)
 from engine.cli.values import positive_int
 
+if TYPE_CHECKING:
+    from engine.whatif.hardware import Hardware
+    from storage import Database
 
-def register(subparsers: Any, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
+
+def register(subparsers: Subparsers, common: argparse.ArgumentParser, as_json: argparse.ArgumentParser) -> None:
     """Add the ``simulate`` verb."""
     p = subparsers.add_parser(
         "simulate",
@@ -55,29 +68,13 @@ def _run_ids(text: str | None) -> list[int] | None:
     return ids
 
 
-def _hardware(db: Any, key: str) -> Any:
+def _hardware(db: Database, key: str) -> Hardware:
     from engine.whatif.hardware import UnknownHardware, catalog, get_hardware
 
     try:
         return get_hardware(key, catalog(db))
     except UnknownHardware as exc:
         raise UsageError(str(exc)) from exc
-
-
-def target_spec(spec: Any, hardware: Any, tp: int | None) -> Any:
-    """The spec as predicted: its device of the hardware's kind (``cuda:0,1`` for tensor parallel 2 on a GPU,
-    ``cpu`` on a CPU) and the recipe's tensor parallelism set to ``tp``; validated again (SpecError)."""
-    from engine.spec import parse_job_spec
-
-    data = spec.model_dump(mode="json")
-    width = tp or int(data["recipe"].get("tensor_parallel_size") or 1)
-    if hardware.kind == "gpu" and not str(data.get("device") or "cpu").startswith("cuda"):
-        data["device"] = "cuda:" + ",".join(str(i) for i in range(width))
-    elif hardware.kind == "cpu":
-        data["device"] = "cpu"
-    if tp is not None and "tensor_parallel_size" in data["recipe"]:
-        data["recipe"]["tensor_parallel_size"] = tp
-    return parse_job_spec(data)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -90,7 +87,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     runs = _run_ids(args.calibration_runs)
     db = open_db(args)
     hardware = _hardware(db, args.hardware)
-    spec = target_spec(spec_from_args(args), hardware, args.tp)
+    from engine.whatif.capacity.configs import Variant, on_hardware
+
+    spec = on_hardware(spec_from_args(args), Variant("as given"), hardware, args.tp)
     try:
         setup = prepare(spec, hardware, args.tp)
     except PredictError as exc:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from engine.jsonvalue import JSONScalar
+
 MAX_NAME = 200  # characters of a job, run or sweep name
 QUOTED_CHARS = 40  # characters of a user's value quoted in a message
 
@@ -47,3 +49,16 @@ def checked_name(value: str | None, what: str = "name", most: int = MAX_NAME) ->
     if problem:
         raise ValueError(problem)
     return value.strip() or None
+
+
+def knob_value(text: str) -> JSONScalar:
+    """A knob's value as a user typed it (``--knob NAME=VALUE``, a variant): none/null, true/yes, false/no, else the
+    text; the recipe's types validate it afterwards."""
+    lowered = text.strip().lower()
+    if lowered in ("none", "null"):
+        return None
+    if lowered in ("true", "yes"):
+        return True
+    if lowered in ("false", "no"):
+        return False
+    return text.strip()

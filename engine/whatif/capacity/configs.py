@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from engine.jsonvalue import JSONObject, JSONScalar
 from engine.run.plan import RequestPlan
 from engine.spec import JobSpec, SpecError, parse_job_spec
+from engine.spec.text import knob_value
 from engine.whatif.capacity.cost import price_of
 from engine.whatif.capacity.sizing import Configuration
 from engine.whatif.capacity.traffic import DEFAULT_SAMPLE, DEFAULT_WINDOW_S, Traffic, TrafficError, traffic_of
@@ -44,16 +45,6 @@ class Variant:
         return f"{self.name} ({knobs})" if knobs else self.name
 
 
-def _knob_value(text: str) -> JSONScalar:
-    """A knob's value as typed: none/null, true/false, else the text (the recipe's types validate it)."""
-    lowered = text.lower()
-    if lowered in ("none", "null"):
-        return None
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    return text
-
-
 def parse_variant(text: str) -> Variant:
     """``NAME:KNOB=VALUE,KNOB=VALUE`` (or ``NAME``) as a :class:`Variant`; ValueError in one line."""
     name, _sep, rest = (text or "").strip().partition(":")
@@ -69,7 +60,7 @@ def parse_variant(text: str) -> Variant:
         key = key.strip().replace("-", "_")
         if not eq or not key or key == "engine":
             raise ValueError(f"variant {text!r}: {part!r} is not KNOB=VALUE, {example}")
-        knobs[key] = _knob_value(value.strip())
+        knobs[key] = knob_value(value.strip())
     return Variant(name, knobs)
 
 

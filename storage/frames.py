@@ -120,15 +120,25 @@ def count(db: Database, query: RunQuery | None = None) -> int:
 
 def distinct_values(db: Database, column: str, status: str | None = None, predicted: bool | None = False) -> list[str]:
     """The distinct values of a filterable column (model, engine, device, status, sweep) among the measured
-    runs (``predicted``: as :class:`RunQuery`), sorted."""
+    runs (``predicted``: as :class:`RunQuery`), sorted.
+
+    Read from the column's own index over every run, then the few values predicted runs hold checked one by one:
+    a ``WHERE predicted`` beside the DISTINCT made SQLite walk the predicted index and every row (0.9 s at
+    100,000 runs instead of 0.04)."""
     if column not in FILTERABLE:
         raise ValueError(f"{column!r} is not one of {', '.join(FILTERABLE)}")
     attr = getattr(RunRow, column)
-    stmt = which_runs(select(attr).where(attr.is_not(None)).distinct(), predicted)
+    stmt = select(attr).where(attr.is_not(None)).distinct()
     if status:
         stmt = stmt.where(RunRow.status == status)
     with db.session() as s:
-        return sorted(str(v) for v in s.scalars(stmt))
+        values = set(s.scalars(stmt))
+        if predicted is not None:
+            held = set(s.scalars(stmt.where(RunRow.predicted.is_(True))))  # predicted runs are few
+            other = select(RunRow.id).where(RunRow.predicted.is_(False))  # a measured run holding the value
+            lone = {v for v in held if s.scalar(other.where(attr == v).limit(1)) is None}  # only predicted hold it
+            values = held if predicted else values - lone
+    return sorted(str(v) for v in values)
 
 
 def _select(q: RunQuery, metric_keys: list[str], from_json: bool = False) -> Select[*tuple[Any, ...]]:

@@ -119,21 +119,27 @@ def _present(value: object) -> bool:
 
 
 def _group_rows(frame: pd.DataFrame) -> tuple[list[str], dict[str, tuple[str, str]]]:
-    """Each row's group key, and each key's (model, workload label) in words."""
+    """Each row's group key, and each key's (model, workload label) in words: the distinct (model, workload)
+    combinations found by hashing the columns at once (``pd.factorize``), each said once."""
     work_cols = [c for c in frame.columns if c.startswith("workload.")]
-    models = frame["model"].astype(str).tolist() if "model" in frame.columns else [""] * len(frame)
-    memo: dict[tuple[str, ...], tuple[str, str]] = {}
-    keys, words = [], {}
-    rows = zip(*(frame[c].tolist() for c in work_cols), strict=True) if work_cols else [()] * len(frame)
-    for model, values in zip(models, rows, strict=True):
-        marker = tuple(repr(v) for v in values)
-        if marker not in memo:
-            row = dict(zip(work_cols, values, strict=True))
-            memo[marker] = (workload_key(row), workload_label(_fields(row), _workload_defaults()))
-        key = f"{model} · {memo[marker][0]}"
-        keys.append(key)
-        words.setdefault(key, (short_model(model), memo[marker][1]))
-    return keys, words
+    models = frame["model"].astype(str) if "model" in frame.columns else pd.Series("", index=frame.index)
+    columns = pd.concat([models.rename("model"), frame[work_cols].astype(object)], axis=1)
+    try:
+        codes, uniques = pd.factorize(pd.MultiIndex.from_frame(columns.where(columns.notna(), None)))
+        combos = [tuple(u) for u in uniques]
+    except TypeError:  # a value that does not hash (a list in a knob): row by row, as distinct text
+        texts = [tuple(repr(v) for v in row) for row in columns.itertuples(index=False)]
+        codes_list, seen = [], {}
+        for t in texts:
+            codes_list.append(seen.setdefault(t, len(seen)))
+        codes, combos = np.asarray(codes_list), [tuple(columns.iloc[texts.index(t)]) for t in seen]
+    keys_of, words = [], {}
+    for model, *values in combos:
+        row = dict(zip(work_cols, values, strict=True))
+        key = f"{model} · {workload_key(row)}"
+        keys_of.append(key)
+        words.setdefault(key, (short_model(str(model)), workload_label(_fields(row), _workload_defaults())))
+    return [keys_of[c] for c in codes], words
 
 
 def front_groups(frame: pd.DataFrame) -> pd.Series:

@@ -146,6 +146,8 @@ def test_listings_are_measured_unless_they_ask(both):
     assert sorted(query_frame(db, RunQuery(predicted=None))["run_id"]) == [measured, predicted]
     assert count(db) == 1 and count(db, RunQuery(predicted=True)) == 1
     assert distinct_values(db, "device") == ["cpu"]
+    assert distinct_values(db, "device", predicted=True) != ["cpu"] and distinct_values(db, "device", predicted=None)
+    assert set(distinct_values(db, "device", predicted=None)) == {"cpu", *distinct_values(db, "device", predicted=True)}
     assert fingerprint_run_ids(db, "fp1") == [measured]  # History
     assert newest_runs(db, ["fp1"]) == {"fp1": measured}  # gates and suites
     assert [f.runs for f in fingerprints(db)] == [1]

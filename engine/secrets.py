@@ -15,7 +15,10 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONMapping
 
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 4  # shorter values would blank ordinary words
@@ -47,14 +50,14 @@ def register_env(names: Iterable[str | None]) -> None:
             register(os.environ.get(name))
 
 
-def secret_env_names(spec: Mapping[str, Any] | None) -> list[str]:
+def secret_env_names(spec: JSONMapping | None) -> list[str]:
     """The environment variables holding secrets that a job spec (as a dict) names: its API key variable."""
     recipe = (spec or {}).get("recipe") or {}
     name = recipe.get("api_key_env") if isinstance(recipe, Mapping) else None
     return [name] if isinstance(name, str) and name else []
 
 
-def register_spec(spec: Mapping[str, Any] | None) -> None:
+def register_spec(spec: JSONMapping | None) -> None:
     """Register the secrets a job spec's variables hold in this process's environment."""
     register_env(secret_env_names(spec))
 

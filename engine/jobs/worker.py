@@ -30,16 +30,17 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Generic, cast, overload
 
 from engine.jobs.launch import LOG_TAIL_BYTES, read_tail
 from engine.jobs.local_placement import LocalPlacement
 from engine.jobs.outcomes import WORKER_STOPPED, end_job, failed_run_of, failure_outcome, signal_reason
-from engine.jobs.placing import Ended, Handle, Placement, WorkerInfo, say
+from engine.jobs.placing import Ended, H, Placement, WorkerInfo, say
 from engine.settings import get_settings
 from storage import StorageError
 
 if TYPE_CHECKING:
+    from engine.jobs.local_placement import LocalJob
     from storage import Database
     from storage.jobs import JobInfo
 
@@ -60,27 +61,61 @@ SHUTDOWN_WAIT_S = 10.0  # past the grace period, how long a shutdown waits for f
 
 
 @dataclass
-class Running:
+class Running(Generic[H]):
     """A job this worker runs: its placement's handle, and the loop's own state of it."""
 
     job: JobInfo
-    handle: Handle
+    handle: H
     deadline: float
     stop_reason: str | None = None  # why we are stopping it: "cancelled", "timed out ...", "shutdown"
     stop_sent: float | None = None
     forced: bool = False
 
 
-class Worker:
+class Worker(Generic[H]):
     """Serves jobs from the database at ``db_url`` until stopped: on local slots for ``devices``, or where
-    ``placement`` puts them (a :class:`~engine.jobs.ray_placement.RayPlacement`)."""
+    ``placement`` puts them (a :class:`~engine.jobs.ray_placement.RayPlacement`); ``H`` is the placement's handle."""
+
+    @overload
+    def __init__(
+        self: Worker[LocalJob],
+        db_url: str,
+        devices: list[str] | None = None,
+        *,
+        placement: None = None,
+        worker_id: str | None = None,
+        poll_s: float = 0.25,
+        heartbeat_s: float = 2.0,
+        stale_after_s: float = 20.0,
+        grace_s: float = 5.0,
+        log_dir: Path | None = None,
+        once: bool = False,
+        ticks: Sequence[Callable[[Database], list[str]]] = (),
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        db_url: str,
+        devices: None = None,
+        *,
+        placement: Placement[H],
+        worker_id: str | None = None,
+        poll_s: float = 0.25,
+        heartbeat_s: float = 2.0,
+        stale_after_s: float = 20.0,
+        grace_s: float = 5.0,
+        log_dir: Path | None = None,
+        once: bool = False,
+        ticks: Sequence[Callable[[Database], list[str]]] = (),
+    ) -> None: ...
 
     def __init__(
         self,
         db_url: str,
         devices: list[str] | None = None,
         *,
-        placement: Placement[Any] | None = None,
+        placement: Placement[H] | None = None,
         worker_id: str | None = None,
         poll_s: float = 0.25,
         heartbeat_s: float = 2.0,
@@ -94,7 +129,8 @@ class Worker:
 
         if placement is not None and devices is not None:
             raise TypeError("Worker: give devices (local slots) or a placement, not both")
-        self.placement: Placement[Any] = placement or LocalPlacement(devices or [])
+        # without a placement, H is LocalJob (the first overload): the local slots' handles
+        self.placement: Placement[H] = placement or cast("Placement[H]", LocalPlacement(devices or []))
         self.db_url = db_url
         self.db = open_database(db_url)
         self.host = socket.gethostname()
@@ -104,7 +140,7 @@ class Worker:
         self.log_dir = log_dir or get_settings().data_dir / "logs"
         self.info = WorkerInfo(db_url, self.id, self.host, grace_s, self.log_dir)
         self.once = once
-        self.running: dict[int, Running] = {}  # by job id
+        self.running: dict[int, Running[H]] = {}  # by job id
         # A plain flag: a signal handler must not take locks (Event.set can deadlock there).
         self._stopping = False
         self._last_beat = 0.0
@@ -257,7 +293,7 @@ class Worker:
         self.running[job.id] = Running(job=job, handle=handle, deadline=time.monotonic() + job.timeout_s)
         jobs.mark_started(self.db, job.id, self.id)
 
-    def _watch(self, run: Running, now: float, cancel_asked: bool) -> None:
+    def _watch(self, run: Running[H], now: float, cancel_asked: bool) -> None:
         """Stop a job cancelled or past its timeout; force one that ignored its stop; store its log tail."""
         from storage import jobs
 
@@ -271,11 +307,11 @@ class Worker:
         if tail is not None:
             jobs.set_log_tail(self.db, run.job.id, tail)
 
-    def _stop(self, run: Running, reason: str) -> None:
+    def _stop(self, run: Running[H], reason: str) -> None:
         run.stop_reason, run.stop_sent = reason, time.monotonic()
         self.placement.stop(run.handle)
 
-    def _force(self, run: Running) -> None:
+    def _force(self, run: Running[H]) -> None:
         run.forced = True
         self.placement.force(run.handle)
 
@@ -286,7 +322,7 @@ class Worker:
             self._end(self.running.pop(end.handle.job_id), end)
         return len(ended)
 
-    def _end(self, run: Running, end: Ended[Any]) -> None:
+    def _end(self, run: Running[H], end: Ended[H]) -> None:
         """End a job once, by why it ended (a lost place: back in the queue once before measuring)."""
         if end.lost is not None:
             if self._give_back_lost(run, end.lost):
@@ -295,7 +331,7 @@ class Worker:
         tail = end.tail if end.tail is not None else self._stored_tail(run)
         say(end_job(self.db, run.job, self.id, run.stop_reason, end.returncode, tail))
 
-    def _give_back_lost(self, run: Running, reason: str) -> bool:
+    def _give_back_lost(self, run: Running[H], reason: str) -> bool:
         """The rule of a lost worker's job: back in the queue once if it had not started measuring."""
         from storage import jobs
 
@@ -307,7 +343,7 @@ class Worker:
         say(f"job {run.job.id}: {reason} before measuring; back in the queue (one retry)")
         return True
 
-    def _stored_tail(self, run: Running) -> str:
+    def _stored_tail(self, run: Running[H]) -> str:
         """The log tail the job last stored (a Ray task's log file is on its node)."""
         from storage import jobs
 

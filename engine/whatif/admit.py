@@ -15,13 +15,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.spec import engines
 from engine.spec.sources.flat import stored_traffic
 from engine.spec.workload import flat_workload
 from engine.whatif.recipe import normalize_dtype
 from engine.whatif.shapes import EstimateError
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONMapping
 
 NOT_MODELLED = "(not modelled)"
 # Weight precision of a transformers quantization method (None: bits from other knobs).
@@ -57,7 +60,7 @@ class RunRecipe:
     drop_layers: int
 
 
-def _compute_dtype(recipe: dict[str, Any], prov: dict[str, Any], kind: str) -> str:
+def _compute_dtype(recipe: JSONMapping, prov: JSONMapping, kind: str) -> str:
     """The activation precision: what the run's applied (or asked) dtype resolves to."""
     name = (prov.get("applied") or {}).get("dtype") or recipe.get("dtype") or "auto"
     if name == "auto":
@@ -65,7 +68,7 @@ def _compute_dtype(recipe: dict[str, Any], prov: dict[str, Any], kind: str) -> s
     return normalize_dtype(str(name), ("fp32", "bf16", "fp16"))
 
 
-def _transformers_reason(r: dict[str, Any], applied: dict[str, Any]) -> str | None:
+def _transformers_reason(r: JSONMapping, applied: JSONMapping) -> str | None:
     if r.get("speculative", "none") != "none":
         return f"speculative decoding {NOT_MODELLED}"
     if r.get("compile") and applied.get("compile", True):
@@ -85,7 +88,7 @@ def _transformers_reason(r: dict[str, Any], applied: dict[str, Any]) -> str | No
     return None
 
 
-def _transformers(r: dict[str, Any], prov: dict[str, Any], kind: str) -> RunRecipe | str:
+def _transformers(r: JSONMapping, prov: JSONMapping, kind: str) -> RunRecipe | str:
     applied = prov.get("applied") or {}
     reason = _transformers_reason(r, applied)
     if reason:
@@ -105,7 +108,7 @@ def _transformers(r: dict[str, Any], prov: dict[str, Any], kind: str) -> RunReci
     return RunRecipe(weight, kv, ", ".join(methods), int(r.get("drop_layers", 0)))
 
 
-def _vllm(r: dict[str, Any], prov: dict[str, Any], kind: str) -> RunRecipe | str:
+def _vllm(r: JSONMapping, prov: JSONMapping, kind: str) -> RunRecipe | str:
     if r.get("speculative", "none") != "none":
         return f"speculative decoding {NOT_MODELLED}"
     if int(r.get("tensor_parallel_size", 1)) > 1:
@@ -121,14 +124,14 @@ def _vllm(r: dict[str, Any], prov: dict[str, Any], kind: str) -> RunRecipe | str
     return RunRecipe(weight, kv, method, 0)
 
 
-def nominal_prompt(wl: dict[str, Any]) -> int | None:
+def nominal_prompt(wl: JSONMapping) -> int | None:
     """The prompt length every request of a flat workload sends (shared prefix included), None when its source
     has none (a dataset, a trace, drawn lengths ...)."""
     traffic = stored_traffic(wl)
     return traffic.nominal_prompt_tokens() if traffic is not None and traffic.one_prompt_length() else None
 
 
-def workload_reason(wl: dict[str, Any]) -> str | None:
+def workload_reason(wl: JSONMapping) -> str | None:
     """Why a flat workload (:func:`engine.spec.workload.flat_workload`) is not the estimator's (static batches of
     fixed-length prompts), or None."""
     traffic = stored_traffic(wl)
@@ -143,13 +146,13 @@ def workload_reason(wl: dict[str, Any]) -> str | None:
 
 
 # How each what-if family reads a recipe (an engine's descriptor names its family, ``WhatIf.family``).
-FAMILIES: dict[str, Callable[[dict[str, Any], dict[str, Any], str], RunRecipe | str]] = {
+FAMILIES: dict[str, Callable[[JSONMapping, JSONMapping, str], RunRecipe | str]] = {
     "transformers": _transformers,
     "vllm": _vllm,
 }
 
 
-def family_terms(family: str, recipe: dict[str, Any], prov: dict[str, Any], kind: str) -> RunRecipe | str:
+def family_terms(family: str, recipe: JSONMapping, prov: JSONMapping, kind: str) -> RunRecipe | str:
     """A recipe in the terms of the what-if ``family``, or the reason it is not modelled."""
     terms = FAMILIES.get(family)
     if terms is None:
@@ -160,7 +163,7 @@ def family_terms(family: str, recipe: dict[str, Any], prov: dict[str, Any], kind
         return f"recipe not understood: {exc}"
 
 
-def admit(spec: dict[str, Any], prov: dict[str, Any], kind: str) -> RunRecipe | str:
+def admit(spec: JSONMapping, prov: JSONMapping, kind: str) -> RunRecipe | str:
     """The run's recipe in the estimator's terms, or the reason it is not modelled (or calibrates nothing)."""
     reason = workload_reason(flat_workload(spec.get("workload")))
     if reason:

@@ -18,13 +18,16 @@ Pure: reads the database through storage façades; no torch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.whatif.admit import left_out_summary
 from engine.whatif.estimate import Band
 from engine.whatif.fit import GroupFit, fit_group
 from engine.whatif.points import Point, collect_points
 from engine.whatif.roofline import Factors, prior
+
+if TYPE_CHECKING:
+    from storage import Database
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ def fit_points(points: list[Point], skipped: list[tuple[int, str]] | None = None
     return Calibration(groups=[fit_group(g) for g in groups.values()], skipped=list(skipped or []), points=list(points))
 
 
-def calibrate(db: Any | None) -> Calibration:
+def calibrate(db: Database | None) -> Calibration:
     """Fit everything the database's runs allow; an empty calibration when there are none."""
     if db is None:
         return Calibration(groups=[])

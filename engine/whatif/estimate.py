@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.whatif.hardware import Hardware
 from engine.whatif.memory import (
@@ -48,6 +48,9 @@ from engine.whatif.recipe import (
 )
 from engine.whatif.roofline import ENGINES, PRIORS, Factors, Work, phase_times, prior, work
 from engine.whatif.shapes import EstimateError, ModelShape, model_shape, shape_from_config
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONObject
 
 __all__ = [
     "ALIASES",
@@ -127,7 +130,7 @@ class Estimate:
     def fits(self) -> bool:
         return self.memory.fits
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         d = {k: v for k, v in asdict(self).items() if k not in ("memory", "factors", "band")}
         d["memory_bytes"] = self.memory.to_dict()
         d["fits"] = self.fits

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,12 +26,15 @@ from engine.whatif.recipe import EstimateRecipe, EstimateWorkload
 from engine.whatif.roofline import Factors, prior, work
 from engine.whatif.shapes import ModelShape
 
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONObject
+
 DATA_FILE = Path(__file__).with_name("priors_h200.json")
 COMPILED = "static cache + torch.compile"
 
 
 @cache
-def measurements() -> dict[str, Any]:
+def measurements() -> JSONObject:
     """The H200 runs behind the transformers priors (:data:`DATA_FILE`: source, date, device, runs)."""
     return json.loads(DATA_FILE.read_text(encoding="utf-8"))
 

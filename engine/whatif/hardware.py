@@ -13,7 +13,12 @@ This module is pure: no torch import, no device access.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONObject
+    from storage import Database
+    from storage.hardware import HardwareMeasurement
 
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8")
 
@@ -62,7 +67,7 @@ class Hardware:
                 return value * 1e12, p
         raise ValueError(f"{self.name} has no throughput figure for {precision} or any fallback")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "key": self.key,
             "name": self.name,
@@ -329,7 +334,7 @@ def local_key(device: str) -> str:
     return f"local:{device}"
 
 
-def from_measurement(m: Any) -> Hardware:
+def from_measurement(m: HardwareMeasurement) -> Hardware:
     """A catalog entry for a local device from a stored micro-benchmark result.
 
     ``m`` is a :class:`storage.hardware.HardwareMeasurement` (or anything with the same
@@ -354,7 +359,7 @@ def from_measurement(m: Any) -> Hardware:
     )
 
 
-def catalog(db: Any | None = None) -> dict[str, Hardware]:
+def catalog(db: Database | None = None) -> dict[str, Hardware]:
     """The data-sheet catalog plus, given a database, the newest measured local devices."""
     entries = dict(CATALOG)
     if db is not None:

@@ -16,7 +16,7 @@ import math
 import os
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.spec import engines
 from engine.spec.workload import flat_workload
@@ -26,6 +26,14 @@ from engine.whatif.hardware import Hardware, catalog, local_key
 from engine.whatif.memory import memory
 from engine.whatif.recipe import EstimateRecipe, EstimateWorkload
 from engine.whatif.shapes import EstimateError, model_shape
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONMapping, JSONObject
+    from engine.spec import JobSpec
+    from engine.whatif.calibrate import Calibration
+    from engine.whatif.shapes import ModelShape
+    from storage import Database
+    from storage.runs import RunDetail
 
 PPL_WINDOW = 512  # tokens per perplexity window (engine.accuracy's default)
 LARGE_FOR_CPU_PARAMS = 2e9  # a model this large on a CPU gets a loud warning
@@ -87,7 +95,7 @@ def _gpu_entry(name: str, memory_bytes: int | None, entries: dict[str, Hardware]
     return hits[0] if len(hits) == 1 else None
 
 
-def device_hardware(device: str, device_name: str, memory_bytes: int | None, db: Any | None) -> Hardware | None:
+def device_hardware(device: str, device_name: str, memory_bytes: int | None, db: Database | None) -> Hardware | None:
     """This device's hardware entry: measured here, else a catalog GPU of the same name; None when neither."""
     entries = catalog(db)
     first = device.split(",")[0]
@@ -101,7 +109,7 @@ def _memory_only(kind: str, memory_bytes: int) -> Hardware:
     return Hardware(key="here", name="this device", vendor="", kind=kind, memory_gb=memory_bytes / GB, bandwidth_gbs=0)
 
 
-def _estimate_inputs(spec: dict[str, Any], kind: str) -> tuple[EstimateRecipe, EstimateWorkload] | str:
+def _estimate_inputs(spec: JSONMapping, kind: str) -> tuple[EstimateRecipe, EstimateWorkload] | str:
     """The spec in the estimator's terms, or why it is not modelled."""
     recipe = spec.get("recipe") or {}
     engine = recipe.get("engine", engines.default().name)
@@ -133,7 +141,7 @@ def _estimate_inputs(spec: dict[str, Any], kind: str) -> tuple[EstimateRecipe, E
         return f"not understood by the estimator: {exc}"
 
 
-def _memory_spec(spec: dict[str, Any]) -> dict[str, Any]:
+def _memory_spec(spec: JSONMapping) -> JSONObject:
     """The spec with what changes speed but not memory left out (speculation, compile, arrivals ...)."""
     recipe = {
         k: v
@@ -147,7 +155,7 @@ def _memory_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return {**spec, "recipe": recipe, "workload": wl}
 
 
-def _phase_seconds(spec: dict[str, Any], ttft_s: float, tpot_s: float, load_s: float | None) -> tuple[float, list[str]]:
+def _phase_seconds(spec: JSONMapping, ttft_s: float, tpot_s: float, load_s: float | None) -> tuple[float, list[str]]:
     """Load + warm-up + measured phase, and the words for each part."""
     wl = flat_workload(spec.get("workload"))
     batch = max(1, int(wl.get("batch_size", 1)))
@@ -173,7 +181,7 @@ def _phase_seconds(spec: dict[str, Any], ttft_s: float, tpot_s: float, load_s: f
     return total, parts
 
 
-def _accuracy_seconds(spec: dict[str, Any], prefill_s_per_token: float) -> tuple[float | None, str | None]:
+def _accuracy_seconds(spec: JSONMapping, prefill_s_per_token: float) -> tuple[float | None, str | None]:
     """A rough accuracy phase: the budget's tokens prefilled (twice for fidelity: the reference runs too)."""
     quality = spec.get("quality") or {}
     metrics = quality.get("metrics") or []
@@ -185,7 +193,7 @@ def _accuracy_seconds(spec: dict[str, Any], prefill_s_per_token: float) -> tuple
     return passes * int(quality.get("budget_tokens", 2048)) * prefill_s_per_token, None
 
 
-def earlier_runs(db: Any | None, spec: dict[str, Any], limit: int = 300) -> list[Any]:
+def earlier_runs(db: Database | None, spec: JSONMapping, limit: int = 300) -> list[RunDetail]:
     """Done runs of the same model on the same device, newest first (with their specs)."""
     if db is None:
         return []
@@ -197,11 +205,11 @@ def earlier_runs(db: Any | None, spec: dict[str, Any], limit: int = 300) -> list
     return [d for d in details if d is not None and (d.spec.get("model") or {}).get("source") == source]
 
 
-def _same(a: dict[str, Any], b: dict[str, Any], keys: tuple[str, ...]) -> bool:
+def _same(a: JSONMapping, b: JSONMapping, keys: tuple[str, ...]) -> bool:
     return all(a.get(k) == b.get(k) for k in keys)
 
 
-def _load_seconds(earlier: list[Any], spec: dict[str, Any]) -> tuple[float | None, str]:
+def _load_seconds(earlier: list[RunDetail], spec: JSONMapping) -> tuple[float | None, str]:
     keys = ("engine", "dtype", "quantization", "gptq_bits", "gptq_group_size", "drop_layers")
     loads = [
         float(r.metrics["load_s"])
@@ -213,7 +221,7 @@ def _load_seconds(earlier: list[Any], spec: dict[str, Any]) -> tuple[float | Non
     return statistics.median(loads), f"median of {len(loads)} earlier load{'s' if len(loads) > 1 else ''} here"
 
 
-def _measured_latency(earlier: list[Any], spec: dict[str, Any]) -> tuple[float, float, int] | None:
+def _measured_latency(earlier: list[RunDetail], spec: JSONMapping) -> tuple[float, float, int] | None:
     """(TTFT s, TPOT s, run id) of an earlier run with the same recipe, prompt length and batch size."""
     wl = flat_workload(spec.get("workload"))
     for r in earlier:
@@ -224,7 +232,9 @@ def _measured_latency(earlier: list[Any], spec: dict[str, Any]) -> tuple[float, 
     return None
 
 
-def _fit_memory(out: JobEstimate, shape: Any, spec: dict[str, Any], hw: Hardware | None, mem_bytes: int | None) -> None:
+def _fit_memory(
+    out: JobEstimate, shape: ModelShape, spec: JSONMapping, hw: Hardware | None, mem_bytes: int | None
+) -> None:
     kind = "cpu" if spec.get("device", "cpu") == "cpu" else "gpu"
     inputs = _estimate_inputs(_memory_spec(spec), kind)
     target = _memory_only(kind, mem_bytes) if mem_bytes else hw
@@ -237,7 +247,9 @@ def _fit_memory(out: JobEstimate, shape: Any, spec: dict[str, Any], hw: Hardware
     out.precision = recipe.dtype if recipe.dtype != "auto" else ("fp32" if kind == "cpu" else "bf16")
 
 
-def _latency(shape: Any, spec: dict[str, Any], hw: Hardware | None, earlier: list[Any], calibration: Any) -> Any:
+def _latency(
+    shape: ModelShape, spec: JSONMapping, hw: Hardware | None, earlier: list[RunDetail], calibration: Calibration | None
+) -> tuple[float, float, str] | str:
     """(TTFT s, TPOT s, where from) or the reason the time is unknown."""
     kind = "cpu" if spec.get("device", "cpu") == "cpu" else "gpu"
     inputs = _estimate_inputs(spec, kind)
@@ -266,14 +278,14 @@ def _dtypes(recipe: EstimateRecipe, hw: Hardware) -> tuple[str, str]:
 
 
 def estimate_job(
-    spec: Any,
-    db: Any | None = None,
+    spec: JobSpec | JSONMapping,
+    db: Database | None = None,
     *,
     device_name: str = "",
     memory_bytes: int | None = None,
-    calibration: Any | None = None,
+    calibration: Calibration | None = None,
     cores: int | None = None,
-    earlier: list[Any] | None = None,
+    earlier: list[RunDetail] | None = None,
 ) -> JobEstimate:
     """Time and memory of one job spec (a JobSpec or its dict) on its device, as far as they are known.
 
@@ -308,7 +320,7 @@ def estimate_job(
     return out
 
 
-def _warn(out: JobEstimate, shape: Any, device: str, cores: int | None) -> None:
+def _warn(out: JobEstimate, shape: ModelShape, device: str, cores: int | None) -> None:
     """A loud line for a large model on a CPU, a job that does not fit, or one that takes hours."""
     if device == "cpu" and shape.params >= LARGE_FOR_CPU_PARAMS:
         weights = shape.params * 4 / GIB
@@ -329,22 +341,22 @@ def _warn(out: JobEstimate, shape: Any, device: str, cores: int | None) -> None:
 # -- an engine that serves one request at a time, under traffic with a rate -------------------------
 
 
-def serves_one_at_a_time(spec: dict[str, Any]) -> bool:
+def serves_one_at_a_time(spec: JSONMapping) -> bool:
     """Whether the spec's engine serves one request at a time (its descriptor declares no ``serving``)."""
     found = engines.find((spec.get("recipe") or {}).get("engine", engines.default().name))
     return found is not None and not found.capabilities.serving
 
 
 def seconds_per_request(
-    spec: Any,
-    db: Any | None = None,
+    spec: JobSpec | JSONMapping,
+    db: Database | None = None,
     *,
     prompt_tokens: int | None = None,
     output_tokens: int | None = None,
     device_name: str = "",
     memory_bytes: int | None = None,
-    calibration: Any | None = None,
-    earlier: list[Any] | None = None,
+    calibration: Calibration | None = None,
+    earlier: list[RunDetail] | None = None,
 ) -> tuple[float, str] | str:
     """(seconds one request takes alone, where the figures come from), or why that is unknown: the job's recipe
     asked about one request of ``prompt_tokens`` and ``output_tokens`` (the workload's by default) at batch 1,

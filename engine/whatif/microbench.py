@@ -16,8 +16,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    import torch
+
+    from engine.jsonvalue import JSONObject
+    from storage import Database
 
 CPU_PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
 CUDA_PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
@@ -34,7 +43,7 @@ class MicrobenchResult:
     memory_bytes: int | None
     threads: int | None
     duration_s: float
-    details: dict[str, Any] = field(default_factory=dict)
+    details: JSONObject = field(default_factory=dict)
 
 
 def _cpu_name() -> str:
@@ -54,7 +63,7 @@ def _system_memory_bytes() -> int | None:
     return None
 
 
-def _device(torch: Any, device: str) -> tuple[Any, str, int | None, int | None, bool]:
+def _device(torch: ModuleType, device: str) -> tuple[torch.device, str, int | None, int | None, bool]:
     """(torch device, name, memory bytes, CPU threads, is GPU) of ``cpu`` or ``cuda:N``."""
     if device == "cpu":
         return torch.device("cpu"), _cpu_name(), _system_memory_bytes(), torch.get_num_threads(), False
@@ -70,7 +79,7 @@ def _device(torch: Any, device: str) -> tuple[Any, str, int | None, int | None, 
     return dev, props.name, int(props.total_memory), None, True
 
 
-def _best_s(torch: Any, dev: Any, fn: Any, repeats: int) -> float:
+def _best_s(torch: ModuleType, dev: torch.device, fn: Callable[[], object], repeats: int) -> float:
     """Fastest of ``repeats`` timed calls of ``fn`` after one warm-up (synchronized on a GPU)."""
 
     def sync() -> None:
@@ -139,7 +148,7 @@ def run_microbench(
     )
 
 
-def store(db: Any, result: MicrobenchResult) -> int:
+def store(db: Database, result: MicrobenchResult) -> int:
     """Save a result in the database (storage.hardware); returns the measurement id."""
     from storage.hardware import NewMeasurement, save_measurement
 
@@ -189,7 +198,7 @@ def measure_in_subprocess(db_url: str, device: str = "cpu", timeout_s: float = 1
     return True, last
 
 
-def measure_once(db: Any, device: str = "cpu", log: Any = None) -> int | None:
+def measure_once(db: Database, device: str = "cpu", log: Callable[[str], object] | None = None) -> int | None:
     """Measure ``device`` here unless it was measured before (``make run``'s first start): the Launch
     page's first estimate then has a time. Returns the new measurement's id, None when one existed."""
     from storage.hardware import list_measurements

@@ -7,7 +7,7 @@ other finished run is returned with the reason it was left out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.spec import engines
 from engine.spec.workload import flat_workload
@@ -16,6 +16,12 @@ from engine.whatif.hardware import Hardware, from_measurement
 from engine.whatif.recipe import EstimateRecipe
 from engine.whatif.roofline import Work, work
 from engine.whatif.shapes import EstimateError, ModelShape, model_shape
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONMapping
+    from storage import Database
+    from storage.hardware import HardwareMeasurement
+    from storage.runs import RunDetail
 
 
 @dataclass(frozen=True)
@@ -53,13 +59,13 @@ class Point:
         return work(self.shape, self.hardware, self.recipe(), self.prompt_tokens, self.output_tokens, self.batch_size)
 
 
-def _latency(metrics: dict[str, Any]) -> tuple[float, float] | None:
+def _latency(metrics: JSONMapping) -> tuple[float, float] | None:
     ttft = (metrics.get("ttft_ms") or {}).get("p50")
     tpot = (metrics.get("tpot_ms") or {}).get("p50")
     return (float(ttft), float(tpot)) if ttft and tpot else None
 
 
-def device_measurement(run: Any, measurements: list[Any]) -> Any | str:
+def device_measurement(run: RunDetail, measurements: list[HardwareMeasurement]) -> HardwareMeasurement | str:
     """The micro-benchmark of the run's device (same host first), or why there is none."""
     if "," in run.device:
         return "multi-device run: not used for calibration yet"
@@ -71,7 +77,7 @@ def device_measurement(run: Any, measurements: list[Any]) -> Any | str:
     return match[0]
 
 
-def point_of(run: Any, measurements: list[Any]) -> Point | str:
+def point_of(run: RunDetail, measurements: list[HardwareMeasurement]) -> Point | str:
     """A stored run as a :class:`Point`, or the reason it cannot be one."""
     spec, prov = run.spec or {}, run.provenance or {}
     latency = _latency(run.metrics or {})
@@ -94,7 +100,7 @@ def point_of(run: Any, measurements: list[Any]) -> Point | str:
 
 
 def _point(
-    run: Any, hw: Hardware, source: str, shape: ModelShape, recipe: RunRecipe, latency: tuple[float, float]
+    run: RunDetail, hw: Hardware, source: str, shape: ModelShape, recipe: RunRecipe, latency: tuple[float, float]
 ) -> Point:
     wl = flat_workload((run.spec or {}).get("workload"))
     descriptor = engines.find(run.engine)
@@ -118,7 +124,7 @@ def _point(
     )
 
 
-def collect_points(db: Any, limit: int = 2000) -> tuple[list[Point], list[tuple[int, str]]]:
+def collect_points(db: Database, limit: int = 2000) -> tuple[list[Point], list[tuple[int, str]]]:
     """Measured runs usable for calibration, and (run id, reason) for the others."""
     from storage.hardware import list_measurements
     from storage.runs import get_run, list_runs

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +14,11 @@ from engine.whatif.hardware import Hardware
 from engine.whatif.points import Point, collect_points
 from engine.whatif.recipe import EstimateRecipe, EstimateWorkload, resolve_dtypes
 from engine.whatif.shapes import ModelShape
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONObject
+    from engine.whatif.fit import GroupFit
+    from storage import Database
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ def _runs(n: int) -> str:
     return f"{n} run" if n == 1 else f"{n} runs"
 
 
-def _band(group: Any) -> str:
+def _band(group: GroupFit) -> str:
     """``±12 %``: the larger held-out median error of TTFT and TPOT; a note when one run gives none."""
     band = group.band
     if band is None:
@@ -112,7 +117,7 @@ def what_if(
     hardware: list[Hardware],
     recipe: EstimateRecipe,
     workload: EstimateWorkload,
-    db: Any | None = None,
+    db: Database | None = None,
     calibration: Calibration | None = None,
 ) -> WhatIf:
     """Calibrated estimates for each hardware entry plus the measured runs that match them."""
@@ -140,7 +145,7 @@ def what_if(
     return WhatIf(estimates, measured, cal, statuses, reasons, priors, others)
 
 
-def _row(e: Estimate, meas: list[Measured]) -> dict[str, Any]:
+def _row(e: Estimate, meas: list[Measured]) -> JSONObject:
     """One estimate as a flat row (module :func:`table_rows`)."""
     gb, band = 1e9, e.band
     return {
@@ -173,7 +178,7 @@ def _row(e: Estimate, meas: list[Measured]) -> dict[str, Any]:
     }
 
 
-def table_rows(w: WhatIf) -> list[dict[str, Any]]:
+def table_rows(w: WhatIf) -> list[JSONObject]:
     """One flat row per hardware entry: the table the CLI prints and the page shows.
 
     An entry that does not fit has no TTFT, TPOT or throughput (None), and ``fit`` says why
@@ -194,7 +199,7 @@ def table_rows(w: WhatIf) -> list[dict[str, Any]]:
     return rows
 
 
-def comparison_rows(w: WhatIf) -> list[dict[str, Any]]:
+def comparison_rows(w: WhatIf) -> list[JSONObject]:
     """The same rows for the recipe that is not overhead-bound, beside each overhead-bound estimate (``recipe``
     names it, ``lessons`` and ``figures`` say its bound): the difference the engine makes, visible."""
     return [

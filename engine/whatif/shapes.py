@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.spec.catalog import SYNTHETIC_ARCHITECTURES, architecture_config, parameter_count
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONMapping, JSONObject
 
 
 class EstimateError(ValueError):
@@ -67,7 +70,7 @@ class ModelShape:
         return replace(self, layers=self.layers - n, params=self.params - n * per_layer)
 
 
-def _count_params(c: dict[str, Any]) -> int:
+def _count_params(c: JSONMapping) -> int:
     h, inter, layers = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
     heads = c["num_attention_heads"]
     kv = c.get("num_key_value_heads") or heads
@@ -80,7 +83,7 @@ def _count_params(c: dict[str, Any]) -> int:
     return layers * (attn + 3 * h * inter + 2 * h) + embed + head + h
 
 
-def shape_from_config(config: dict[str, Any], name: str = "config") -> ModelShape:
+def shape_from_config(config: JSONMapping, name: str = "config") -> ModelShape:
     """A :class:`ModelShape` from HF ``config.json`` keys (llama-like decoders)."""
     c = dict(config.get("text_config") or config)
     if c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts"):
@@ -112,7 +115,7 @@ def shape_from_config(config: dict[str, Any], name: str = "config") -> ModelShap
     )
 
 
-def model_shape(model: str | dict[str, Any]) -> ModelShape:
+def model_shape(model: str | JSONObject) -> ModelShape:
     """Shape of ``demo``, ``synthetic:<arch>``, a local folder with config.json, or a config dict."""
     if isinstance(model, dict):
         return shape_from_config(model, str(model.get("_name_or_path") or "config"))

@@ -223,7 +223,7 @@ class VllmBackend(Backend):
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        async def start() -> Any:
+        async def start() -> AsyncLLM:
             return AsyncLLM.from_engine_args(AsyncEngineArgs(**self._kwargs))
 
         self._loop.open()

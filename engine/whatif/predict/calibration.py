@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.whatif.hardware import Hardware
 from engine.whatif.predict.deployment import Terms, deployment, with_acceptance
@@ -34,6 +34,10 @@ from engine.whatif.predict.fitting import (
 from engine.whatif.predict.observed import Observed, collect_observed
 from engine.whatif.predict.replay import PlanUnavailable, case_of
 from engine.whatif.serving import ConfigError, StepCosts
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONObject
+    from storage import Database
 
 Progress = Callable[[str], None]
 MAX_RUNS = 6  # runs per group fitted (the newest): each fit simulates every one of them many times
@@ -72,7 +76,7 @@ class Calibrated:
     def calibrated(self) -> bool:
         return self.fit is not None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "label": self.label,
             "calibrated": self.calibrated,
@@ -130,7 +134,7 @@ def _ranked(found: Sequence[Observed], terms: Terms, target: Hardware) -> list[t
 
 
 def calibration_for(
-    db: Any,
+    db: Database | None,
     terms: Terms,
     target: Hardware,
     run_ids: list[int] | None = None,

@@ -28,7 +28,7 @@ Pure: no storage, no torch.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.spec import JobSpec, engines
 from engine.spec.descriptor import ServingModel
@@ -37,6 +37,10 @@ from engine.whatif.hardware import Hardware
 from engine.whatif.memory import RUNTIME_OVERHEAD_GB, weights_bytes
 from engine.whatif.serving import Precisions, Served, ServerConfig
 from engine.whatif.shapes import ModelShape
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONMapping
+    from engine.spec.recipes import EngineRecipe
 
 GIB = 1024**3
 CPU_BLOCK_SIZE, GPU_BLOCK_SIZE = 128, 16
@@ -102,7 +106,7 @@ def family_of(engine: str) -> str:
     return family
 
 
-def recipe_terms(recipe: dict[str, Any], kind: str, applied: dict[str, Any] | None = None) -> Terms:
+def recipe_terms(recipe: JSONMapping, kind: str, applied: JSONMapping | None = None) -> Terms:
     """A recipe (its dict) in calibration terms on a device of ``kind``; :class:`NotModelled` with the reason."""
     family = family_of(str(recipe.get("engine", engines.default().name)))
     model = serving_model(family)
@@ -138,7 +142,7 @@ def vllm_batch_defaults(hardware: Hardware, server: bool, tp: int) -> tuple[int,
     return 2048, 256
 
 
-def server_flags(recipe: Any) -> dict[str, str]:
+def server_flags(recipe: EngineRecipe) -> dict[str, str]:
     """The managed server's ``extra_args`` as ``{flag: value}`` (flags without a value map to "")."""
     argv = recipe.extra_argv() if hasattr(recipe, "extra_argv") else []
     out: dict[str, str] = {}
@@ -199,7 +203,7 @@ def deployment(
     shape: ModelShape,
     tp: int | None = None,
     acceptance: float = 0.0,
-    applied: dict[str, Any] | None = None,
+    applied: JSONMapping | None = None,
 ) -> Deployment:
     """The simulated server of ``spec`` on ``hardware`` at tensor parallel ``tp`` (default: the recipe's);
     :class:`NotModelled` or :class:`~engine.whatif.serving.ConfigError` in one line when it cannot be."""

@@ -14,13 +14,19 @@ hit rate); speculative decoding's acceptance from the run's provenance.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.measure.records import RequestRecord
 from engine.spec import JobSpec, SpecError, parse_job_spec
 from engine.whatif.hardware import Hardware, from_measurement
 from engine.whatif.predict.deployment import NotModelled, Terms, recipe_terms
 from engine.whatif.shapes import EstimateError, ModelShape, model_shape
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONMapping, JSONObject
+    from storage import Database
+    from storage.hardware import HardwareMeasurement
+    from storage.runs import RunDetail
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,22 +39,22 @@ class Observed:
     hardware: Hardware
     shape: ModelShape
     records: list[RequestRecord]  # the measured phase's requests, in plan order (index 0 first)
-    metrics: dict[str, Any]
+    metrics: JSONObject
     counters: dict[str, float] = field(default_factory=dict)  # steps, step_tokens, preemptions, prefix_hit_rate
     acceptance: float | None = None  # speculative decoding's measured acceptance rate
-    applied: dict[str, Any] = field(default_factory=dict)
+    applied: JSONObject = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.spec.name or f"run {self.run_id}"
 
 
-def _last(fields: dict[str, Any], name: str) -> float | None:
+def _last(fields: JSONMapping, name: str) -> float | None:
     values = [v for v in fields.get(name) or [] if isinstance(v, (int, float))]
     return float(values[-1]) if values else None
 
 
-def server_counters(body: dict[str, Any] | None) -> dict[str, float]:
+def server_counters(body: JSONMapping | None) -> dict[str, float]:
     """What a stored ``server_metrics`` record counted over the measured phase (only what it has)."""
     fields = (body or {}).get("fields") or {}
     out = {
@@ -69,14 +75,14 @@ def _measured(requests: list[RequestRecord]) -> list[RequestRecord] | str:
     return measured
 
 
-def _hardware(run: Any, measurements: list[Any]) -> Hardware | str:
+def _hardware(run: RunDetail, measurements: list[HardwareMeasurement]) -> Hardware | str:
     from engine.whatif.points import device_measurement
 
     found = device_measurement(run, measurements)
     return found if isinstance(found, str) else from_measurement(found)
 
 
-def observed_of(db: Any, run: Any, measurements: list[Any]) -> Observed | str:
+def observed_of(db: Database, run: RunDetail, measurements: list[HardwareMeasurement]) -> Observed | str:
     """A stored run (a :class:`storage.runs.RunDetail`) as :class:`Observed`, or the reason it cannot be one."""
     from storage.runs import get_requests
     from storage.series import get_series
@@ -111,7 +117,7 @@ def observed_of(db: Any, run: Any, measurements: list[Any]) -> Observed | str:
 
 
 def collect_observed(
-    db: Any, family: str | None = None, run_ids: list[int] | None = None, limit: int = 500
+    db: Database, family: str | None = None, run_ids: list[int] | None = None, limit: int = 500
 ) -> tuple[list[Observed], list[tuple[int, str]]]:
     """Measured runs a calibration may use (of one what-if ``family``, or the ``run_ids`` given), and (run id,
     reason) for the others."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.measure import aggregates
 from engine.measure.energy import energy_metrics
@@ -32,6 +32,10 @@ from engine.whatif.serving import ConfigError, DoesNotFit, StepCosts, StepModel,
 from engine.whatif.serving.config import blocks_needed
 from engine.whatif.serving.result import SimResult
 from engine.whatif.shapes import EstimateError, model_shape
+
+if TYPE_CHECKING:
+    from engine.jsonvalue import JSONObject
+    from storage.runs import NewRun
 
 GB = 1e9
 NOT_PREDICTED = "not predicted (the serving simulator predicts latency and throughput only)"
@@ -100,10 +104,10 @@ class Prediction:
     calibration: Calibrated
     result: SimResult
     records: list[RequestRecord]
-    metrics: dict[str, Any]
+    metrics: JSONObject
     wall_s: float
 
-    def prediction(self) -> dict[str, Any]:
+    def prediction(self) -> JSONObject:
         """The provenance's ``prediction``: what was predicted where, from which calibration, how sure."""
         hw, dep = self.setup.hardware, self.setup.case.deployment
         return {
@@ -127,7 +131,7 @@ class Prediction:
         }
 
 
-def _load_group(case: Case, records: list[RequestRecord], end_ns: int) -> dict[str, Any]:
+def _load_group(case: Case, records: list[RequestRecord], end_ns: int) -> JSONObject:
     """The serving load as a measured run's ``load`` group says it (the simulated client never lags)."""
     arrivals, n = case.arrivals, len(records)
     sends = sorted(r.send_ns for r in records)
@@ -168,7 +172,7 @@ def device_name(hardware: Hardware, tp: int) -> str:
     return hardware.name if tp == 1 else f"{tp} x {hardware.name}"
 
 
-def new_run(p: Prediction) -> Any:
+def new_run(p: Prediction) -> NewRun:
     """What storage keeps of a predicted run (a :class:`storage.runs.NewRun` marked predicted)."""
     from storage.runs import NewRun
 

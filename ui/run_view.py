@@ -15,7 +15,7 @@ from engine.measure.registry import LATENCY_GROUPS, N_TOO_SMALL, STATS, failure_
 from engine.report.headline import Headline, run_schedule, ttft_headline
 from engine.report.naming import run_name
 from engine.report.predicted import NOT_PREDICTED
-from engine.report.results import result_object
+from engine.report.results import load_shared_words, result_object
 from engine.report.runlike import is_predicted
 from ui.predicted_view import not_predicted, render_banner
 from ui.text import escape_markdown
@@ -78,7 +78,7 @@ def _resources(obj: dict[str, Any]) -> list[tuple[str, str, str | None, str | No
     return [
         ("Peak memory", human_bytes(obj.get("peak_memory_bytes")), None, obj.get("peak_memory_kind") or "peak memory"),
         ("Weights memory", human_bytes(obj.get("weights_memory_bytes")), None, "parameters and buffers as loaded"),
-        ("Load time", f"{obj.get('load_s') or 0:,.1f} s", None, None),
+        ("Load time", f"{obj.get('load_s') or 0:,.1f} s", None, load_shared_words(obj)),
     ]
 
 

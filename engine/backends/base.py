@@ -272,6 +272,15 @@ class Backend(Sender, Protocol):
         """
         ...
 
+    def serve_several_runs(self) -> None:
+        """Called before :meth:`load` when the load will serve several runs of the recipe (capability
+        ``runs_per_load``): what :meth:`between_runs` needs is set up with the engine (nothing by default)."""
+
+    def between_runs(self) -> None:
+        """Called before each run after the first on a load that serves several: what the last run left that
+        would change the next one's figures (a prefix cache's blocks) is emptied; raises :class:`BackendError`
+        when it cannot be (nothing to empty by default: a static batch keeps no state between calls)."""
+
     def unload(self) -> None: ...
 
 

@@ -7,8 +7,9 @@ Example::
 
 Each point is a normal stored run (``sweep=<name>``), so the Explore page can draw the
 latency-throughput curve; ``inf`` means "as fast as possible" (arrival ``max``). The grid
-is built by :mod:`engine.spec.sweep` (as the Launch page's), and every point runs in its
-own job process (:mod:`engine.jobs.sweep`).
+is built by :mod:`engine.spec.sweep` (as the Launch page's), and the points run in a job
+process of their own (:mod:`engine.jobs.sweep`), which keeps the model loaded from one point to
+the next where the engine allows it (transformers, the managed vLLM server).
 
 ``--stop-at-saturation`` runs the loads in increasing order and stops after the first point
 whose run is saturated (:mod:`engine.jobs.saturation_stop`): the result says
@@ -39,7 +40,7 @@ from engine.spec.sweep import SweepPoint, build_grid, concurrency_axis, grid_spe
 if TYPE_CHECKING:
     from engine.cli.common import Subparsers
     from engine.jobs.saturation_stop import Stop
-    from engine.jobs.sweep import PointOutcome
+    from engine.jobs.sweep import PointOutcome, PointProcess
     from engine.jsonvalue import JSONObject, JSONValue
     from engine.measure.saturation import Verdict
     from engine.spec import JobSpec
@@ -137,9 +138,23 @@ class SweepRun:
 def _run_points(
     name: str, points: list[SweepPoint], specs: list[JobSpec], db: Database, stop_at_saturation: bool
 ) -> SweepRun:
-    """Every point in its own process, in order; with ``stop_at_saturation`` none above a saturated one."""
+    """Every point in a job process, in order (the model kept loaded from point to point where the engine allows
+    it); with ``stop_at_saturation`` none above a saturated one."""
+    from engine.jobs.sweep import PointProcess
+
+    with PointProcess(db.url, name, stderr_log) as process:
+        return _each_point(name, points, specs, db, stop_at_saturation, process)
+
+
+def _each_point(
+    name: str,
+    points: list[SweepPoint],
+    specs: list[JobSpec],
+    db: Database,
+    stop_at_saturation: bool,
+    process: PointProcess,
+) -> SweepRun:
     from engine.jobs.saturation_stop import Stop, point_verdict, record_stop
-    from engine.jobs.sweep import run_point
 
     swept = SweepRun()
     for point, spec in zip(points, specs, strict=True):
@@ -149,7 +164,7 @@ def _run_points(
             swept.not_run.append({"point": point.label, "load": value, "reason": swept.stop.not_run_reason()})
             continue
         stderr_log(f"[{name}] {point.label}")
-        outcome = run_point(spec.canonical_json(), db.url, name, stderr_log)
+        outcome = process.run(spec.canonical_json())
         if not outcome.ok:
             stderr_log(f"[{name}] {point.label} failed: {outcome.error}")
         rps = outcome.metrics.get("requests_per_s") if outcome.ok else None
@@ -166,8 +181,9 @@ def _run_points(
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    """Run every point in turn, each in its own process; a failed point is stored as failed and the sweep goes on
-    (with ``--stop-at-saturation``: the loads in increasing order, none above the first saturated point)."""
+    """Run every point in turn in a job process (the model loaded once where the engine allows it); a failed point
+    is stored as failed and the sweep goes on (with ``--stop-at-saturation``: the loads in increasing order, none
+    above the first saturated point)."""
     from engine.run import runner
 
     kind, values = _axis(args)

@@ -66,6 +66,19 @@ def _group(metrics: JSONObject, group: str) -> JSONValue:
     return out
 
 
+def load_shared_words(obj: JSONMapping) -> str | None:
+    """Where the run's model was loaded for several runs (a sweep's points, the engine allowing it): which run on
+    that load it was, in words; None for a run that loaded its own."""
+    prov = obj.get("provenance")
+    shared = prov.get("load_shared") if isinstance(prov, dict) else None
+    if not isinstance(shared, dict) or not isinstance(shared.get("run_on_load"), int):
+        return None
+    n = shared["run_on_load"]
+    if n == 1:
+        return "loaded here and kept for the sweep's next points"
+    return f"loaded once for the sweep: this is run {n} on that load, which did not load again"
+
+
 def result_object(run: RunSummary, requests: Sequence[RequestRecord] | None = None) -> JSONObject:
     """One JSON-ready object per run, keys as in DESIGN.md (times in ms), with intervals (module doc).
 
@@ -142,7 +155,8 @@ def render_table(obj: JSONMapping) -> str:
     lines.append(f"{'weights memory (as loaded)':<34}{human_bytes(obj.get('weights_memory_bytes'))}")
     kind = f"  ({obj['peak_memory_kind']})" if obj.get("peak_memory_kind") else ""
     lines.append(f"{'peak memory':<34}{human_bytes(obj.get('peak_memory_bytes'))}{kind}")
-    lines.append(f"{'load time [s]':<34}{_fmt(obj.get('load_s'))}")
+    shared = load_shared_words(obj)
+    lines.append(f"{'load time [s]':<34}{_fmt(obj.get('load_s'))}" + (f"  ({shared})" if shared else ""))
     lines.append(f"{'energy per output token':<34}{energy_words(obj)}")
     rate = obj.get("error_rate")
     lines.append(

@@ -24,21 +24,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.backends.base import REMOTE_DEVICE, Backend, LauncherFactory, LoadReport, Sender, get_backend
+from engine.backends.base import REMOTE_DEVICE, Backend, LauncherFactory, Sender, get_backend
 from engine.jsonvalue import JSONObject
 from engine.measure import aggregates, memory, provenance, saturation, server_metrics, telemetry
 from engine.measure.breakdowns import per_turn
 from engine.measure.client_lag import ClientSample, client_group
 from engine.measure.records import RequestRecord
 from engine.run.failures import RunRejected, check_failures, failure_reason
+from engine.run.loading import HeldLoad, Loaded, holds_loads, load, load_or_reuse
 from engine.run.plan import RequestPlan
 from engine.run.preflight import preflight
 from engine.run.profile import profile_phase
 from engine.run.sending import sending
 from engine.run.store import Where
 from engine.spec import JobSpec, SpecError
-from engine.weights import models
-from engine.weights.models import ResolvedModel
 
 if TYPE_CHECKING:
     from engine.run.repeats import Measured
@@ -97,15 +96,6 @@ class BenchmarkResult:
 
 
 @dataclass
-class _Loaded:
-    """The loading phase's outcome: the weights, the engine holding them, and its report."""
-
-    resolved: ResolvedModel
-    backend: Backend
-    report: LoadReport
-
-
-@dataclass
 class _Measured:
     """Everything the warm-up and measured phases observed, before it becomes the result."""
 
@@ -127,9 +117,14 @@ class _Measured:
 
 
 def execute(
-    spec: JobSpec, state: ProgressState, log: Callable[[str], None] = print, launcher: LauncherFactory | None = None
+    spec: JobSpec,
+    state: ProgressState,
+    log: Callable[[str], None] = print,
+    launcher: LauncherFactory | None = None,
+    held: HeldLoad | None = None,
 ) -> BenchmarkResult:
-    """Load, warm up and measure; raises on failure (nothing stored here).
+    """Load (or reuse ``held``'s load, where the engine allows it), warm up and measure; raises on failure (nothing
+    stored here).
 
     A tensor-parallel recipe runs here as rank 0, with the other ranks launched around it
     (engine/run/tensor_parallel.py); they run this same function on the same spec.
@@ -138,7 +133,7 @@ def execute(
 
     if tensor_parallel.world_size(spec) > 1 and not tensor_parallel.is_follower():
         return tensor_parallel.run_with_followers(spec, lambda: _execute(spec, state, log, launcher), log)
-    return _execute(spec, state, log, launcher)
+    return _execute(spec, state, log, launcher, held if held is not None and holds_loads(spec) else None)
 
 
 def _serving(spec: JobSpec) -> bool:
@@ -149,17 +144,7 @@ def _serving(spec: JobSpec) -> bool:
     return engines.get(spec.recipe.engine).capabilities.serving or wl.arrival != "batch" or wl.traffic.scheduled
 
 
-def _load(spec: JobSpec, state: ProgressState, log: Callable[[str], None]) -> _Loaded:
-    """The loading phase: resolve the weights and load them."""
-    state.enter("loading", "resolving weights")
-    resolved = models.resolve(spec.model, progress=lambda msg, _f: (log(msg), setattr(state, "note", msg)))
-    backend = get_backend(spec.recipe.engine)
-    report = backend.load(resolved, spec.recipe, spec.device, lambda msg, _f: setattr(state, "note", msg))
-    log(f"loaded {resolved.label} in {report.load_s:.1f} s on {report.device_name}")
-    return _Loaded(resolved, backend, report)
-
-
-def _plan(spec: JobSpec, loaded: _Loaded) -> RequestPlan:
+def _plan(spec: JobSpec, loaded: Loaded) -> RequestPlan:
     """The job's requests, from the workload's request source, checked against the model's context."""
     from engine.run.sources import PlanContext, plan_requests
 
@@ -234,7 +219,7 @@ def _measure(
     return _Measured(phases, warm, warmup_s, load, rss.peak_bytes, machine, tele, server, ratio, client, due)
 
 
-def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, prov: JSONObject) -> BenchmarkResult:
+def _result(spec: JobSpec, loaded: Loaded, plan: RequestPlan, m: _Measured, prov: JSONObject) -> BenchmarkResult:
     """The run's result, assembled in this one place from what the phases observed."""
     from engine.run import noise, repeats
     from engine.run.driver import slo_of
@@ -283,10 +268,15 @@ def _result(spec: JobSpec, loaded: _Loaded, plan: RequestPlan, m: _Measured, pro
 
 
 def _execute(
-    spec: JobSpec, state: ProgressState, log: Callable[[str], None], launcher: LauncherFactory | None = None
+    spec: JobSpec,
+    state: ProgressState,
+    log: Callable[[str], None],
+    launcher: LauncherFactory | None = None,
+    held: HeldLoad | None = None,
 ) -> BenchmarkResult:
     prov = provenance.collect()
-    loaded = _load(spec, state, log)
+    loaded = load(spec, state, log) if held is None else load_or_reuse(spec, state, log, held)
+    keep = False
     try:
         plan = _plan(spec, loaded)
         with sending(spec, loaded.backend, log, launcher) as out:  # the backend, or client processes for it
@@ -299,13 +289,19 @@ def _execute(
         result.series.update(profile_phase(spec, loaded.backend, measured_prompts, state, log))  # after measuring
         if spec.quality.enabled:  # after the latency numbers are taken; timed apart
             result.add_accuracy(_evaluate(spec, loaded, measured_prompts, state, log))
+        if held is not None:  # load_s stays the load's own time; the run says it did not load
+            result.provenance["load_shared"] = {"run_on_load": held.runs, "first": held.runs == 1}
+            keep = True
         return result
     finally:
-        loaded.backend.unload()
+        if held is not None and not keep:
+            held.loaded = None  # a failed run's engine is not trusted with the next one
+        if not keep:
+            loaded.backend.unload()
 
 
 def _evaluate(
-    spec: JobSpec, loaded: _Loaded, prompts: list[list[int]], state: ProgressState, log: Callable[[str], None]
+    spec: JobSpec, loaded: Loaded, prompts: list[list[int]], state: ProgressState, log: Callable[[str], None]
 ) -> JSONObject:
     """The evaluating phase: accuracy of the same recipe through the same backend."""
     from engine.accuracy import evaluate
@@ -347,6 +343,7 @@ def run_benchmark(
     sweep: str | None = None,
     worker_id: str | None = None,
     launcher: LauncherFactory | None = None,
+    held: HeldLoad | None = None,
 ) -> BenchmarkResult:
     """Pre-flight, execute and store. SpecError before anything is stored; BenchmarkFailed after.
 
@@ -358,7 +355,8 @@ def run_benchmark(
     With ``job_id`` and ``worker_id`` (a job's process), the run is stored only while that
     worker still holds the job; a late result raises :class:`storage.ClaimLost`, nothing stored.
     ``launcher`` places client processes on the spec's load nodes (``--load-nodes``): the caller hands down
-    ``engine.jobs.ray_load.RayLauncher``, which this layer never imports.
+    ``engine.jobs.ray_load.RayLauncher``, which this layer never imports. ``held``: a load kept for several runs
+    (:class:`HeldLoad`), where the engine allows it.
     """
     from engine.run.sources import pinned
 
@@ -367,7 +365,7 @@ def run_benchmark(
     state = state or ProgressState()
     where = Where(db, spec, job_id, sweep, worker_id)
     try:
-        result = execute(spec, state, log, launcher)
+        result = execute(spec, state, log, launcher, held)
     except (KeyboardInterrupt, SpecError):
         raise
     except RunRejected as exc:  # the phase ran: keep its metrics and every request's reason

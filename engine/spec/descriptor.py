@@ -39,7 +39,9 @@ class Capabilities:
     job's (no local device, no memory figure). ``tensor_parallel``: the job itself launches
     one process per rank (:meth:`EngineRecipe.world_size`). ``client_processes``: its requests
     leave the process (HTTP to a server), so several client processes can send them
-    (``workload.client_processes``, :mod:`engine.run.sending`).
+    (``workload.client_processes``, :mod:`engine.run.sending`). ``runs_per_load``: one load serves
+    several runs of one recipe (a sweep's points, :mod:`engine.jobs.sweep`), what a run leaves behind
+    for the next (a prefix cache) emptied between them by :meth:`Backend.between_runs`.
     """
 
     serving: bool = False
@@ -49,6 +51,7 @@ class Capabilities:
     remote: bool = False
     tensor_parallel: bool = False
     client_processes: bool = False
+    runs_per_load: bool = False
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ def cli_env(tmp_path_factory, session_dir, demo_folder):
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)  # relative paths (export -o x) land here, never in the repository
         mp.setattr("engine.run.runner.run_benchmark", reached)
-        mp.setattr("engine.jobs.sweep.run_point", reached)
+        mp.setattr("engine.jobs.sweep.PointProcess.run", reached)
         mp.setattr("engine.jobs.worker.Worker.run", reached)
         mp.setattr("engine.whatif.microbench.run_microbench", reached)
         yield {"url": url, "db": db, "root": root, "files": files}

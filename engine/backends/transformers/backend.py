@@ -299,13 +299,21 @@ class TransformersBackend(Backend):
             self._threads_before = torch.get_num_threads()
         torch.set_num_threads(n)
 
-    def unload(self) -> None:
-        self._loop.close()
+    def between_runs(self) -> None:
+        """The continuous-batching manager stops (it was sized on the last run's warm-up batch and holds its
+        blocks, shared prefixes included): the next run starts its own. Nothing else outlives a ``generate``."""
+        self._stop_continuous()
+
+    def _stop_continuous(self) -> None:
         if self._cb_manager is not None:
             try:
                 self._cb_manager.stop(block=True, timeout=10)
             finally:
                 self._cb_manager = None
+
+    def unload(self) -> None:
+        self._loop.close()
+        self._stop_continuous()
         self._assistant = None
         self._model = None
         self._tokenizer = None

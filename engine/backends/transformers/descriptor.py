@@ -97,7 +97,7 @@ DESCRIPTOR = EngineDescriptor(
     summary="Hugging Face transformers in the job's process: every recipe knob, static batches (eager, launch-bound)",
     backend="engine.backends.transformers.backend:TransformersBackend",
     preflight="engine.backends.transformers.preflight:check",
-    capabilities=Capabilities(profiles=True, full_distributions=True, tensor_parallel=True),
+    capabilities=Capabilities(profiles=True, full_distributions=True, tensor_parallel=True, runs_per_load=True),
     knob_dependencies=rules.DEPENDENCIES,
     form=FORM,
     search=Search(

@@ -125,7 +125,7 @@ SERVER_DESCRIPTOR = EngineDescriptor(
     summary="a vLLM OpenAI API server started for the job on a loopback port, measured over HTTP, torn down",
     backend="engine.backends.vllm.server:VllmServerBackend",
     preflight="engine.backends.vllm.preflight:check",
-    capabilities=Capabilities(serving=True, server_metrics=True, client_processes=True),
+    capabilities=Capabilities(serving=True, server_metrics=True, client_processes=True, runs_per_load=True),
     knob_dependencies=rules.DEPENDENCIES,
     form=FormGroups(basic=(*BASIC, "endpoint"), shown_with=SHOWN_WITH, labels=LABELS),
     search=SEARCH,

@@ -12,6 +12,7 @@ SIGTERM from the kernel if the job process is killed outright (PR_SET_PDEATHSIG)
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import signal
 import subprocess
@@ -40,7 +41,9 @@ _LIVE: set[ManagedServer] = set()
 class ManagedServer:
     """One vLLM API server process group; ``stop()`` is idempotent."""
 
-    def __init__(self, model_path: str, recipe: VllmKnobs, device: str, served_name: str = SERVED_MODEL) -> None:
+    def __init__(
+        self, model_path: str, recipe: VllmKnobs, device: str, served_name: str = SERVED_MODEL, resets: bool = False
+    ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.served_name = served_name
@@ -60,6 +63,8 @@ class ManagedServer:
             *server_args(recipe, device, model_path),
         ]
         self.env = vllm_env(recipe, device)
+        if resets:  # vLLM serves POST /reset_prefix_cache only with its development endpoints (loopback here)
+            self.env["VLLM_SERVER_DEV_MODE"] = "1"
         fd, log = tempfile.mkstemp(prefix="vllm-server-", suffix=".log", dir=self.env["TMPDIR"])
         os.close(fd)
         self.log_path = Path(log)
@@ -122,6 +127,23 @@ class ManagedServer:
         except (urllib.error.URLError, OSError):
             return None
 
+    def reset_prefix_cache(self, tries: int = 20) -> None:
+        """Empty the server's prefix cache (between two runs on one server); vLLM refuses while blocks are held,
+        so it is asked again for a few seconds. Raises BackendError when it cannot be done."""
+        why = "it kept answering success=false"
+        for _ in range(tries):
+            try:
+                request = urllib.request.Request(f"http://127.0.0.1:{self.port}/reset_prefix_cache", method="POST")
+                with urllib.request.urlopen(request, timeout=10) as resp:
+                    if json.loads(resp.read() or b"{}").get("success", True):
+                        return
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                why = str(exc)
+                if isinstance(exc, urllib.error.HTTPError) and exc.code == 404:
+                    break  # started without the development endpoints
+            time.sleep(0.5)
+        raise BackendError(f"the vLLM server's prefix cache could not be emptied between runs ({why[:120]})")
+
     def stop(self) -> None:
         """SIGTERM the process group, SIGKILL after the grace period."""
         proc, self.proc = self.proc, None
@@ -176,6 +198,17 @@ class VllmServerBackend(OpenAIBackend):
         self._device_name = ""
         self._startup_s: float | None = None
         self._spec_baseline: dict[str, float] = {}
+        self._resets = False
+
+    def serve_several_runs(self) -> None:
+        """The server will serve several runs: started with the endpoint that empties its prefix cache."""
+        self._resets = True
+
+    def between_runs(self) -> None:
+        """A run's prompts stay in the server's prefix cache: emptied, so the next run's hits are its own."""
+        if self._server is None:
+            raise BackendError("no vLLM server is running")
+        self._server.reset_prefix_cache()
 
     def load(self, model: ResolvedModel, recipe: EngineRecipe, device: str, progress: Progress) -> LoadReport:
         """Start the server (30-60 s on a 2-core CPU), wait for health, connect."""
@@ -185,7 +218,7 @@ class VllmServerBackend(OpenAIBackend):
         t0 = time.perf_counter()
         self._device = device
         self._device_name = device_name(device)
-        self._server = ManagedServer(model.path, recipe, device)
+        self._server = ManagedServer(model.path, recipe, device, resets=self._resets)
         progress("starting the vLLM server", None)
         self._startup_s = self._server.start(recipe.startup_timeout_s, progress)
         try:

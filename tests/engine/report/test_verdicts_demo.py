@@ -35,9 +35,10 @@ def _loaded(spec):
     """(backend, measured prompts) of a spec, loaded and warmed up (its warm-up requests thrown away)."""
     from engine.run import runner
     from engine.run.driver import drive_phase
+    from engine.run.loading import load
 
     state = runner.ProgressState()
-    loaded = runner._load(spec, state, lambda _m: None)
+    loaded = load(spec, state, lambda _m: None)
     plan = runner._plan(spec, loaded)
     drive_phase(loaded.backend, plan.warmup, spec.workload, state, warmup=True)
     return loaded.backend, plan.measured

@@ -91,6 +91,7 @@ def managed(demo_resolved) -> Iterator:  # type: ignore[no-untyped-def]
     from engine.backends.vllm.server import VllmServerBackend
 
     backend = VllmServerBackend()
+    backend.serve_several_runs()  # as a sweep's held load: the server can empty its prefix cache between runs
     backend.load(demo_resolved, VllmServerRecipe(max_model_len=1024, max_num_seqs=8), "cpu", lambda *_: None)
     server = backend._server
     yield backend
@@ -184,6 +185,23 @@ def test_sessions_and_a_trace_through_the_server(managed, tmp_path) -> None:  # 
     assert all(r.ok and r.output_tokens == 4 for r in phase.records) and phase.stats["arrival"] == "trace"
     sends = [(r.send_ns - phase.records[0].send_ns) / 1e9 for r in phase.records]
     assert sends == pytest.approx([0, 0.3, 0.6, 0.9], abs=0.1)
+
+
+def test_between_runs_the_servers_prefix_cache_is_emptied(managed) -> None:  # type: ignore[no-untyped-def]
+    """A sweep's next point on the same server finds none of the last point's blocks: the same 300-token prompt
+    hits the cache when sent again, and no longer after between_runs()."""
+    prompt = [[300 + (i % 50) for i in range(300)]]
+    wl = Workload(prompt_tokens=300, output_tokens=2, requests=1, arrival="batch")
+
+    def cached() -> int | None:
+        phase = drive_phase(managed, planned(prompt, 2), wl)
+        assert all(r.ok for r in phase.records), [r.error for r in phase.records]
+        return phase.records[0].cached_prompt_tokens
+
+    cached()
+    assert (cached() or 0) >= 128  # a whole block or more found again
+    managed.between_runs()
+    assert not cached()
 
 
 def test_rate_sweep_against_the_server(managed) -> None:  # type: ignore[no-untyped-def]

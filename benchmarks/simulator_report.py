@@ -223,4 +223,12 @@ def report(db: Any, runs: list[Any], ids: dict[str, int], capacity: float, slo: 
     summary = _summary(held, by_name)
     noise = _noise(rows, errors, by_name)
     bands = {k: (c.band.to_dict() if c is not None and c.band else None) for k, c in cals.items()}
-    return {"capacity": capacity, "rows": rows, "errors": errors, "summary": summary, "noise": noise, "bands": bands}
+    planner = None
+    if cals["vllm"] is not None and "p75" in by_name:
+        from simulator_capacity import capacity_accuracy, poisson_spec
+
+        planner = capacity_accuracy(db, ids, poisson_spec(runs, capacity), cals["vllm"])
+    return {
+        "capacity": capacity, "rows": rows, "errors": errors, "summary": summary, "noise": noise, "bands": bands,
+        "planner_capacity": planner,
+    }  # fmt: skip

@@ -24,7 +24,9 @@ rate and preemptions; then the error by load level and the median |error| per fi
 
 ``--reuse`` takes a stored measured run of the same name instead of measuring again (re-print the table
 without measuring); ``--only`` measures only the named runs (the calibration runs are always needed);
-``--no-transformers`` leaves that group out. The machine's load average is printed before and after.
+``--no-transformers`` leaves that group out. ``--cal c1,c8,c16`` calibrates vLLM on those runs instead (the
+default calibration runs not named are held out; ``c16``, concurrency 16, is measured only when named). The
+machine's load average is printed before and after.
 """
 
 from __future__ import annotations
@@ -119,6 +121,9 @@ def plan() -> list[Planned]:
         Planned("c1", "cal-vllm", lambda c, f: _vllm({"requests": 24, "arrival": "concurrency", "max_concurrency": 1})),
         Planned("c8", "cal-vllm", lambda c, f: _vllm({"requests": 64, "arrival": "concurrency", "max_concurrency": 8})),
         Planned("p60", "cal-vllm", _poisson(0.6, requests=60), 0.6),
+        Planned(
+            "c16", "spare", lambda c, f: _vllm({"requests": 64, "arrival": "concurrency", "max_concurrency": 16})
+        ),  # fmt: skip
         Planned("p50", "held", _poisson(0.5), 0.5),
         Planned("p75", "held", _poisson(0.75), 0.75),
         Planned("p85", "held", _poisson(0.85), 0.85),
@@ -172,6 +177,28 @@ def plan() -> list[Planned]:
         Planned("chunked64-again", "repeat", _chunked, 0.5, repeats="chunked64"),
         Planned("tf-p040-again", "repeat", _tf_poisson, repeats="tf-p040"),
     ]
+
+
+def with_calibration(runs: list[Planned], names: list[str]) -> list[Planned]:
+    """The plan with ``names`` as the vLLM calibration: a default calibration run not named is held out, a
+    spare run not named is left out."""
+    from dataclasses import replace
+
+    vllm = {p.name for p in runs if p.role in ("cal-vllm", "spare")}
+    unknown = sorted(set(names) - vllm)
+    if unknown or len(names) > 3:
+        raise SystemExit(f"--cal takes up to 3 of {', '.join(sorted(vllm))}; not {', '.join(unknown) or names}")
+    if "c8" not in names:
+        raise SystemExit("--cal must name c8: its requests/s is the capacity the Poisson rates are fractions of")
+    out = []
+    for p in runs:
+        if p.name in names:
+            out.append(replace(p, role="cal-vllm"))
+        elif p.role == "cal-vllm":
+            out.append(replace(p, role="held"))
+        elif p.role != "spare":
+            out.append(p)
+    return out
 
 
 def _stored(db: Any, name: str) -> int | None:
@@ -254,6 +281,7 @@ def main() -> int:
     ap.add_argument("--db", default=f"sqlite:///{REPO / 'data' / 'simacc.db'}", help="this benchmark's database")
     ap.add_argument("--reuse", action="store_true", help="reuse stored measured runs of the same name")
     ap.add_argument("--only", default=None, help="comma-separated run names to measure (calibration always)")
+    ap.add_argument("--cal", default="c1,c8,p60", help="the vLLM calibration runs (c16 is measured only when named)")
     ap.add_argument("--no-transformers", action="store_true", help="leave the transformers group out")
     ap.add_argument("--files", default=str(REPO / "data" / "simacc_files"), help="where the generated inputs go")
     ap.add_argument("--out", default=None, help="also write the results as JSON here")
@@ -267,7 +295,8 @@ def main() -> int:
     files.mkdir(parents=True, exist_ok=True)
     db = open_database(args.db)
     _prepare_device(db)
-    runs = [p for p in plan() if not (args.no_transformers and p.name.startswith("tf-"))]
+    runs = with_calibration(plan(), args.cal.split(","))
+    runs = [p for p in runs if not (args.no_transformers and p.name.startswith("tf-"))]
     t0 = time.perf_counter()
     ids, capacity = measure_all(db, runs, args, files)
     measured_s = time.perf_counter() - t0

@@ -36,8 +36,15 @@ NODE_DIED = "ray node {node} ({ip}) died"
 NODE_DEATH_WAIT_S = 30.0  # a task that died waits this long for Ray to declare its node dead (health checks)
 
 
+class _Stream(Iterator[object], Protocol):
+    """A task's ObjectRefGenerator: Ray's references to what the task yields, in order."""
+
+    def next_ready(self) -> bool: ...
+    def is_finished(self) -> bool: ...
+
+
 class _RemoteCall(Protocol):
-    def remote(self, *args: object) -> Iterator[object]: ...
+    def remote(self, *args: object) -> _Stream: ...
 
 
 class _RemoteFunction(Protocol):
@@ -51,7 +58,7 @@ class RayJob:
     """One claimed job's task."""
 
     job_id: int
-    gen: Iterator[object]  # the task's ObjectRefGenerator: Ray's references to what the task yields
+    gen: _Stream
     facts: dict[str, str] | None = None
     stopped: bool = False
     failed: tuple[float, str] | None = None  # (when, first line): the task died; is its node dead too?
@@ -156,6 +163,10 @@ class RayPlacement:
         import ray
 
         try:
+            if not task.gen.next_ready() and not task.gen.is_finished():
+                return (
+                    None  # ray.wait said ready before the item could be read; next() would block the loop till it can
+                )
             item = ray.get(next(task.gen))
         except StopIteration:
             return Ended(task, -9, None)

@@ -39,8 +39,9 @@ NODE_DEATH_WAIT_S = 30.0  # a task that died waits this long for Ray to declare 
 class _Stream(Iterator[object], Protocol):
     """A task's ObjectRefGenerator: Ray's references to what the task yields, in order."""
 
-    def next_ready(self) -> bool: ...
-    def is_finished(self) -> bool: ...
+    def completed(self) -> object:
+        """A reference that is ready once the task has ended."""
+        ...
 
 
 class _RemoteCall(Protocol):
@@ -138,22 +139,40 @@ class RayPlacement:
             say(f"job {handle.job_id}: forced cancel refused ({exc})")
 
     def collect(self, timeout_s: float = 0.0) -> list[Ended[RayJob]]:
-        """Judge the dead tasks, then read what the live ones yielded: where each runs, how the ended ones ended."""
+        """Judge the dead tasks, then read what the live ones yielded: where each runs, how the ended ones ended.
+
+        A stopped task is read only once it has completed: Ray marks a cancelled stream's end at once, and
+        reading it (``next``, ``is_finished``) then waits for the task itself, which a task that has not yet
+        seen its soft cancel keeps running, so the loop would stall until the job ended, its forced stop and
+        every other job's timeout with it."""
         import ray
 
         now = time.monotonic()
         dead = [(t, t.failed) for t in self.tasks.values() if t.failed is not None]
         ended = [e for t, failed in dead if (e := self._judge(t, failed, now)) is not None]
         live = [t for t in self.tasks.values() if t.failed is None]
-        if live:
-            ready, _ = ray.wait([t.gen for t in live], num_returns=len(live), timeout=timeout_s)
-            by_gen = {id(t.gen): t for t in live}
+        running = [t for t in live if not t.stopped]
+        stopped = [t for t in live if t.stopped]
+        if running:
+            wait = 0.0 if stopped else timeout_s
+            ready, _ = ray.wait([t.gen for t in running], num_returns=len(running), timeout=wait)
+            by_gen = {id(t.gen): t for t in running}
             ended += [e for gen in ready if (e := self._advance(by_gen[id(gen)])) is not None]
-        elif not ended and timeout_s > 0:
+        if stopped:
+            refs = {t.gen.completed(): t for t in stopped}
+            done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+            ended += [self._drain(refs[ref]) for ref in done]
+        if not live and not ended and timeout_s > 0:
             time.sleep(timeout_s)
         for end in ended:
             del self.tasks[end.handle.job_id]
         return ended
+
+    def _drain(self, task: RayJob) -> Ended[RayJob]:
+        """A stopped task that has completed: what it left in its stream (reading no longer waits)."""
+        while (end := self._advance(task)) is None:
+            pass
+        return end
 
     def progress(self, handle: RayJob) -> str | None:
         return None  # the task stores its job's log tail itself (its log file is on its node)
@@ -163,10 +182,6 @@ class RayPlacement:
         import ray
 
         try:
-            if not task.gen.next_ready() and not task.gen.is_finished():
-                return (
-                    None  # ray.wait said ready before the item could be read; next() would block the loop till it can
-                )
             item = ray.get(next(task.gen))
         except StopIteration:
             return Ended(task, -9, None)

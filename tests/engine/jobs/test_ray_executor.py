@@ -377,3 +377,36 @@ def test_bad_input_is_one_line_exit_2(cluster, tmp_path):
 
 def _executor_log(tmp_path: Path) -> str:
     return "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(tmp_path.glob("executor-*.log")))
+
+
+def test_a_stopped_task_that_keeps_running_never_stalls_the_loop(cluster):
+    """Ray marks a cancelled stream's end at once; reading it then waits for the task itself. The loop must
+    not: it has the forced stop and every other job's timeout to see to (a CI run stalled 42 s on this)."""
+    from engine.jobs.ray_placement import RayJob, RayPlacement
+
+    def _deaf_to_a_soft_cancel():  # defined here: Ray ships it by value (the tests are not on its workers' path)
+        """A task like a job's that has not yet seen its soft cancel (Ray does not always interrupt a sleep)."""
+        import time
+
+        yield {"facts": {"node_id": "n", "node_ip": "127.0.0.2"}}
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            try:
+                time.sleep(0.1)
+            except KeyboardInterrupt:
+                pass
+        yield {"returncode": 0, "tail": ""}
+
+    placement = RayPlacement(["cpu"], address=cluster.address, ship_code=False)
+    remote = ray.remote(_deaf_to_a_soft_cancel).options(num_returns="streaming", num_cpus=0)
+    task = placement.tasks[1] = RayJob(job_id=1, gen=remote.remote())
+    wait_for(lambda: placement.collect(timeout_s=0.2) == [] and task.facts, 60)
+    placement.stop(task)
+    for _ in range(10):  # two seconds of rounds after the soft cancel: each returns at once, the task still runs
+        t0 = time.monotonic()
+        assert placement.collect(timeout_s=0.2) == []
+        assert time.monotonic() - t0 < 2.0
+    placement.force(task)
+    ended = wait_for(lambda: placement.collect(timeout_s=0.2), 20)
+    assert [e.handle.job_id for e in ended] == [1] and ended[0].lost is None
+    assert placement.tasks == {}
